@@ -1,0 +1,69 @@
+# Build helpers shared by every folder: one library target per folder
+# (cartage_library), one test binary per test file (cartage_test), and the
+# tri-state optional dependencies (cartage_optional_dependency).
+
+set(CARTAGE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+    -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual -Wnull-dereference
+    -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
+if(CARTAGE_WERROR)
+  list(APPEND CARTAGE_WARNINGS -Werror)
+endif()
+
+if(CARTAGE_SANITIZE)
+  add_compile_options(-fsanitize=${CARTAGE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${CARTAGE_SANITIZE})
+endif()
+
+# cartage_library(NAME <name> SRCS ... [DEPS ...])
+# Makes target cartage_<name> with alias cartage::<name>; includes are rooted
+# at the repository root (#include "fsm/machine.h").
+function(cartage_library)
+  cmake_parse_arguments(L "" "NAME" "SRCS;DEPS" ${ARGN})
+  set(target cartage_${L_NAME})
+  add_library(${target} ${L_SRCS})
+  add_library(cartage::${L_NAME} ALIAS ${target})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>)
+  target_compile_options(${target} PRIVATE ${CARTAGE_WARNINGS})
+  target_link_libraries(${target} PUBLIC ${L_DEPS})
+endfunction()
+
+# cartage_test(NAME <name> SRCS ... [DEPS ...] [LABELS ...])
+# One gtest binary, registered with ctest test by test, labelled (unit,
+# conformance, multiproc, hw, bench).
+function(cartage_test)
+  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  add_executable(${T_NAME} ${T_SRCS})
+  target_compile_options(${T_NAME} PRIVATE ${CARTAGE_WARNINGS})
+  target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# cartage_optional_dependency(<KEY> <pkg-config module> <what it enables>)
+# CARTAGE_WITH_<KEY> is AUTO (build when found), ON (fail without it) or OFF.
+# Sets CARTAGE_HAVE_<KEY> (0/1) for the generated config header.
+function(cartage_optional_dependency key module what)
+  set(CARTAGE_WITH_${key} AUTO CACHE STRING "Build ${what}: AUTO, ON or OFF")
+  set_property(CACHE CARTAGE_WITH_${key} PROPERTY STRINGS AUTO ON OFF)
+  set(mode ${CARTAGE_WITH_${key}})
+  set(have 0)
+  if(NOT mode STREQUAL "OFF")
+    pkg_check_modules(${key} QUIET IMPORTED_TARGET ${module})
+    if(${key}_FOUND)
+      set(have 1)
+      message(STATUS "cartage: ${what}: ON (${module} ${${key}_VERSION})")
+    elseif(mode STREQUAL "ON")
+      message(FATAL_ERROR "cartage: CARTAGE_WITH_${key}=ON but pkg-config finds no ${module}")
+    else()
+      message(STATUS "cartage: ${what}: OFF (${module} not found)")
+    endif()
+  else()
+    message(STATUS "cartage: ${what}: OFF (CARTAGE_WITH_${key}=OFF)")
+  endif()
+  set(CARTAGE_HAVE_${key} ${have} PARENT_SCOPE)
+  set(CARTAGE_${key}_VERSION "${${key}_VERSION}" PARENT_SCOPE)
+endfunction()
