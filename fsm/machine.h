@@ -1,0 +1,322 @@
+// Table-driven state machines: a machine is data, all code lives on its edges.
+//
+// A machine is three things:
+//   1. a definition struct (states, events, names, the context type the
+//      actions work on, the payload events carry, where the state lives);
+//   2. a constexpr table of rows (source, event, guard, action, target),
+//      validated at compile time;
+//   3. fsm::Machine<Def, kTable>, the one dispatcher that runs it.
+//
+//   struct DoorDef {
+//     enum class State : uint8_t { kShut, kOpen, kGone, kCount };
+//     enum class Event : uint8_t { kPush, kLeave, kCount };
+//     using Context = Door;  using Payload = int;
+//     static constexpr absl::string_view kName = "door";
+//     static constexpr absl::string_view kSummary = "a door";
+//     static constexpr std::array<absl::string_view, 3> kStates = {"shut", "open", "gone"};
+//     static constexpr std::array<EventSpec, 2> kEvents = {{{"push", EventKind::kUser},
+//                                                          {"leave", EventKind::kUser}}};
+//     static constexpr State kInitial = State::kShut;
+//     static constexpr std::array kFinal = {State::kGone};
+//     static StateWord& Cell(Door& d) { return d.state; }
+//     static uint64_t IdOf(const Door& d) { return d.id; }
+//   };
+//   inline constexpr Action<DoorDef> kSwing{"Swing", &SwingFn};
+//   // clang-format off
+//   inline constexpr auto kDoorTable = MakeTable<DoorDef>({
+//   // source          event             guard    action    target
+//     {S::kShut,        E::kPush,         nullptr, &kSwing,  S::kOpen},
+//     {S::kOpen,        E::kLeave,        nullptr, nullptr,  S::kGone},
+//   });
+//   // clang-format on
+//   static_assert(kDoorTable.validation().ok());
+//   using DoorMachine = Machine<DoorDef, kDoorTable>;
+//   absl::Status s = DoorMachine::Dispatch(door, DoorDef::Event::kPush);
+//
+// Run to completion: an action never dispatches directly; it raises events
+// through its Step, and they run, in order, once the current transition has
+// finished. Events may be raised on other instances, and on other machines
+// that share the context and payload types.
+#ifndef CARTAGE_FSM_MACHINE_H_
+#define CARTAGE_FSM_MACHINE_H_
+
+#include <algorithm>
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <type_traits>
+
+#include "absl/base/optimization.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "fsm/machine_info.h"
+#include "fsm/trace.h"
+#include "fsm/validate.h"
+
+namespace cartage::fsm {
+
+template <class Ctx, class Payload>
+class Step;
+template <class Def, const auto& kTable>
+class Machine;
+
+// The byte that holds an instance's state. Anyone may read it; only the
+// dispatcher writes it (DESIGN.md: "only the dispatcher writes a state").
+class StateWord {
+ public:
+  constexpr StateWord() = default;
+  constexpr uint8_t value() const { return value_; }
+
+ private:
+  template <class Def, const auto& kTable>
+  friend class Machine;
+  uint8_t value_ = 0;
+};
+
+// What a machine definition provides (see the example at the top).
+template <class D>
+concept MachineDef = requires(typename D::Context& c, const typename D::Context& cc) {
+  requires std::is_enum_v<typename D::State>;
+  requires std::is_enum_v<typename D::Event>;
+  typename D::Payload;
+  { D::kName } -> std::convertible_to<absl::string_view>;
+  { D::kSummary } -> std::convertible_to<absl::string_view>;
+  { D::kInitial } -> std::convertible_to<typename D::State>;
+  { D::Cell(c) } -> std::same_as<StateWord&>;
+  { D::IdOf(cc) } -> std::convertible_to<uint64_t>;
+  requires D::kStates.size() == static_cast<std::size_t>(D::State::kCount);
+  requires D::kEvents.size() == static_cast<std::size_t>(D::Event::kCount);
+};
+
+// The Step an action of Def receives.
+template <class Def>
+using StepOf = Step<typename Def::Context, typename Def::Payload>;
+
+// A named guard: the transition is taken only if it returns true.
+template <class Def>
+struct Guard {
+  absl::string_view name;
+  bool (*fn)(const typename Def::Context&, const typename Def::Payload&);
+};
+
+// A named action: the code on an edge.
+template <class Def>
+struct Action {
+  absl::string_view name;
+  void (*fn)(typename Def::Context&, const typename Def::Payload&, StepOf<Def>&);
+};
+
+// One row of a table. guard and action may be nullptr.
+template <class Def>
+struct Transition {
+  typename Def::State source;
+  typename Def::Event event;
+  const Guard<Def>* guard;
+  const Action<Def>* action;
+  typename Def::State target;
+};
+
+// A validated, indexed table. Rows for one (state, event) keep their declared
+// order: the first whose guard passes is taken, an unguarded row last.
+template <class Def, std::size_t N>
+class Table {
+ public:
+  static constexpr std::size_t kStates = static_cast<std::size_t>(Def::State::kCount);
+  static constexpr std::size_t kEvents = static_cast<std::size_t>(Def::Event::kCount);
+
+  consteval explicit Table(const Transition<Def> (&rows)[N]) {
+    std::array<ShapeRow, N> shape{};
+    for (std::size_t i = 0; i < N; ++i) {
+      shape[i] = {Index(rows[i].source), Index(rows[i].event), Index(rows[i].target),
+                  rows[i].guard != nullptr};
+    }
+    std::array<bool, kMaxStates> is_final{};
+    for (auto s : Def::kFinal) is_final[Index(s)] = true;
+    validation_ = ValidateShape(shape, kStates, kEvents, Index(Def::kInitial), is_final);
+    if (!validation_.ok()) return;
+    // Counting sort by (source, event): stable, so guard order is kept.
+    std::array<uint16_t, kStates * kEvents + 1> count{};
+    for (const auto& r : rows) ++count[Key(r.source, r.event) + 1];
+    for (std::size_t k = 0; k < kStates * kEvents; ++k) count[k + 1] += count[k];
+    first_ = count;
+    for (const auto& r : rows) rows_[count[Key(r.source, r.event)]++] = r;
+  }
+
+  // The result of validating the rows at compile time.
+  constexpr const Validation& validation() const { return validation_; }
+  // Rows sorted by (source, event), declared order within a pair.
+  constexpr const std::array<Transition<Def>, N>& rows() const { return rows_; }
+  // Rows for (s, e) are rows()[first(key)] up to rows()[first(key + 1)].
+  constexpr uint16_t first(std::size_t key) const { return first_[key]; }
+
+  static constexpr uint8_t Index(typename Def::State s) { return static_cast<uint8_t>(s); }
+  static constexpr uint8_t Index(typename Def::Event e) { return static_cast<uint8_t>(e); }
+  static constexpr std::size_t Key(typename Def::State s, typename Def::Event e) {
+    return Index(s) * kEvents + Index(e);
+  }
+
+ private:
+  std::array<Transition<Def>, N> rows_{};
+  std::array<uint16_t, kStates * kEvents + 1> first_{};
+  Validation validation_{};
+};
+
+// Builds a Table from a braced list of rows.
+template <class Def, std::size_t N>
+consteval Table<Def, N> MakeTable(const Transition<Def> (&rows)[N]) {
+  return Table<Def, N>(rows);
+}
+
+// Lets an action raise events that run after the current transition.
+template <class Ctx, class Payload>
+class Step {
+ public:
+  // A type-erased dispatch of one event (Machine<...>::DispatchQueued).
+  using DispatchFn = absl::Status (*)(Ctx&, uint8_t event, const Payload&, Step&);
+
+  // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
+  template <class M>
+  void Raise(Ctx& target, typename M::Event event, const Payload& payload = {}) {
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), payload});
+  }
+
+  bool has_pending() const { return next_ < pending_.size(); }
+
+  // Runs queued events in order (including those they raise); returns the
+  // first error, having still run every queued event.
+  absl::Status Drain() {
+    absl::Status first_error;
+    while (next_ < pending_.size()) {
+      Pending p = pending_[next_++];
+      first_error.Update(p.fn(*p.ctx, p.event, p.payload, *this));
+    }
+    return first_error;
+  }
+
+ private:
+  struct Pending {
+    Ctx* ctx;
+    DispatchFn fn;
+    uint8_t event;
+    Payload payload;
+  };
+  absl::InlinedVector<Pending, 4> pending_;
+  std::size_t next_ = 0;
+};
+
+// Whether a dispatch may call the trace hook.
+enum class TraceMode : uint8_t {
+  kRuntime,      // one relaxed load; records when a sink is installed
+  kCompiledOut,  // no hook at all
+};
+
+// Out-of-line error builders (cold path).
+namespace internal {
+absl::Status UnhandledEvent(const MachineNames& m, uint64_t id, uint8_t state, uint8_t event);
+absl::Status NoGuardPassed(const MachineNames& m, uint64_t id, uint8_t state, uint8_t event);
+}  // namespace internal
+
+// The names of Def, for traces and messages.
+template <MachineDef Def>
+inline constexpr MachineNames kNamesOf{Def::kName, Def::kStates, Def::kEvents};
+
+// The dispatcher for one machine.
+template <class Def, const auto& kTable>
+class Machine {
+  static_assert(MachineDef<Def>);
+  static_assert(kTable.validation().ok(),
+                "fsm table failed validation; kTable.validation() names the problem, state, "
+                "event and row");
+
+ public:
+  using State = typename Def::State;
+  using Event = typename Def::Event;
+  using Context = typename Def::Context;
+  using Payload = typename Def::Payload;
+
+  // Delivers `event` to `ctx` and runs every event raised meanwhile. An event
+  // the current state does not handle (or whose guards all fail) leaves the
+  // state unchanged and returns kFailedPrecondition naming machine, state,
+  // event and instance.
+  template <TraceMode kMode = TraceMode::kRuntime>
+  static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload = {}) {
+    StepOf<Def> step;
+    absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, step);
+    if (ABSL_PREDICT_FALSE(step.has_pending())) s.Update(step.Drain());
+    return s;
+  }
+
+  // The current state of `ctx`.
+  static State StateOf(Context& ctx) { return static_cast<State>(Def::Cell(ctx).value()); }
+  // The current state's name.
+  static absl::string_view StateName(Context& ctx) { return Def::kStates[Def::Cell(ctx).value()]; }
+  // Puts `ctx` in the initial state (a fresh or recycled instance).
+  static void Reset(Context& ctx) { Def::Cell(ctx).value_ = static_cast<uint8_t>(Def::kInitial); }
+  // True once `ctx` is in a final state.
+  static bool IsFinal(Context& ctx) {
+    const uint8_t s = Def::Cell(ctx).value();
+    for (auto f : Def::kFinal) {
+      if (static_cast<uint8_t>(f) == s) return true;
+    }
+    return false;
+  }
+
+  // Used by Step::Raise: dispatch inside a run-to-completion loop.
+  static absl::Status DispatchQueued(Context& ctx, uint8_t event, const Payload& payload,
+                                     StepOf<Def>& step) {
+    return Fire<TraceMode::kRuntime>(ctx, event, payload, step);
+  }
+
+  // The machine as data, for the registry and the emitters.
+  static MachineInfo Describe() {
+    MachineInfo info;
+    info.name = Def::kName;
+    info.summary = Def::kSummary;
+    info.states.assign(Def::kStates.begin(), Def::kStates.end());
+    info.events.assign(Def::kEvents.begin(), Def::kEvents.end());
+    info.initial = static_cast<uint8_t>(Def::kInitial);
+    info.is_final.assign(Def::kStates.size(), false);
+    for (auto f : Def::kFinal) info.is_final[static_cast<uint8_t>(f)] = true;
+    for (const auto& r : kTable.rows()) {
+      info.transitions.push_back({static_cast<uint8_t>(r.source), static_cast<uint8_t>(r.event),
+                                  static_cast<uint8_t>(r.target),
+                                  r.guard ? r.guard->name : absl::string_view(),
+                                  r.action ? r.action->name : absl::string_view()});
+    }
+    return info;
+  }
+
+ private:
+  static constexpr std::size_t kEvents = static_cast<std::size_t>(Event::kCount);
+
+  template <TraceMode kMode>
+  static absl::Status Fire(Context& ctx, uint8_t event, const Payload& payload,
+                           StepOf<Def>& step) {
+    StateWord& cell = Def::Cell(ctx);
+    const uint8_t from = cell.value_;
+    const std::size_t key = from * kEvents + event;
+    const uint16_t begin = kTable.first(key);
+    const uint16_t end = kTable.first(key + 1);
+    for (uint16_t i = begin; i < end; ++i) {
+      const Transition<Def>& row = kTable.rows()[i];
+      if (row.guard != nullptr && !row.guard->fn(ctx, payload)) continue;
+      if (row.action != nullptr) row.action->fn(ctx, payload, step);
+      cell.value_ = static_cast<uint8_t>(row.target);
+      if constexpr (kMode == TraceMode::kRuntime) {
+        TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);
+        if (ABSL_PREDICT_FALSE(sink != nullptr)) {
+          internal::EmitTrace(sink, Def::IdOf(ctx), &kNamesOf<Def>, from, event, cell.value_);
+        }
+      }
+      return absl::OkStatus();
+    }
+    if (begin == end) return internal::UnhandledEvent(kNamesOf<Def>, Def::IdOf(ctx), from, event);
+    return internal::NoGuardPassed(kNamesOf<Def>, Def::IdOf(ctx), from, event);
+  }
+};
+
+}  // namespace cartage::fsm
+
+#endif  // CARTAGE_FSM_MACHINE_H_

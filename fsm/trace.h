@@ -1,0 +1,101 @@
+// Transition tracing: a hook on every transition of every machine.
+//
+// Off by default. When off, a transition pays one relaxed atomic load and a
+// predictable branch (measured in bench/fsm_bench.cc); a machine dispatched
+// with TraceMode::kCompiledOut pays nothing at all. When on, each transition
+// hands a TraceRecord to the installed sink.
+//
+//   fsm::TraceRecorder rec(1 << 16);
+//   fsm::ScopedTraceSink on(&rec);
+//   ... run traffic ...
+//   std::ofstream("trace.json") << rec.ToChromeTraceJson();  // open in Perfetto
+#ifndef CARTAGE_FSM_TRACE_H_
+#define CARTAGE_FSM_TRACE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "fsm/machine_info.h"
+
+namespace cartage::fsm {
+
+// The names of one machine, fixed at compile time; traces point at it.
+struct MachineNames {
+  absl::string_view machine;
+  std::span<const absl::string_view> states;
+  std::span<const EventSpec> events;
+};
+
+// One transition as the hook sees it.
+struct TraceRecord {
+  int64_t time_ns = 0;  // absl::GetCurrentTimeNanos() at the transition
+  uint64_t instance = 0;
+  const MachineNames* machine = nullptr;
+  uint8_t from = 0;
+  uint8_t event = 0;
+  uint8_t to = 0;
+};
+
+// Receives every transition while installed. Called on the dispatching thread.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  // Records one transition; must not dispatch events.
+  virtual void Record(const TraceRecord& r) = 0;
+};
+
+namespace internal {
+extern std::atomic<TraceSink*> g_trace_sink;
+// Out of line so the dispatch fast path stays small.
+void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
+               uint8_t event, uint8_t to);
+}  // namespace internal
+
+// Installs `sink` (nullptr turns tracing off); returns the previous one.
+TraceSink* SetTraceSink(TraceSink* sink);
+
+// Installs a sink for the lifetime of the object, restoring the previous one.
+class ScopedTraceSink {
+ public:
+  explicit ScopedTraceSink(TraceSink* sink) : previous_(SetTraceSink(sink)) {}
+  ~ScopedTraceSink() { SetTraceSink(previous_); }
+  ScopedTraceSink(const ScopedTraceSink&) = delete;
+  ScopedTraceSink& operator=(const ScopedTraceSink&) = delete;
+
+ private:
+  TraceSink* previous_;
+};
+
+// A sink that keeps up to `capacity` records (preallocated; later records are
+// counted as dropped) and exports them.
+class TraceRecorder : public TraceSink {
+ public:
+  explicit TraceRecorder(std::size_t capacity);
+  void Record(const TraceRecord& r) override;
+
+  // The records kept, in order.
+  std::span<const TraceRecord> records() const { return records_; }
+  // Records that did not fit.
+  uint64_t dropped() const { return dropped_; }
+  void Clear();
+
+  // "machine#id: from --event--> to", one line per record.
+  std::string ToText() const;
+  // Chrome trace-event JSON (Perfetto, chrome://tracing): one track per
+  // instance, one slice per state it sat in, an instant per event.
+  std::string ToChromeTraceJson() const;
+
+ private:
+  std::vector<TraceRecord> records_;
+  std::size_t capacity_;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace cartage::fsm
+
+#endif  // CARTAGE_FSM_TRACE_H_

@@ -1,0 +1,155 @@
+// Dispatch, guards, run-to-completion, error reporting and tracing.
+#include <string>
+#include <vector>
+
+#include "fsm/machine.h"
+#include "fsm/trace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/turnstile_machine.h"
+
+namespace cartage::test {
+namespace {
+
+using E = TurnstileDef::Event;
+using S = TurnstileDef::State;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(FsmDispatch, GuardDecidesAndActionRuns) {
+  Turnstile t;
+  TurnstileMachine::Reset(t);
+  EXPECT_EQ(TurnstileMachine::StateOf(t), S::kLocked);
+  // One coin of value 1 is refused by PaidEnough: no row left, an error, no change.
+  const absl::Status refused = TurnstileMachine::Dispatch(t, E::kCoin, 1);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.message(),
+            "fsm 'turnstile' instance 0: event 'coin' in state 'locked': every guard refused "
+            "the transition");
+  EXPECT_EQ(TurnstileMachine::StateOf(t), S::kLocked);
+  EXPECT_EQ(t.coins, 0);
+
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 2).ok());
+  EXPECT_EQ(TurnstileMachine::StateOf(t), S::kUnlocked);
+  EXPECT_EQ(TurnstileMachine::StateName(t), "unlocked");
+  EXPECT_EQ(t.coins, 1);
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 1).ok());  // unguarded self-loop
+  EXPECT_EQ(t.coins, 2);
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kPush).ok());
+  EXPECT_EQ(TurnstileMachine::StateOf(t), S::kLocked);
+  EXPECT_EQ(t.passes, 1);
+}
+
+TEST(FsmDispatch, UnhandledEventNamesMachineStateEventAndLeavesStateAlone) {
+  Turnstile t;
+  t.id = 42;
+  TurnstileMachine::Reset(t);
+  const absl::Status s = TurnstileMachine::Dispatch(t, E::kPush);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "fsm 'turnstile' instance 42: event 'push' is not handled in state 'locked'");
+  EXPECT_EQ(TurnstileMachine::StateOf(t), S::kLocked);
+}
+
+TEST(FsmDispatch, FinalStateIsFinal) {
+  Turnstile t;
+  TurnstileMachine::Reset(t);
+  EXPECT_FALSE(TurnstileMachine::IsFinal(t));
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kKick).ok());
+  EXPECT_TRUE(TurnstileMachine::IsFinal(t));
+  EXPECT_FALSE(TurnstileMachine::Dispatch(t, E::kCoin, 9).ok());
+}
+
+TEST(FsmDispatch, RaisedEventsRunAfterTheCurrentTransitionInOrder) {
+  std::vector<std::string> log;
+  Turnstile a, b, c;
+  a.id = 1; b.id = 2; c.id = 3;
+  for (Turnstile* t : {&a, &b, &c}) {
+    TurnstileMachine::Reset(*t);
+    t->log = &log;
+    ASSERT_TRUE(TurnstileMachine::Dispatch(*t, E::kCoin, 2).ok());
+  }
+  log.clear();
+  // a's Pass raises coin on b; b is unlocked so TakeCoin runs, and only after
+  // a's transition finished (a is already locked when b's action runs).
+  a.partner = &b;
+  b.partner = &c;
+  ASSERT_TRUE(TurnstileMachine::Dispatch(a, E::kPush).ok());
+  EXPECT_THAT(log, ElementsAre("pass#1", "take#2"));
+  EXPECT_EQ(TurnstileMachine::StateOf(a), S::kLocked);
+  EXPECT_EQ(b.coins, 2);
+  // A raised event that fails is reported by the outer Dispatch, and the
+  // transition that raised it stands.
+  log.clear();
+  ASSERT_TRUE(TurnstileMachine::Dispatch(c, E::kPush).ok());
+  ASSERT_TRUE(TurnstileMachine::Dispatch(c, E::kKick).ok());  // c is broken (final)
+  const absl::Status s = TurnstileMachine::Dispatch(b, E::kPush);
+  EXPECT_EQ(s.message(), "fsm 'turnstile' instance 3: event 'coin' is not handled in state 'broken'");
+  EXPECT_EQ(TurnstileMachine::StateOf(b), S::kLocked);
+  EXPECT_THAT(log, ElementsAre("pass#3", "pass#2"));
+}
+
+TEST(FsmDispatch, ChainedRaisesRunToCompletionIteratively) {
+  // A ring of 1000 turnstiles: each push raises a coin on the next; none of
+  // them is pushed, so the chain is 1 transition deep but 1000 wide.
+  std::vector<Turnstile> ring(1000);
+  for (size_t i = 0; i < ring.size(); ++i) {
+    ring[i].id = i;
+    TurnstileMachine::Reset(ring[i]);
+    ASSERT_TRUE(TurnstileMachine::Dispatch(ring[i], E::kCoin, 2).ok());
+  }
+  ring[0].partner = &ring[1];
+  ASSERT_TRUE(TurnstileMachine::Dispatch(ring[0], E::kPush).ok());
+  EXPECT_EQ(ring[1].coins, 2);
+}
+
+TEST(FsmTrace, OffRecordsNothingOnRecordsEverything) {
+  Turnstile t;
+  t.id = 7;
+  TurnstileMachine::Reset(t);
+  fsm::TraceRecorder rec(16);
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 2).ok());
+  EXPECT_TRUE(rec.records().empty());
+  {
+    fsm::ScopedTraceSink on(&rec);
+    ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kPush).ok());
+    ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 3).ok());
+    // Compiled-out dispatch never reaches the hook.
+    ASSERT_TRUE(TurnstileMachine::Dispatch<fsm::TraceMode::kCompiledOut>(t, E::kPush).ok());
+    // Failed dispatches are not transitions.
+    EXPECT_FALSE(TurnstileMachine::Dispatch(t, E::kPush).ok());
+  }
+  ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 2).ok());  // off again
+  ASSERT_EQ(rec.records().size(), 2u);
+  EXPECT_EQ(rec.ToText(),
+            "turnstile#7: unlocked --push--> locked\n"
+            "turnstile#7: locked --coin--> unlocked\n");
+  EXPECT_EQ(rec.records()[0].instance, 7u);
+  EXPECT_LE(rec.records()[0].time_ns, rec.records()[1].time_ns);
+}
+
+TEST(FsmTrace, RecorderCountsWhatDoesNotFitAndExportsChromeJson) {
+  Turnstile t;
+  t.id = 3;
+  TurnstileMachine::Reset(t);
+  fsm::TraceRecorder rec(3);
+  fsm::ScopedTraceSink on(&rec);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kCoin, 2).ok());
+    ASSERT_TRUE(TurnstileMachine::Dispatch(t, E::kPush).ok());
+  }
+  EXPECT_EQ(rec.records().size(), 3u);
+  EXPECT_EQ(rec.dropped(), 3u);
+  const std::string json = rec.ToChromeTraceJson();
+  EXPECT_THAT(json, HasSubstr(R"("traceEvents":[)"));
+  // Two slices (the state left at the 2nd and 3rd record) and three instants.
+  EXPECT_THAT(json, HasSubstr(R"({"name":"unlocked","cat":"turnstile","ph":"X","pid":1,"tid":3,)"));
+  EXPECT_THAT(json, HasSubstr(R"({"name":"locked","cat":"turnstile","ph":"X","pid":1,"tid":3,)"));
+  EXPECT_THAT(json, HasSubstr(R"("name":"coin","cat":"turnstile","ph":"i")"));
+  EXPECT_THAT(json, HasSubstr(R"("args":{"from":"unlocked","to":"locked"})"));
+  rec.Clear();
+  EXPECT_TRUE(rec.records().empty());
+  EXPECT_EQ(rec.dropped(), 0u);
+}
+
+}  // namespace
+}  // namespace cartage::test
