@@ -1,0 +1,264 @@
+// The CAR (Communication Agent Request): one send, one receive, one piece of
+// an unexpected message, or one step of a collective schedule (seed 002).
+//
+// A CAR is built from a CarSpec by a CarPool, which validates the flag
+// combination; it then runs one of the CAR machines (car/*_fsm.h) chosen by
+// its kind. Its actions do the CAR's own bookkeeping (bytes, status, the
+// completion counter, dependency links) and hand transport work to the
+// Carrier the agent installed (seed 002's per-VC function table).
+//
+//   CarSpec spec;
+//   spec.kind = CarKind::kSend;
+//   spec.flags = CarFlag::kSendData;
+//   spec.envelope = {.context_id = 0, .rank = 1, .tag = 7};
+//   spec.segment = Segment::Of(buf, n, BasicType::kByte);
+//   spec.counter = &request;        // Completion the user waits on
+//   spec.carrier = &vc_carrier;
+//   CARTAGE_ASSIGN_OR_RETURN(Car* car, pool.Create(spec));
+//   CARTAGE_RETURN_IF_ERROR(SendMachine::Dispatch(*car, SendEvent::kPost));
+#ifndef CARTAGE_CAR_CAR_H_
+#define CARTAGE_CAR_CAR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "car/datatype.h"
+#include "fsm/machine.h"
+
+namespace cartage::car {
+
+class Car;
+
+// What a CAR is; it decides which machine runs it.
+enum class CarKind : uint8_t {
+  kSend,        // car_send: a message leaving this process
+  kRecv,        // car_recv: a posted receive
+  kUnexpected,  // car_unexpected: an arrived message no receive has matched yet
+  kVertex,      // car_vertex: one step of a collective schedule
+  kCount
+};
+
+// "send", "recv", "unexpected", "vertex".
+absl::string_view KindName(CarKind k);
+
+// The type flags of seed 002 (three independent sets: direction, buffer
+// supply, data transformation; plus progress dependencies).
+enum class CarFlag : uint16_t {
+  kNone = 0,
+  kSendData = 1 << 0,             // SEND_DATA: moves data out
+  kRecvData = 1 << 1,             // RECV_DATA: moves data in
+  kSupplyPackedBuf = 1 << 2,      // SUPPLY_PACKED_BUF: gives its packed buffer to its consumer
+  kPackedBufDependency = 1 << 3,  // PACKED_BUF_DEPENDENCY: waits for buf_dep's buffer
+  kPack = 1 << 4,                 // PACK: packs the segment into the packed buffer
+  kUnpack = 1 << 5,               // UNPACK: unpacks the packed buffer into the segment
+  kMop = 1 << 6,                  // MOP: applies mop while unpacking (or packing)
+  kProgressDependency = 1 << 7,   // PROGRESS_DEPENDENCY: starts when progress_dep completes
+  kSupplyProgress = 1 << 8,       // SUPPLY_PROGRESS: its completion starts its dependent
+};
+
+// A set of CarFlag.
+class CarFlags {
+ public:
+  constexpr CarFlags() = default;
+  constexpr CarFlags(CarFlag f) : bits_(static_cast<uint16_t>(f)) {}  // NOLINT: implicit by design
+  constexpr bool has(CarFlag f) const { return (bits_ & static_cast<uint16_t>(f)) != 0; }
+  constexpr uint16_t bits() const { return bits_; }
+  constexpr CarFlags operator|(CarFlags o) const { return FromBits(bits_ | o.bits_); }
+  constexpr bool operator==(const CarFlags&) const = default;
+  static constexpr CarFlags FromBits(unsigned b) {
+    CarFlags f;
+    f.bits_ = static_cast<uint16_t>(b);
+    return f;
+  }
+
+ private:
+  uint16_t bits_ = 0;
+};
+constexpr CarFlags operator|(CarFlag a, CarFlag b) { return CarFlags(a) | CarFlags(b); }
+
+// "SEND_DATA|PACK", as seed 002 spells them.
+std::string FlagsToString(CarFlags f);
+
+// Wildcards, legal on receives only.
+inline constexpr int32_t kAnySource = -1;
+inline constexpr int32_t kAnyTag = -1;
+
+// Who a message is for: context id (communicator), peer rank, tag.
+struct Envelope {
+  uint32_t context_id = 0;
+  int32_t rank = 0;
+  int32_t tag = 0;
+};
+
+// Buffer, count and element type, and the byte range [first, last) of the
+// packed message this CAR covers (a message may be cut into several CARs).
+struct Segment {
+  void* buf = nullptr;
+  uint64_t count = 0;
+  BasicType type = BasicType::kByte;
+  uint64_t first = 0;
+  uint64_t last = 0;
+
+  // The whole of `count` elements at `buf`.
+  static Segment Of(void* buf, uint64_t count, BasicType type) {
+    return {buf, count, type, 0, count * SizeOf(type)};
+  }
+  static Segment Of(const void* buf, uint64_t count, BasicType type) {
+    return Of(const_cast<void*>(buf), count, type);
+  }
+  // Bytes in [first, last).
+  uint64_t bytes() const { return last - first; }
+};
+
+// A reduction applied to `count` elements: inout[i] = inout[i] op in[i].
+using MopFn = void (*)(const void* in, void* inout, uint64_t count, BasicType type);
+
+// What the user waits on: a counter that CARs count down, plus the outcome.
+struct Completion {
+  int64_t pending = 0;  // CARs still to finish
+  absl::Status status;  // the first error any of them reported
+  uint64_t bytes = 0;   // payload bytes delivered or sent
+  int32_t source = 0;   // matched sender (receives)
+  int32_t tag = 0;      // matched tag (receives)
+  bool done() const { return pending == 0; }
+};
+
+// Protocol bits an envelope announces.
+enum CarProto : uint32_t {
+  kProtoEager = 0,
+  kProtoRendezvous = 1u << 0,  // RTS now, data after CTS
+  kProtoSync = 1u << 1,        // synchronous send: ACK when matched
+};
+
+// The payload every CAR event carries.
+struct CarSignal {
+  uint64_t bytes = 0;     // data arrived / message size (envelope)
+  uint32_t proto = 0;     // CarProto bits (envelope)
+  int32_t source = 0;     // sender rank (envelope)
+  int32_t tag = 0;        // tag (envelope)
+  void* buffer = nullptr;  // buffer supplied (buffer events)
+  Car* peer = nullptr;    // the other CAR (matching)
+  absl::Status error;     // error events
+};
+
+// The Step type every CAR action receives.
+using CarStep = fsm::Step<Car, CarSignal>;
+
+// The transport operations a CAR's actions call: installed by the agent per
+// VC, and swapped by a method to express the VC's state (connecting,
+// connected, error: seed 002). A null operation, reached, fails the CAR.
+struct Carrier {
+  absl::string_view name;                          // for messages: "shm to rank 3"
+  void (*start_eager)(Car&, CarStep&) = nullptr;  // put an eager message on the wire
+  void (*start_rendezvous)(Car&, CarStep&) = nullptr;  // send the RTS
+  void (*start_data)(Car&, CarStep&) = nullptr;   // CTS came: send the data
+  void (*post_recv)(Car&, CarStep&) = nullptr;    // find-or-allocate against unexpected
+  void (*unpost_recv)(Car&, CarStep&) = nullptr;  // take a posted receive back
+  void (*send_cts)(Car&, CarStep&) = nullptr;     // matched rendezvous: clear to send
+  void (*send_ack)(Car&, CarStep&) = nullptr;     // matched synchronous send: acknowledge
+  void (*launch)(Car&, CarStep&) = nullptr;       // a vertex's own work (local op or CAR)
+};
+
+// Everything a CAR is built from. The pool validates it (ValidateSpec).
+struct CarSpec {
+  CarKind kind = CarKind::kSend;
+  CarFlags flags;
+  Envelope envelope;
+  Segment segment;
+  Completion* counter = nullptr;
+  // A dependent names its supplier; the pool links the supplier back.
+  Car* buf_dep = nullptr;       // PACKED_BUF_DEPENDENCY: who supplies the buffer
+  Car* progress_dep = nullptr;  // PROGRESS_DEPENDENCY: whose completion starts this CAR
+  void* pack_buf = nullptr;
+  uint64_t pack_size = 0;
+  MopFn mop = nullptr;
+  uint64_t eager_limit = 0;     // messages above it go by rendezvous
+  bool synchronous = false;     // ssend: complete only once matched
+  const Carrier* carrier = nullptr;
+  std::span<Car* const> successors;  // vertices: who waits on this one
+  uint32_t predecessors = 0;         // vertices: how many it waits on
+};
+
+// Rejects flag combinations and fields that make no sense, naming the rule.
+absl::Status ValidateSpec(const CarSpec& spec);
+
+// A CAR. Built and recycled by CarPool; state changes only through its machine.
+class Car {
+ public:
+  Car(const CarSpec& spec, uint64_t id, void* method_private);
+  Car(const Car&) = delete;
+  Car& operator=(const Car&) = delete;
+
+  uint64_t id() const { return id_; }
+  CarKind kind() const { return spec_.kind; }
+  CarFlags flags() const { return spec_.flags; }
+  const CarSpec& spec() const { return spec_; }
+  const Envelope& envelope() const { return spec_.envelope; }
+  const Segment& segment() const { return spec_.segment; }
+  const Carrier* carrier() const { return spec_.carrier; }
+  // The state byte, which only the dispatcher writes.
+  fsm::StateWord& state_word() { return state_; }
+  uint8_t state() const { return state_.value(); }
+  // The current state's name in this CAR's machine.
+  absl::string_view state_name() const;
+  // The method's private area (CarPool's method_private_bytes), cache-line aligned.
+  void* method_private() const { return method_private_; }
+
+  // Message bookkeeping, written by the actions.
+  uint64_t bytes_done() const { return bytes_done_; }   // bytes accounted so far
+  uint64_t bytes_total() const { return bytes_total_; }  // message size as announced
+  uint64_t bytes_copied() const { return bytes_copied_; }  // bytes copied out of a temp buffer
+  uint32_t proto() const { return proto_; }
+  const absl::Status& status() const { return status_; }
+  void* pack_buf() const { return spec_.pack_buf; }
+  // Bytes this CAR moves: its packed buffer's size when it has one (supplied,
+  // temporary), else its segment's.
+  uint64_t payload_bytes() const {
+    return spec_.pack_buf != nullptr ? spec_.pack_size : spec_.segment.bytes();
+  }
+  Car* buf_dep() const { return spec_.buf_dep; }            // supplier of this CAR's buffer
+  Car* progress_dep() const { return spec_.progress_dep; }  // supplier of this CAR's progress
+  Car* buf_consumer() const { return buf_consumer_; }        // who takes this CAR's buffer
+  Car* progress_dependent() const { return progress_dependent_; }  // who waits on this CAR
+  Car* matched() const { return matched_; }  // unexpected: the receive it was handed to
+  uint32_t deps_pending() const { return deps_pending_; }
+  uint32_t predecessors_pending() const { return preds_pending_; }
+  bool ending() const { return ending_; }  // an error or cancel is on its way
+
+  // Where the next arriving bytes go and how many fit: the user buffer of a
+  // receive (after bytes_done), the temp buffer of an unexpected message, or
+  // the receive an unexpected message was handed to (seed 002's switch).
+  std::span<std::byte> LandingZone();
+
+  // Re-arms a finished CAR to run again (persistent requests, schedules).
+  void Rearm();
+
+ private:
+  friend struct CarActions;
+  friend class CarPool;
+
+  CarSpec spec_;
+  uint64_t id_;
+  void* method_private_;
+  std::size_t slot_ = 0;  // CarPool's slot number
+  fsm::StateWord state_;
+  uint32_t proto_ = 0;
+  uint32_t deps_pending_ = 0;
+  uint32_t preds_pending_ = 0;
+  uint64_t bytes_total_ = 0;
+  uint64_t bytes_done_ = 0;
+  uint64_t bytes_copied_ = 0;
+  Car* matched_ = nullptr;
+  Car* buf_consumer_ = nullptr;
+  Car* progress_dependent_ = nullptr;
+  bool ending_ = false;  // an error or cancel is queued for it: raise no second one
+  absl::Status status_;
+};
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_CAR_H_

@@ -1,0 +1,326 @@
+#include "car/car_actions.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "car/recv_fsm.h"
+#include "car/send_fsm.h"
+#include "car/unexpected_fsm.h"
+#include "car/vertex_fsm.h"
+
+namespace cartage::car {
+namespace {
+
+// "send to rank 3 (tag 7, context 0)": the operation and the peer, for messages.
+std::string Describe(const Car& c) {
+  const Envelope& e = c.envelope();
+  switch (c.kind()) {
+    case CarKind::kSend:
+      return absl::StrFormat("send #%d to rank %d (tag %d, context %d)", c.id(), e.rank, e.tag,
+                             e.context_id);
+    case CarKind::kRecv:
+    case CarKind::kUnexpected: {
+      const std::string rank =
+          e.rank == kAnySource ? std::string("any rank") : absl::StrFormat("rank %d", e.rank);
+      const std::string tag =
+          e.tag == kAnyTag ? std::string("any tag") : absl::StrFormat("tag %d", e.tag);
+      return absl::StrFormat("%s #%d from %s (%s, context %d)",
+                             c.kind() == CarKind::kRecv ? "recv" : "unexpected message", c.id(),
+                             rank, tag, e.context_id);
+    }
+    case CarKind::kVertex: return absl::StrFormat("schedule vertex #%d", c.id());
+    case CarKind::kCount: break;
+  }
+  return "car";
+}
+
+bool IsFinal(Car& c) {
+  switch (c.kind()) {
+    case CarKind::kSend: return SendMachine::IsFinal(c);
+    case CarKind::kRecv: return RecvMachine::IsFinal(c);
+    case CarKind::kUnexpected: return UnexpectedMachine::IsFinal(c);
+    case CarKind::kVertex: return VertexMachine::IsFinal(c);
+    case CarKind::kCount: break;
+  }
+  return true;
+}
+
+void RaiseError(Car& c, CarStep& step, absl::Status error) {
+  CarActions::RaiseError(c, step, std::move(error));
+}
+
+// Tells a dependent CAR that one of its progress dependencies completed.
+void RaiseProgress(Car& dependent, CarStep& step) {
+  switch (dependent.kind()) {
+    case CarKind::kSend: step.Raise<SendMachine>(dependent, SendEvent::kProgress); break;
+    case CarKind::kRecv: step.Raise<RecvMachine>(dependent, RecvEvent::kProgress); break;
+    case CarKind::kVertex: step.Raise<VertexMachine>(dependent, VertexEvent::kPredecessorDone); break;
+    case CarKind::kUnexpected:
+    case CarKind::kCount: break;
+  }
+}
+
+void RaiseDepsMet(Car& c, CarStep& step) {
+  if (c.kind() == CarKind::kSend) step.Raise<SendMachine>(c, SendEvent::kDepsMet);
+  if (c.kind() == CarKind::kRecv) step.Raise<RecvMachine>(c, RecvEvent::kDepsMet);
+}
+
+// Calls one carrier operation, or fails the CAR if the carrier lacks it.
+void CallCarrier(Car& c, CarStep& step, void (*Carrier::*op)(Car&, CarStep&),
+                 absl::string_view op_name) {
+  const Carrier* carrier = c.carrier();
+  if (carrier == nullptr || carrier->*op == nullptr) {
+    RaiseError(c, step, absl::FailedPreconditionError(absl::StrFormat(
+                            "carrier '%s' has no %s operation",
+                            carrier ? carrier->name : absl::string_view("none"), op_name)));
+    return;
+  }
+  (carrier->*op)(c, step);
+}
+
+// A supplier of a packed buffer offers it to its consumer once it is posted.
+void OfferBuffer(Car& c, CarStep& step) {
+  if (!c.flags().has(CarFlag::kSupplyPackedBuf) || c.buf_consumer() == nullptr) return;
+  CarSignal s;
+  s.buffer = c.pack_buf();
+  s.bytes = c.spec().pack_size;
+  Car& consumer = *c.buf_consumer();
+  if (consumer.kind() == CarKind::kSend) {
+    step.Raise<SendMachine>(consumer, SendEvent::kBufferSupplied, s);
+  } else if (consumer.kind() == CarKind::kRecv) {
+    step.Raise<RecvMachine>(consumer, RecvEvent::kBufferSupplied, s);
+  }
+}
+
+// Whoever waits on c (progress dependent, buffer consumer, successor vertices)
+// would wait forever once c failed or was cancelled: fail them too.
+void FailDependents(Car& c, CarStep& step, absl::StatusCode code) {
+  const absl::Status upstream(
+      code, absl::StrFormat("a CAR it depends on ended without completing: %s", c.status().message()));
+  auto fail = [&](Car* d) {
+    if (d != nullptr) RaiseError(*d, step, upstream);
+  };
+  fail(c.progress_dependent());
+  fail(c.buf_consumer());
+  for (Car* next : c.spec().successors) fail(next);
+}
+
+
+}  // namespace
+
+void CarActions::RaiseError(Car& c, CarStep& step, absl::Status error) {
+  if (c.ending_ || IsFinal(c)) return;
+  c.ending_ = true;
+  CarSignal s;
+  s.error = std::move(error);
+  switch (c.kind()) {
+    case CarKind::kSend: step.Raise<SendMachine>(c, SendEvent::kError, s); break;
+    case CarKind::kRecv: step.Raise<RecvMachine>(c, RecvEvent::kError, s); break;
+    case CarKind::kUnexpected: step.Raise<UnexpectedMachine>(c, UnexpectedEvent::kError, s); break;
+    case CarKind::kVertex: step.Raise<VertexMachine>(c, VertexEvent::kError, s); break;
+    case CarKind::kCount: break;
+  }
+}
+
+// ---- Guards ----------------------------------------------------------------
+
+bool CarActions::HasDeps(const Car& c, const CarSignal&) { return c.deps_pending_ > 0; }
+bool CarActions::IsEager(const Car& c, const CarSignal&) {
+  return c.payload_bytes() <= c.spec().eager_limit;
+}
+bool CarActions::IsSync(const Car& c, const CarSignal&) { return c.spec().synchronous; }
+bool CarActions::Truncates(const Car& c, const CarSignal& s) { return s.bytes > c.payload_bytes(); }
+bool CarActions::IsRendezvous(const Car&, const CarSignal& s) {
+  return (s.proto & kProtoRendezvous) != 0;
+}
+bool CarActions::IsEmpty(const Car&, const CarSignal& s) { return s.bytes == 0; }
+bool CarActions::MoreToCome(const Car& c, const CarSignal& s) {
+  return c.bytes_done_ + s.bytes < c.bytes_total_;
+}
+bool CarActions::AllPredecessorsDone(const Car& c, const CarSignal&) {
+  return c.preds_pending_ == 0;
+}
+bool CarActions::LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
+
+// ---- Dependencies ------------------------------------------------------------
+
+void CarActions::Arm(Car& c, const CarSignal&, CarStep& step) { OfferBuffer(c, step); }
+
+void CarActions::TakeBuffer(Car& c, const CarSignal& s, CarStep& step) {
+  c.spec_.pack_buf = s.buffer;
+  c.spec_.pack_size = s.bytes;
+  if (--c.deps_pending_ == 0) RaiseDepsMet(c, step);
+}
+
+void CarActions::CountDep(Car& c, const CarSignal&, CarStep& step) {
+  if (--c.deps_pending_ == 0) RaiseDepsMet(c, step);
+}
+
+// ---- Send side ---------------------------------------------------------------
+
+void CarActions::StartEager(Car& c, const CarSignal&, CarStep& step) {
+  OfferBuffer(c, step);
+  CallCarrier(c, step, &Carrier::start_eager, "start_eager");
+}
+
+void CarActions::StartRendezvous(Car& c, const CarSignal&, CarStep& step) {
+  OfferBuffer(c, step);
+  CallCarrier(c, step, &Carrier::start_rendezvous, "start_rendezvous");
+}
+
+void CarActions::StartData(Car& c, const CarSignal&, CarStep& step) {
+  CallCarrier(c, step, &Carrier::start_data, "start_data");
+}
+
+// ---- Receive side ------------------------------------------------------------
+
+void CarActions::PostToMatcher(Car& c, const CarSignal&, CarStep& step) {
+  OfferBuffer(c, step);
+  CallCarrier(c, step, &Carrier::post_recv, "post_recv");
+}
+
+void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step) {
+  if (c.carrier() != nullptr && c.carrier()->unpost_recv != nullptr) {
+    c.carrier()->unpost_recv(c, step);
+  }
+  CancelCar(c, s, step);
+}
+
+void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
+  c.bytes_total_ = s.bytes;
+  c.proto_ = s.proto;
+  if (Completion* k = c.spec().counter) {
+    k->source = s.source;
+    k->tag = s.tag;
+  }
+  if ((s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0) {
+    if (c.carrier() != nullptr && c.carrier()->send_ack != nullptr) {
+      c.carrier()->send_ack(c, step);
+    } else if (Completion* k = c.spec().counter) {
+      k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
+          "%s: cannot acknowledge the synchronous send: the carrier has no send_ack", Describe(c))));
+    }
+  }
+}
+
+void CarActions::BeginTruncated(Car& c, const CarSignal& s, CarStep& step) {
+  BeginReceive(c, s, step);
+  if ((s.proto & kProtoRendezvous) != 0) CallCarrier(c, step, &Carrier::send_cts, "send_cts");
+}
+
+void CarActions::SendCts(Car& c, const CarSignal& s, CarStep& step) {
+  BeginReceive(c, s, step);
+  CallCarrier(c, step, &Carrier::send_cts, "send_cts");
+}
+
+void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarStep& step) {
+  BeginReceive(c, s, step);
+  CompleteCar(c, s, step);
+}
+
+void CarActions::Account(Car& c, const CarSignal& s, CarStep&) { c.bytes_done_ += s.bytes; }
+
+void CarActions::FinishReceive(Car& c, const CarSignal& s, CarStep& step) {
+  Account(c, s, step);
+  CompleteCar(c, s, step);
+}
+
+void CarActions::FailTruncated(Car& c, const CarSignal& s, CarStep& step) {
+  Account(c, s, step);
+  CarSignal failure;
+  failure.error = absl::OutOfRangeError(
+      absl::StrFormat("message of %d bytes truncated to the %d-byte receive buffer",
+                      c.bytes_total_, c.payload_bytes()));
+  FailCar(c, failure, step);
+}
+
+// ---- Unexpected messages -----------------------------------------------------
+
+void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarStep& step) {
+  c.bytes_total_ = s.bytes;
+  c.proto_ = s.proto;
+  const bool rendezvous = (s.proto & kProtoRendezvous) != 0;
+  if (!rendezvous && s.bytes > c.spec().pack_size) {
+    RaiseError(c, step, absl::ResourceExhaustedError(absl::StrFormat(
+                            "%d-byte message does not fit the %d-byte temporary buffer", s.bytes,
+                            c.spec().pack_size)));
+  }
+}
+
+void CarActions::HandOff(Car& c, const CarSignal& s, CarStep& step) {
+  Car& recv = *s.peer;
+  // Copy what has arrived so far; from now on LandingZone() is the receive's.
+  std::span<std::byte> room = recv.LandingZone();
+  const uint64_t n = std::min<uint64_t>(c.bytes_done_, room.size());
+  if (n > 0) std::memcpy(room.data(), c.pack_buf(), n);
+  c.bytes_copied_ += n;
+  c.matched_ = &recv;
+  CarSignal envelope;
+  envelope.bytes = c.bytes_total_;
+  envelope.proto = c.proto_;
+  envelope.source = c.envelope().rank;
+  envelope.tag = c.envelope().tag;
+  step.Raise<RecvMachine>(recv, RecvEvent::kEnvelope, envelope);
+  if (c.bytes_done_ > 0) {
+    CarSignal data;
+    data.bytes = c.bytes_done_;
+    step.Raise<RecvMachine>(recv, RecvEvent::kData, data);
+  }
+}
+
+void CarActions::Drop(Car& c, const CarSignal& s, CarStep&) {
+  c.status_ = absl::Status(s.error.code(), absl::StrFormat("%s: %s", Describe(c), s.error.message()));
+}
+
+// ---- Vertices ------------------------------------------------------------------
+
+void CarActions::CountDown(Car& c, const CarSignal&, CarStep&) { --c.preds_pending_; }
+
+void CarActions::Launch(Car& c, const CarSignal&, CarStep& step) {
+  CallCarrier(c, step, &Carrier::launch, "launch");
+}
+
+void CarActions::Release(Car& c, const CarSignal& s, CarStep& step) {
+  CountDown(c, s, step);
+  Launch(c, s, step);
+}
+
+// ---- Endings -------------------------------------------------------------------
+
+void CarActions::CompleteCar(Car& c, const CarSignal&, CarStep& step) {
+  c.status_ = absl::OkStatus();
+  if (Completion* k = c.spec().counter) {
+    k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
+    --k->pending;
+  }
+  // A dependent that already failed (another supplier's doing) has no use for it.
+  auto release = [&](Car* d) {
+    if (d != nullptr && !IsFinal(*d) && !d->ending()) RaiseProgress(*d, step);
+  };
+  release(c.progress_dependent());
+  for (Car* next : c.spec().successors) release(next);
+}
+
+void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
+  const absl::Status cause =
+      s.error.ok() ? absl::UnknownError("failed without a stated cause") : s.error;
+  c.status_ = absl::Status(cause.code(), absl::StrFormat("%s: %s", Describe(c), cause.message()));
+  if (Completion* k = c.spec().counter) {
+    k->status.Update(c.status_);
+    --k->pending;
+  }
+  FailDependents(c, step, cause.code());
+}
+
+void CarActions::CancelCar(Car& c, const CarSignal&, CarStep& step) {
+  c.status_ = absl::CancelledError(absl::StrFormat("%s: cancelled", Describe(c)));
+  if (Completion* k = c.spec().counter) {
+    k->status.Update(c.status_);
+    --k->pending;
+  }
+  FailDependents(c, step, absl::StatusCode::kCancelled);
+}
+
+}  // namespace cartage::car

@@ -1,0 +1,62 @@
+// The code on the edges of the CAR machines: every guard and action the
+// tables in send_fsm.h, recv_fsm.h, unexpected_fsm.h and vertex_fsm.h name.
+// Each table wraps these functions in named fsm::Guard / fsm::Action objects;
+// the names are what the diagrams show.
+#ifndef CARTAGE_CAR_CAR_ACTIONS_H_
+#define CARTAGE_CAR_CAR_ACTIONS_H_
+
+#include "car/car.h"
+
+namespace cartage::car {
+
+struct CarActions {
+  // Raises the error event of c's own machine, once: a CAR that already has an
+  // error or cancel on its way (or is final) gets no second one.
+  static void RaiseError(Car& c, CarStep& step, absl::Status error);
+
+  // Guards.
+  static bool HasDeps(const Car& c, const CarSignal& s);            // buffer/progress deps unmet
+  static bool IsEager(const Car& c, const CarSignal& s);            // send fits the eager limit
+  static bool IsSync(const Car& c, const CarSignal& s);             // synchronous send
+  static bool Truncates(const Car& c, const CarSignal& s);          // announced > buffer
+  static bool IsRendezvous(const Car& c, const CarSignal& s);       // RTS, data later
+  static bool IsEmpty(const Car& c, const CarSignal& s);            // zero-byte message
+  static bool MoreToCome(const Car& c, const CarSignal& s);         // not the last bytes
+  static bool AllPredecessorsDone(const Car& c, const CarSignal& s);  // vertex can run now
+  static bool LastPredecessor(const Car& c, const CarSignal& s);    // this one releases it
+
+  // Dependencies.
+  static void Arm(Car& c, const CarSignal& s, CarStep& step);         // offer buffer, then wait
+  static void TakeBuffer(Car& c, const CarSignal& s, CarStep& step);  // buffer dep satisfied
+  static void CountDep(Car& c, const CarSignal& s, CarStep& step);    // progress dep satisfied
+  // Send side.
+  static void StartEager(Car& c, const CarSignal& s, CarStep& step);
+  static void StartRendezvous(Car& c, const CarSignal& s, CarStep& step);
+  static void StartData(Car& c, const CarSignal& s, CarStep& step);
+  // Receive side.
+  static void PostToMatcher(Car& c, const CarSignal& s, CarStep& step);
+  static void UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step);
+  static void BeginReceive(Car& c, const CarSignal& s, CarStep& step);
+  static void BeginTruncated(Car& c, const CarSignal& s, CarStep& step);
+  static void SendCts(Car& c, const CarSignal& s, CarStep& step);
+  static void ReceiveEmpty(Car& c, const CarSignal& s, CarStep& step);
+  static void Account(Car& c, const CarSignal& s, CarStep& step);
+  static void FinishReceive(Car& c, const CarSignal& s, CarStep& step);
+  static void FailTruncated(Car& c, const CarSignal& s, CarStep& step);
+  // Unexpected messages.
+  static void NoteEnvelope(Car& c, const CarSignal& s, CarStep& step);
+  static void HandOff(Car& c, const CarSignal& s, CarStep& step);
+  static void Drop(Car& c, const CarSignal& s, CarStep& step);
+  // Vertices.
+  static void CountDown(Car& c, const CarSignal& s, CarStep& step);
+  static void Launch(Car& c, const CarSignal& s, CarStep& step);
+  static void Release(Car& c, const CarSignal& s, CarStep& step);  // CountDown, then Launch
+  // Endings shared by every machine.
+  static void CompleteCar(Car& c, const CarSignal& s, CarStep& step);
+  static void FailCar(Car& c, const CarSignal& s, CarStep& step);
+  static void CancelCar(Car& c, const CarSignal& s, CarStep& step);
+};
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_CAR_ACTIONS_H_

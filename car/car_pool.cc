@@ -1,0 +1,128 @@
+#include "car/car_pool.h"
+
+#include <algorithm>
+#include <new>
+
+#include "absl/strings/str_format.h"
+
+namespace cartage::car {
+
+namespace {
+constexpr std::size_t RoundUp(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+}  // namespace
+
+CarPool::CarPool(Options options)
+    : options_(options),
+      slot_bytes_(RoundUp(sizeof(Car), kAlign) + RoundUp(options.method_private_bytes, kAlign)) {
+  if (options_.cars_per_slab == 0) options_.cars_per_slab = 1;
+}
+
+CarPool::~CarPool() {
+  for (std::size_t i = 0; i < in_use_.size(); ++i) {
+    if (in_use_[i]) std::launder(reinterpret_cast<Car*>(SlotAddress(i)))->~Car();
+  }
+  for (std::byte* slab : slabs_) ::operator delete(slab, std::align_val_t{kAlign});
+}
+
+bool CarPool::Grow() {
+  std::size_t n = options_.cars_per_slab;
+  if (options_.max_cars != 0) {
+    if (capacity_ >= options_.max_cars) return false;
+    n = std::min(n, options_.max_cars - capacity_);
+  }
+  // Every slab has room for cars_per_slab slots, so a slot number maps to an
+  // address with one division; under max_cars only the first n are used.
+  auto* slab = static_cast<std::byte*>(
+      ::operator new(options_.cars_per_slab * slot_bytes_, std::align_val_t{kAlign}));
+  const std::size_t base = slabs_.size() * options_.cars_per_slab;
+  slabs_.push_back(slab);
+  in_use_.resize(base + options_.cars_per_slab, false);
+  // Push in reverse so slots are handed out in address order.
+  for (std::size_t i = n; i-- > 0;) {
+    auto* slot = reinterpret_cast<FreeSlot*>(slab + i * slot_bytes_);
+    slot->next = free_;
+    slot->index = base + i;
+    free_ = slot;
+  }
+  capacity_ += n;
+  return true;
+}
+
+std::byte* CarPool::SlotAddress(std::size_t index) const {
+  return slabs_[index / options_.cars_per_slab] + (index % options_.cars_per_slab) * slot_bytes_;
+}
+
+absl::Status CarPool::Reserve(std::size_t n) {
+  while (capacity_ - live_ < n) {
+    if (!Grow()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "CAR pool: cannot reserve %d free CARs (limit %d, %d live)", n, options_.max_cars, live_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Car*> CarPool::Create(const CarSpec& spec) {
+  if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  // One consumer per supplier, and a supplier that has not started yet (it
+  // hands over its buffer, or its completion, once it runs).
+  auto check_supplier = [&](Car* supplier, Car* existing, absl::string_view what) -> absl::Status {
+    if (supplier == nullptr) return absl::OkStatus();
+    if (existing != nullptr) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "building %s CAR: CAR #%d already supplies its %s to CAR #%d", KindName(spec.kind),
+          supplier->id(), what, existing->id()));
+    }
+    if (supplier->state() != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "building %s CAR: %s supplier CAR #%d has already started (state %s)",
+          KindName(spec.kind), what, supplier->id(), supplier->state_name()));
+    }
+    return absl::OkStatus();
+  };
+  if (spec.buf_dep != nullptr) {
+    if (absl::Status s = check_supplier(spec.buf_dep, spec.buf_dep->buf_consumer_, "buffer"); !s.ok()) {
+      return s;
+    }
+  }
+  if (spec.progress_dep != nullptr) {
+    absl::Status s = check_supplier(spec.progress_dep, spec.progress_dep->progress_dependent_, "progress");
+    if (!s.ok()) return s;
+  }
+  if (free_ == nullptr && !Grow()) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "building %s CAR: the CAR pool is exhausted (%d live, limit %d)", KindName(spec.kind),
+        live_, options_.max_cars));
+  }
+  FreeSlot* slot = free_;
+  free_ = slot->next;
+  const std::size_t index = slot->index;
+  auto* bytes = reinterpret_cast<std::byte*>(slot);
+  Car* car = new (bytes) Car(spec, next_id_++, bytes + RoundUp(sizeof(Car), kAlign));
+  car->slot_ = index;
+  in_use_[index] = true;
+  ++live_;
+  if (spec.buf_dep != nullptr) spec.buf_dep->buf_consumer_ = car;
+  if (spec.progress_dep != nullptr) spec.progress_dep->progress_dependent_ = car;
+  return car;
+}
+
+void CarPool::Release(Car* car) {
+  const std::size_t index = car->slot_;
+  auto* bytes = reinterpret_cast<std::byte*>(car);
+  car->~Car();
+  in_use_[index] = false;
+  auto* slot = reinterpret_cast<FreeSlot*>(bytes);
+  slot->next = free_;
+  slot->index = index;
+  free_ = slot;
+  --live_;
+}
+
+void CarPool::ForEachLive(const std::function<void(const Car&)>& fn) const {
+  for (std::size_t i = 0; i < in_use_.size(); ++i) {
+    if (in_use_[i]) fn(*std::launder(reinterpret_cast<const Car*>(SlotAddress(i))));
+  }
+}
+
+}  // namespace cartage::car

@@ -1,0 +1,77 @@
+// CarPool: where every CAR comes from. Each slot holds a Car plus the largest
+// method-private area any registered method asked for (seed 002: "allocating
+// all cars to that size"), so a third-party method needs no change to the
+// generic CAR. Slots come in slabs; once warm, Create/Release touch no
+// allocator (a LIFO free list keeps recently used slots hot in cache).
+//
+//   CarPool pool({.method_private_bytes = 96});
+//   CARTAGE_ASSIGN_OR_RETURN(Car* car, pool.Create(spec));
+//   ...
+//   pool.Release(car);
+#ifndef CARTAGE_CAR_CAR_POOL_H_
+#define CARTAGE_CAR_CAR_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "car/car.h"
+
+namespace cartage::car {
+
+class CarPool {
+ public:
+  struct Options {
+    std::size_t method_private_bytes = 0;  // the largest any method asks for
+    std::size_t cars_per_slab = 256;       // slots allocated at a time
+    std::size_t max_cars = 0;              // 0: no limit; else Create fails past it
+  };
+
+  explicit CarPool(Options options);
+  ~CarPool();
+  CarPool(const CarPool&) = delete;
+  CarPool& operator=(const CarPool&) = delete;
+
+  // Validates `spec` (ValidateSpec), takes a slot and builds the CAR in it.
+  // A consumer of a buffer dependency is linked back from its supplier.
+  // kInvalidArgument for a bad spec, kResourceExhausted past max_cars.
+  absl::StatusOr<Car*> Create(const CarSpec& spec);
+
+  // Destroys `car` and returns its slot.
+  void Release(Car* car);
+
+  // Allocates slabs until `n` slots are free (so later Creates never allocate).
+  absl::Status Reserve(std::size_t n);
+
+  std::size_t live() const { return live_; }          // CARs created and not released
+  std::size_t capacity() const { return capacity_; }  // slots allocated
+  std::size_t slot_bytes() const { return slot_bytes_; }
+  std::size_t method_private_bytes() const { return options_.method_private_bytes; }
+
+  // Calls fn for every live CAR (the test watchdog dumps them).
+  void ForEachLive(const std::function<void(const Car&)>& fn) const;
+
+ private:
+  struct FreeSlot {
+    FreeSlot* next;
+    std::size_t index;  // slot number: slab index * cars_per_slab + position
+  };
+  std::byte* SlotAddress(std::size_t index) const;
+  bool Grow();
+  static constexpr std::size_t kAlign = 64;
+
+  Options options_;
+  std::size_t slot_bytes_;
+  std::size_t capacity_ = 0;
+  std::size_t live_ = 0;
+  uint64_t next_id_ = 1;
+  FreeSlot* free_ = nullptr;
+  std::vector<std::byte*> slabs_;
+  std::vector<bool> in_use_;  // by slot index, for ForEachLive
+};
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_CAR_POOL_H_

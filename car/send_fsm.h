@@ -1,0 +1,99 @@
+// car_send: the machine of a CAR that sends (CarKind::kSend).
+// Eager: post -> eager_in_flight -> done (or wait_ack for a synchronous send).
+// Rendezvous: post -> rts_sent -> (cts) data_in_flight -> done.
+// Buffer and progress dependencies (seed 002) hold it in wait_deps first.
+#ifndef CARTAGE_CAR_SEND_FSM_H_
+#define CARTAGE_CAR_SEND_FSM_H_
+
+#include <array>
+#include "absl/strings/string_view.h"
+
+#include "car/car.h"
+#include "car/car_actions.h"
+#include "fsm/machine.h"
+
+namespace cartage::car {
+
+struct SendDef {
+  enum class State : uint8_t {
+    kIdle, kWaitDeps, kEagerInFlight, kAckedEarly, kWaitAck, kRtsSent, kDataInFlight,
+    kDone, kFailed, kCancelled, kCount
+  };
+  enum class Event : uint8_t {
+    kPost, kBufferSupplied, kProgress, kDepsMet, kLocalDone, kAck, kCts, kCancel, kError, kCount
+  };
+  using Context = Car;
+  using Payload = CarSignal;
+  static constexpr absl::string_view kName = "car_send";
+  static constexpr absl::string_view kSummary =
+      "a message leaving this process: eager, rendezvous (RTS/CTS/data) or synchronous";
+  static constexpr std::array<absl::string_view, 10> kStates = {
+      "idle", "wait_deps", "eager_in_flight", "acked_early", "wait_ack",
+      "rts_sent", "data_in_flight", "done", "failed", "cancelled"};
+  static constexpr std::array<fsm::EventSpec, 9> kEvents = {{
+      {"post", fsm::EventKind::kUser},       {"buffer_supplied", fsm::EventKind::kBuffer},
+      {"progress", fsm::EventKind::kProgress}, {"deps_met", fsm::EventKind::kProgress},
+      {"local_done", fsm::EventKind::kWire}, {"ack", fsm::EventKind::kWire},
+      {"cts", fsm::EventKind::kWire},        {"cancel", fsm::EventKind::kUser},
+      {"error", fsm::EventKind::kWire}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
+  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
+  static uint64_t IdOf(const Car& c) { return c.id(); }
+};
+
+namespace send_fsm {
+using D = SendDef;
+using S = SendDef::State;
+using E = SendDef::Event;
+using A = CarActions;
+inline constexpr fsm::Guard<D> kHasDeps{"HasDeps", &A::HasDeps};
+inline constexpr fsm::Guard<D> kIsEager{"IsEager", &A::IsEager};
+inline constexpr fsm::Guard<D> kIsSync{"IsSync", &A::IsSync};
+inline constexpr fsm::Action<D> kArm{"Arm", &A::Arm};
+inline constexpr fsm::Action<D> kTakeBuffer{"TakeBuffer", &A::TakeBuffer};
+inline constexpr fsm::Action<D> kCountDep{"CountDep", &A::CountDep};
+inline constexpr fsm::Action<D> kStartEager{"StartEager", &A::StartEager};
+inline constexpr fsm::Action<D> kStartRendezvous{"StartRendezvous", &A::StartRendezvous};
+inline constexpr fsm::Action<D> kStartData{"StartData", &A::StartData};
+inline constexpr fsm::Action<D> kComplete{"Complete", &A::CompleteCar};
+inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
+inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
+
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source             event                guard        action              target
+  {S::kIdle,          E::kPost,            &kHasDeps,   &kArm,              S::kWaitDeps},
+  {S::kIdle,          E::kPost,            &kIsEager,   &kStartEager,       S::kEagerInFlight},
+  {S::kIdle,          E::kPost,            nullptr,     &kStartRendezvous,  S::kRtsSent},
+  {S::kIdle,          E::kCancel,          nullptr,     &kCancel,           S::kCancelled},
+  {S::kWaitDeps,      E::kBufferSupplied,  nullptr,     &kTakeBuffer,       S::kWaitDeps},
+  {S::kWaitDeps,      E::kProgress,        nullptr,     &kCountDep,         S::kWaitDeps},
+  {S::kWaitDeps,      E::kDepsMet,         &kIsEager,   &kStartEager,       S::kEagerInFlight},
+  {S::kWaitDeps,      E::kDepsMet,         nullptr,     &kStartRendezvous,  S::kRtsSent},
+  {S::kWaitDeps,      E::kCancel,          nullptr,     &kCancel,           S::kCancelled},
+  {S::kWaitDeps,      E::kError,           nullptr,     &kFail,             S::kFailed},
+  {S::kEagerInFlight, E::kLocalDone,       &kIsSync,    nullptr,            S::kWaitAck},
+  {S::kEagerInFlight, E::kLocalDone,       nullptr,     &kComplete,         S::kDone},
+  {S::kEagerInFlight, E::kAck,             nullptr,     nullptr,            S::kAckedEarly},
+  {S::kEagerInFlight, E::kError,           nullptr,     &kFail,             S::kFailed},
+  {S::kAckedEarly,    E::kLocalDone,       nullptr,     &kComplete,         S::kDone},
+  {S::kAckedEarly,    E::kError,           nullptr,     &kFail,             S::kFailed},
+  {S::kWaitAck,       E::kAck,             nullptr,     &kComplete,         S::kDone},
+  {S::kWaitAck,       E::kError,           nullptr,     &kFail,             S::kFailed},
+  {S::kRtsSent,       E::kCts,             nullptr,     &kStartData,        S::kDataInFlight},
+  {S::kRtsSent,       E::kError,           nullptr,     &kFail,             S::kFailed},
+  {S::kDataInFlight,  E::kLocalDone,       nullptr,     &kComplete,         S::kDone},
+  {S::kDataInFlight,  E::kError,           nullptr,     &kFail,             S::kFailed},
+});
+// clang-format on
+}  // namespace send_fsm
+
+// The dispatcher of car_send.
+using SendMachine = fsm::Machine<SendDef, send_fsm::kTable>;
+using SendState = SendDef::State;
+using SendEvent = SendDef::Event;
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_SEND_FSM_H_

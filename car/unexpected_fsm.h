@@ -1,0 +1,74 @@
+// car_unexpected: an arrived message that no posted receive matched yet
+// (CarKind::kUnexpected), kept in the global unexpected queue. Its data lands
+// in a temporary buffer until a receive matches; then HandOff copies what has
+// arrived and the rest lands straight in the user buffer ("if we buffer, you
+// suffer", seed 002).
+#ifndef CARTAGE_CAR_UNEXPECTED_FSM_H_
+#define CARTAGE_CAR_UNEXPECTED_FSM_H_
+
+#include <array>
+#include "absl/strings/string_view.h"
+
+#include "car/car.h"
+#include "car/car_actions.h"
+#include "fsm/machine.h"
+
+namespace cartage::car {
+
+struct UnexpectedDef {
+  enum class State : uint8_t { kNew, kArriving, kBuffered, kRtsHeld, kHandedOff, kDropped, kCount };
+  enum class Event : uint8_t { kEnvelope, kData, kMatch, kError, kCount };
+  using Context = Car;
+  using Payload = CarSignal;
+  static constexpr absl::string_view kName = "car_unexpected";
+  static constexpr absl::string_view kSummary =
+      "an unmatched incoming message: buffered, then handed to the receive that matches it";
+  static constexpr std::array<absl::string_view, 6> kStates = {
+      "new", "arriving", "buffered", "rts_held", "handed_off", "dropped"};
+  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{
+      {"envelope", fsm::EventKind::kWire}, {"data", fsm::EventKind::kWire},
+      {"match", fsm::EventKind::kUser},    {"error", fsm::EventKind::kWire}}};
+  static constexpr State kInitial = State::kNew;
+  static constexpr std::array kFinal = {State::kHandedOff, State::kDropped};
+  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
+  static uint64_t IdOf(const Car& c) { return c.id(); }
+};
+
+namespace unexpected_fsm {
+using D = UnexpectedDef;
+using S = UnexpectedDef::State;
+using E = UnexpectedDef::Event;
+using A = CarActions;
+inline constexpr fsm::Guard<D> kIsRendezvous{"IsRendezvous", &A::IsRendezvous};
+inline constexpr fsm::Guard<D> kIsEmpty{"IsEmpty", &A::IsEmpty};
+inline constexpr fsm::Guard<D> kMoreToCome{"MoreToCome", &A::MoreToCome};
+inline constexpr fsm::Action<D> kNoteEnvelope{"NoteEnvelope", &A::NoteEnvelope};
+inline constexpr fsm::Action<D> kStash{"Stash", &A::Account};
+inline constexpr fsm::Action<D> kHandOff{"HandOff", &A::HandOff};
+inline constexpr fsm::Action<D> kDrop{"Drop", &A::Drop};
+
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source          event          guard           action          target
+  {S::kNew,        E::kEnvelope,  &kIsRendezvous, &kNoteEnvelope, S::kRtsHeld},
+  {S::kNew,        E::kEnvelope,  &kIsEmpty,      &kNoteEnvelope, S::kBuffered},
+  {S::kNew,        E::kEnvelope,  nullptr,        &kNoteEnvelope, S::kArriving},
+  {S::kArriving,   E::kData,      &kMoreToCome,   &kStash,        S::kArriving},
+  {S::kArriving,   E::kData,      nullptr,        &kStash,        S::kBuffered},
+  {S::kArriving,   E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
+  {S::kArriving,   E::kError,     nullptr,        &kDrop,         S::kDropped},
+  {S::kBuffered,   E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
+  {S::kRtsHeld,    E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
+  {S::kRtsHeld,    E::kError,     nullptr,        &kDrop,         S::kDropped},
+});
+// clang-format on
+}  // namespace unexpected_fsm
+
+// The dispatcher of car_unexpected.
+using UnexpectedMachine = fsm::Machine<UnexpectedDef, unexpected_fsm::kTable>;
+using UnexpectedState = UnexpectedDef::State;
+using UnexpectedEvent = UnexpectedDef::Event;
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_UNEXPECTED_FSM_H_

@@ -1,0 +1,75 @@
+// car_vertex: one step of a collective schedule (CarKind::kVertex). It runs
+// (Launch) once every predecessor completed, and its completion releases its
+// successors; a failure fails every successor that has not finished.
+#ifndef CARTAGE_CAR_VERTEX_FSM_H_
+#define CARTAGE_CAR_VERTEX_FSM_H_
+
+#include <array>
+#include "absl/strings/string_view.h"
+
+#include "car/car.h"
+#include "car/car_actions.h"
+#include "fsm/machine.h"
+
+namespace cartage::car {
+
+struct VertexDef {
+  enum class State : uint8_t { kIdle, kWaiting, kRunning, kDone, kFailed, kCancelled, kCount };
+  enum class Event : uint8_t { kStart, kPredecessorDone, kComplete, kCancel, kError, kCount };
+  using Context = Car;
+  using Payload = CarSignal;
+  static constexpr absl::string_view kName = "car_vertex";
+  static constexpr absl::string_view kSummary =
+      "a schedule step: waits for its predecessors, runs, releases its successors";
+  static constexpr std::array<absl::string_view, 6> kStates = {
+      "idle", "waiting", "running", "done", "failed", "cancelled"};
+  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{
+      {"start", fsm::EventKind::kUser},   {"predecessor_done", fsm::EventKind::kProgress},
+      {"complete", fsm::EventKind::kWire}, {"cancel", fsm::EventKind::kUser},
+      {"error", fsm::EventKind::kWire}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
+  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
+  static uint64_t IdOf(const Car& c) { return c.id(); }
+};
+
+namespace vertex_fsm {
+using D = VertexDef;
+using S = VertexDef::State;
+using E = VertexDef::Event;
+using A = CarActions;
+inline constexpr fsm::Guard<D> kAllPredecessorsDone{"AllPredecessorsDone", &A::AllPredecessorsDone};
+inline constexpr fsm::Guard<D> kLastPredecessor{"LastPredecessor", &A::LastPredecessor};
+inline constexpr fsm::Action<D> kCountDown{"CountDown", &A::CountDown};
+inline constexpr fsm::Action<D> kLaunch{"Launch", &A::Launch};
+inline constexpr fsm::Action<D> kRelease{"Release", &A::Release};
+inline constexpr fsm::Action<D> kComplete{"Complete", &A::CompleteCar};
+inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
+inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
+
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source        event                 guard                   action        target
+  {S::kIdle,     E::kStart,            &kAllPredecessorsDone,  &kLaunch,     S::kRunning},
+  {S::kIdle,     E::kStart,            nullptr,                nullptr,      S::kWaiting},
+  {S::kIdle,     E::kPredecessorDone,  nullptr,                &kCountDown,  S::kIdle},
+  {S::kIdle,     E::kCancel,           nullptr,                &kCancel,     S::kCancelled},
+  {S::kIdle,     E::kError,            nullptr,                &kFail,       S::kFailed},
+  {S::kWaiting,  E::kPredecessorDone,  &kLastPredecessor,      &kRelease,    S::kRunning},
+  {S::kWaiting,  E::kPredecessorDone,  nullptr,                &kCountDown,  S::kWaiting},
+  {S::kWaiting,  E::kCancel,           nullptr,                &kCancel,     S::kCancelled},
+  {S::kWaiting,  E::kError,            nullptr,                &kFail,       S::kFailed},
+  {S::kRunning,  E::kComplete,         nullptr,                &kComplete,   S::kDone},
+  {S::kRunning,  E::kError,            nullptr,                &kFail,       S::kFailed},
+});
+// clang-format on
+}  // namespace vertex_fsm
+
+// The dispatcher of car_vertex.
+using VertexMachine = fsm::Machine<VertexDef, vertex_fsm::kTable>;
+using VertexState = VertexDef::State;
+using VertexEvent = VertexDef::Event;
+
+}  // namespace cartage::car
+
+#endif  // CARTAGE_CAR_VERTEX_FSM_H_
