@@ -1,0 +1,91 @@
+// The cartage command-line tool.
+#include <iostream>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "car/machines.h"
+#include "fsm/registry.h"
+#include "tools/cartage/diagrams.h"
+
+ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check");
+ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
+
+namespace cartage::tools {
+void PrintInfo(const fsm::Registry& reg);
+}  // namespace cartage::tools
+
+namespace {
+
+constexpr absl::string_view kUsage =
+    "usage: cartage <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  info                          version, compiled-in methods, state machines, CAR size\n"
+    "  diagrams [--out DIR] [--check]\n"
+    "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
+    "                                every registered state machine (default DIR: diagrams);\n"
+    "                                with --check, exit 1 if DIR differs from the tables\n"
+    "  help, --help                  this text\n";
+
+int Diagrams(const cartage::fsm::Registry& reg) {
+  auto files = cartage::tools::GenerateDiagrams(reg);
+  if (!files.ok()) {
+    std::cerr << "cartage diagrams: " << files.status().message() << "\n";
+    return 1;
+  }
+  const std::string dir = absl::GetFlag(FLAGS_out);
+  if (absl::GetFlag(FLAGS_check)) {
+    const absl::Status s = cartage::tools::CheckDiagrams(*files, dir);
+    if (!s.ok()) {
+      std::cerr << "cartage diagrams --check: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "cartage diagrams --check: " << files->size() << " files in " << dir
+              << " match the tables of " << reg.machines().size() << " machines\n";
+    return 0;
+  }
+  const absl::Status s = cartage::tools::WriteDiagrams(*files, dir);
+  if (!s.ok()) {
+    std::cerr << "cartage diagrams: " << s.message() << "\n";
+    return 1;
+  }
+  std::cout << "machines:";
+  for (const auto& m : reg.machines()) std::cout << " " << m.name;
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--help" || a == "-h" || a == "help") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  absl::SetProgramUsageMessage(std::string(kUsage));
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  cartage::fsm::Registry reg;
+  if (const absl::Status s = cartage::car::RegisterCarMachines(reg); !s.ok()) {
+    std::cerr << "cartage: " << s.message() << "\n";
+    return 1;
+  }
+  const absl::string_view command = args[1];
+  if (command == "info") {
+    cartage::tools::PrintInfo(reg);
+    return 0;
+  }
+  if (command == "diagrams") return Diagrams(reg);
+  std::cerr << "cartage: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}
