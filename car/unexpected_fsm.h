@@ -49,17 +49,17 @@ inline constexpr fsm::Action<D> kDrop{"Drop", &A::Drop};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
-// source          event          guard           action          target
-  {S::kNew,        E::kEnvelope,  &kIsRendezvous, &kNoteEnvelope, S::kRtsHeld},
-  {S::kNew,        E::kEnvelope,  &kIsEmpty,      &kNoteEnvelope, S::kBuffered},
-  {S::kNew,        E::kEnvelope,  nullptr,        &kNoteEnvelope, S::kArriving},
-  {S::kArriving,   E::kData,      &kMoreToCome,   &kStash,        S::kArriving},
-  {S::kArriving,   E::kData,      nullptr,        &kStash,        S::kBuffered},
-  {S::kArriving,   E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
-  {S::kArriving,   E::kError,     nullptr,        &kDrop,         S::kDropped},
-  {S::kBuffered,   E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
-  {S::kRtsHeld,    E::kMatch,     nullptr,        &kHandOff,      S::kHandedOff},
-  {S::kRtsHeld,    E::kError,     nullptr,        &kDrop,         S::kDropped},
+// source        event         guard          action         target
+  {S::kNew,      E::kEnvelope, kIsRendezvous, kNoteEnvelope, S::kRtsHeld},
+  {S::kNew,      E::kEnvelope, kIsEmpty,      kNoteEnvelope, S::kBuffered},
+  {S::kNew,      E::kEnvelope, {},            kNoteEnvelope, S::kArriving},
+  {S::kArriving, E::kData,     kMoreToCome,   kStash,        S::kArriving},
+  {S::kArriving, E::kData,     {},            kStash,        S::kBuffered},
+  {S::kArriving, E::kMatch,    {},            kHandOff,      S::kHandedOff},
+  {S::kArriving, E::kError,    {},            kDrop,         S::kDropped},
+  {S::kBuffered, E::kMatch,    {},            kHandOff,      S::kHandedOff},
+  {S::kRtsHeld,  E::kMatch,    {},            kHandOff,      S::kHandedOff},
+  {S::kRtsHeld,  E::kError,    {},            kDrop,         S::kDropped},
 });
 // clang-format on
 }  // namespace unexpected_fsm

@@ -49,18 +49,18 @@ inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
-// source        event                 guard                   action        target
-  {S::kIdle,     E::kStart,            &kAllPredecessorsDone,  &kLaunch,     S::kRunning},
-  {S::kIdle,     E::kStart,            nullptr,                nullptr,      S::kWaiting},
-  {S::kIdle,     E::kPredecessorDone,  nullptr,                &kCountDown,  S::kIdle},
-  {S::kIdle,     E::kCancel,           nullptr,                &kCancel,     S::kCancelled},
-  {S::kIdle,     E::kError,            nullptr,                &kFail,       S::kFailed},
-  {S::kWaiting,  E::kPredecessorDone,  &kLastPredecessor,      &kRelease,    S::kRunning},
-  {S::kWaiting,  E::kPredecessorDone,  nullptr,                &kCountDown,  S::kWaiting},
-  {S::kWaiting,  E::kCancel,           nullptr,                &kCancel,     S::kCancelled},
-  {S::kWaiting,  E::kError,            nullptr,                &kFail,       S::kFailed},
-  {S::kRunning,  E::kComplete,         nullptr,                &kComplete,   S::kDone},
-  {S::kRunning,  E::kError,            nullptr,                &kFail,       S::kFailed},
+// source       event                guard                 action      target
+  {S::kIdle,    E::kStart,           kAllPredecessorsDone, kLaunch,    S::kRunning},
+  {S::kIdle,    E::kStart,           {},                   {},         S::kWaiting},
+  {S::kIdle,    E::kPredecessorDone, {},                   kCountDown, S::kIdle},
+  {S::kIdle,    E::kCancel,          {},                   kCancel,    S::kCancelled},
+  {S::kIdle,    E::kError,           {},                   kFail,      S::kFailed},
+  {S::kWaiting, E::kPredecessorDone, kLastPredecessor,     kRelease,   S::kRunning},
+  {S::kWaiting, E::kPredecessorDone, {},                   kCountDown, S::kWaiting},
+  {S::kWaiting, E::kCancel,          {},                   kCancel,    S::kCancelled},
+  {S::kWaiting, E::kError,           {},                   kFail,      S::kFailed},
+  {S::kRunning, E::kComplete,        {},                   kComplete,  S::kDone},
+  {S::kRunning, E::kError,           {},                   kFail,      S::kFailed},
 });
 // clang-format on
 }  // namespace vertex_fsm

@@ -25,8 +25,8 @@
 //   // clang-format off
 //   inline constexpr auto kDoorTable = MakeTable<DoorDef>({
 //   // source          event             guard    action    target
-//     {S::kShut,        E::kPush,         nullptr, &kSwing,  S::kOpen},
-//     {S::kOpen,        E::kLeave,        nullptr, nullptr,  S::kGone},
+//     {S::kShut,        E::kPush,         {},      kSwing,   S::kOpen},
+//     {S::kOpen,        E::kLeave,        {},      {},       S::kGone},
 //   });
 //   // clang-format on
 //   static_assert(kDoorTable.validation().ok());
@@ -94,27 +94,30 @@ concept MachineDef = requires(typename D::Context& c, const typename D::Context&
 template <class Def>
 using StepOf = Step<typename Def::Context, typename Def::Payload>;
 
-// A named guard: the transition is taken only if it returns true.
+// A named guard: the transition is taken only if it returns true. `{}` (no
+// name, no function) means "no guard".
 template <class Def>
 struct Guard {
   absl::string_view name;
-  bool (*fn)(const typename Def::Context&, const typename Def::Payload&);
+  bool (*fn)(const typename Def::Context&, const typename Def::Payload&) = nullptr;
+  constexpr bool present() const { return !name.empty(); }
 };
 
-// A named action: the code on an edge.
+// A named action: the code on an edge. `{}` means "no action".
 template <class Def>
 struct Action {
   absl::string_view name;
-  void (*fn)(typename Def::Context&, const typename Def::Payload&, StepOf<Def>&);
+  void (*fn)(typename Def::Context&, const typename Def::Payload&, StepOf<Def>&) = nullptr;
 };
 
-// One row of a table. guard and action may be nullptr.
+// One row of a table. Guard and action are held by value (one load to call
+// them); whether a row is guarded is known from the name at compile time.
 template <class Def>
 struct Transition {
   typename Def::State source;
   typename Def::Event event;
-  const Guard<Def>* guard;
-  const Action<Def>* action;
+  Guard<Def> guard;
+  Action<Def> action;
   typename Def::State target;
 };
 
@@ -130,7 +133,7 @@ class Table {
     std::array<ShapeRow, N> shape{};
     for (std::size_t i = 0; i < N; ++i) {
       shape[i] = {Index(rows[i].source), Index(rows[i].event), Index(rows[i].target),
-                  rows[i].guard != nullptr};
+                  rows[i].guard.present()};
     }
     std::array<bool, kMaxStates> is_final{};
     for (auto s : Def::kFinal) is_final[Index(s)] = true;
@@ -282,8 +285,7 @@ class Machine {
     for (const auto& r : kTable.rows()) {
       info.transitions.push_back({static_cast<uint8_t>(r.source), static_cast<uint8_t>(r.event),
                                   static_cast<uint8_t>(r.target),
-                                  r.guard ? r.guard->name : absl::string_view(),
-                                  r.action ? r.action->name : absl::string_view()});
+                                  r.guard.name, r.action.name});
     }
     return info;
   }
@@ -301,8 +303,8 @@ class Machine {
     const uint16_t end = kTable.first(key + 1);
     for (uint16_t i = begin; i < end; ++i) {
       const Transition<Def>& row = kTable.rows()[i];
-      if (row.guard != nullptr && !row.guard->fn(ctx, payload)) continue;
-      if (row.action != nullptr) row.action->fn(ctx, payload, step);
+      if (row.guard.fn != nullptr && !row.guard.fn(ctx, payload)) continue;
+      if (row.action.fn != nullptr) row.action.fn(ctx, payload, step);
       cell.value_ = static_cast<uint8_t>(row.target);
       if constexpr (kMode == TraceMode::kRuntime) {
         TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);

@@ -42,60 +42,60 @@ constexpr Guard<AbcdDef> kYes{"Yes", &Yes};
 // ---- Compile time: the same checker, evaluated by the compiler. ----------
 
 constexpr auto kGood = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kB, E::kX, &kYes, nullptr, S::kC},
-    {S::kB, E::kX, nullptr, nullptr, S::kD},
-    {S::kC, E::kY, nullptr, nullptr, S::kD},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kB, E::kX, kYes, {}, S::kC},
+    {S::kB, E::kX, {}, {}, S::kD},
+    {S::kC, E::kY, {}, {}, S::kD},
 });
 static_assert(kGood.validation().ok());
 
 constexpr auto kUnreachable = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kB, E::kX, nullptr, nullptr, S::kD},
-    {S::kC, E::kX, nullptr, nullptr, S::kD},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kB, E::kX, {}, {}, S::kD},
+    {S::kC, E::kX, {}, {}, S::kD},
 });
 static_assert(kUnreachable.validation().problem == Problem::kUnreachable);
 static_assert(kUnreachable.validation().state == static_cast<uint8_t>(S::kC));
 
 constexpr auto kDeadEnd = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kA, E::kY, nullptr, nullptr, S::kC},
-    {S::kB, E::kX, nullptr, nullptr, S::kD},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kA, E::kY, {}, {}, S::kC},
+    {S::kB, E::kX, {}, {}, S::kD},
 });
 static_assert(kDeadEnd.validation().problem == Problem::kDeadEnd);
 static_assert(kDeadEnd.validation().state == static_cast<uint8_t>(S::kC));
 
 constexpr auto kTrap = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kA, E::kY, nullptr, nullptr, S::kD},
-    {S::kB, E::kX, nullptr, nullptr, S::kC},
-    {S::kC, E::kX, nullptr, nullptr, S::kB},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kA, E::kY, {}, {}, S::kD},
+    {S::kB, E::kX, {}, {}, S::kC},
+    {S::kC, E::kX, {}, {}, S::kB},
 });
 static_assert(kTrap.validation().problem == Problem::kNoPathToFinal);
 static_assert(kTrap.validation().state == static_cast<uint8_t>(S::kB));
 
 constexpr auto kAmbiguous = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kA, E::kX, nullptr, nullptr, S::kC},
-    {S::kB, E::kX, nullptr, nullptr, S::kD},
-    {S::kC, E::kX, nullptr, nullptr, S::kD},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kA, E::kX, {}, {}, S::kC},
+    {S::kB, E::kX, {}, {}, S::kD},
+    {S::kC, E::kX, {}, {}, S::kD},
 });
 static_assert(kAmbiguous.validation().problem == Problem::kAmbiguous);
 static_assert(kAmbiguous.validation().row == 1);
 
 constexpr auto kShadowed = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kA, E::kX, &kYes, nullptr, S::kC},
-    {S::kB, E::kX, nullptr, nullptr, S::kD},
-    {S::kC, E::kX, nullptr, nullptr, S::kD},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kA, E::kX, kYes, {}, S::kC},
+    {S::kB, E::kX, {}, {}, S::kD},
+    {S::kC, E::kX, {}, {}, S::kD},
 });
 static_assert(kShadowed.validation().problem == Problem::kShadowed);
 
 constexpr auto kFinalExit = MakeTable<AbcdDef>({
-    {S::kA, E::kX, nullptr, nullptr, S::kB},
-    {S::kB, E::kX, nullptr, nullptr, S::kC},
-    {S::kC, E::kX, nullptr, nullptr, S::kD},
-    {S::kD, E::kY, nullptr, nullptr, S::kA},
+    {S::kA, E::kX, {}, {}, S::kB},
+    {S::kB, E::kX, {}, {}, S::kC},
+    {S::kC, E::kX, {}, {}, S::kD},
+    {S::kD, E::kY, {}, {}, S::kA},
 });
 static_assert(kFinalExit.validation().problem == Problem::kFinalHasExit);
 static_assert(kFinalExit.validation().state == static_cast<uint8_t>(S::kD));

@@ -52,11 +52,11 @@ inline constexpr fsm::Action<TurnstileDef> kPass{"Pass", &Pass};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<TurnstileDef>({
-// source         event      guard         action      target
-  {S::kLocked,    E::kCoin,  &kPaidEnough, &kTakeCoin, S::kUnlocked},
-  {S::kLocked,    E::kKick,  nullptr,      nullptr,    S::kBroken},
-  {S::kUnlocked,  E::kCoin,  nullptr,      &kTakeCoin, S::kUnlocked},
-  {S::kUnlocked,  E::kPush,  nullptr,      &kPass,     S::kLocked},
+// source        event     guard        action     target
+  {S::kLocked,   E::kCoin, kPaidEnough, kTakeCoin, S::kUnlocked},
+  {S::kLocked,   E::kKick, {},          {},        S::kBroken},
+  {S::kUnlocked, E::kCoin, {},          kTakeCoin, S::kUnlocked},
+  {S::kUnlocked, E::kPush, {},          kPass,     S::kLocked},
 });
 // clang-format on
 }  // namespace turnstile

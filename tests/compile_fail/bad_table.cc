@@ -24,8 +24,8 @@ struct BadDef {
   static uint64_t IdOf(const Dummy&) { return 0; }
 };
 inline constexpr auto kBadTable = MakeTable<BadDef>({
-    {BadDef::State::kA, BadDef::Event::kX, nullptr, nullptr, BadDef::State::kB},
-    {BadDef::State::kC, BadDef::Event::kX, nullptr, nullptr, BadDef::State::kB},
+    {BadDef::State::kA, BadDef::Event::kX, {}, {}, BadDef::State::kB},
+    {BadDef::State::kC, BadDef::Event::kX, {}, {}, BadDef::State::kB},
 });
 using BadMachine = Machine<BadDef, kBadTable>;
 BadMachine::State Touch(Dummy& d) { return BadMachine::StateOf(d); }
