@@ -165,5 +165,30 @@ TEST(CarPool, SteadyStateTouchesNoAllocator) {
   for (Car* c : more) pool.Release(c);
 }
 
+void CompleteAtOnce(Car& c, CarStep& step) { step.Raise<SendMachine>(c, SendEvent::kLocalDone); }
+
+TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
+  // Create, post (two transitions and a raised event), complete, release.
+  const Carrier instant{.name = "instant", .start_eager = &CompleteAtOnce};
+  CarPool pool({.method_private_bytes = 64});
+  ASSERT_TRUE(pool.Reserve(16).ok());
+  Completion done;
+  char buf[32];
+  CarSpec spec = SendSpec(&done, buf, sizeof(buf));
+  spec.carrier = &instant;
+  spec.eager_limit = 4096;
+  const long before = g_allocations.load();
+  int completed = 0;
+  for (int i = 0; i < 10000; ++i) {
+    done.pending = 1;
+    absl::StatusOr<Car*> car = pool.Create(spec);
+    if (!car.ok()) break;
+    if (SendMachine::Dispatch(**car, SendEvent::kPost).ok() && done.done()) ++completed;
+    pool.Release(*car);
+  }
+  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(completed, 10000);
+}
+
 }  // namespace
 }  // namespace cartage::car
