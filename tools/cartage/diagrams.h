@@ -20,7 +20,9 @@ absl::StatusOr<std::map<std::string, std::string>> GenerateDiagrams(const fsm::R
 absl::Status WriteDiagrams(const std::map<std::string, std::string>& files, const std::string& dir);
 
 // kFailedPrecondition listing every file of `dir` that is missing, differs or
-// is not generated (stale), with the command that fixes it.
+// is not generated (stale), with the command that fixes it. DOT, Mermaid and
+// README.md must match byte for byte; an SVG must show the same titles and
+// labels (its coordinates depend on the machine's fonts).
 absl::Status CheckDiagrams(const std::map<std::string, std::string>& files, const std::string& dir);
 
 }  // namespace cartage::tools
