@@ -9,6 +9,15 @@
 
 namespace cartage::car {
 
+// What every CAR machine definition shares: it runs on a Car, its events
+// carry a CarSignal, its state is the Car's state byte, its id the Car's id.
+struct CarMachineBase {
+  using Context = Car;
+  using Payload = CarSignal;
+  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
+  static uint64_t IdOf(const Car& c) { return c.id(); }
+};
+
 struct CarActions {
   // Raises the error event of c's own machine, once: a CAR that already has an
   // error or cancel on its way (or is final) gets no second one.

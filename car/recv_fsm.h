@@ -14,7 +14,7 @@
 
 namespace cartage::car {
 
-struct RecvDef {
+struct RecvDef : CarMachineBase {
   enum class State : uint8_t {
     kIdle, kWaitDeps, kPosted, kCtsSent, kReceiving, kTruncating,
     kDone, kFailed, kCancelled, kCount
@@ -22,8 +22,6 @@ struct RecvDef {
   enum class Event : uint8_t {
     kPost, kBufferSupplied, kProgress, kDepsMet, kEnvelope, kData, kCancel, kError, kCount
   };
-  using Context = Car;
-  using Payload = CarSignal;
   static constexpr absl::string_view kName = "car_recv";
   static constexpr absl::string_view kSummary =
       "a posted receive: matched by an envelope, filled by data, truncation drained";
@@ -37,8 +35,6 @@ struct RecvDef {
       {"cancel", fsm::EventKind::kUser},       {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
-  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
-  static uint64_t IdOf(const Car& c) { return c.id(); }
 };
 
 namespace recv_fsm {

@@ -14,7 +14,7 @@
 
 namespace cartage::car {
 
-struct SendDef {
+struct SendDef : CarMachineBase {
   enum class State : uint8_t {
     kIdle, kWaitDeps, kEagerInFlight, kAckedEarly, kWaitAck, kRtsSent, kDataInFlight,
     kDone, kFailed, kCancelled, kCount
@@ -22,8 +22,6 @@ struct SendDef {
   enum class Event : uint8_t {
     kPost, kBufferSupplied, kProgress, kDepsMet, kLocalDone, kAck, kCts, kCancel, kError, kCount
   };
-  using Context = Car;
-  using Payload = CarSignal;
   static constexpr absl::string_view kName = "car_send";
   static constexpr absl::string_view kSummary =
       "a message leaving this process: eager, rendezvous (RTS/CTS/data) or synchronous";
@@ -38,8 +36,6 @@ struct SendDef {
       {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
-  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
-  static uint64_t IdOf(const Car& c) { return c.id(); }
 };
 
 namespace send_fsm {

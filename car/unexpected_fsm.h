@@ -15,11 +15,9 @@
 
 namespace cartage::car {
 
-struct UnexpectedDef {
+struct UnexpectedDef : CarMachineBase {
   enum class State : uint8_t { kNew, kArriving, kBuffered, kRtsHeld, kHandedOff, kDropped, kCount };
   enum class Event : uint8_t { kEnvelope, kData, kMatch, kError, kCount };
-  using Context = Car;
-  using Payload = CarSignal;
   static constexpr absl::string_view kName = "car_unexpected";
   static constexpr absl::string_view kSummary =
       "an unmatched incoming message: buffered, then handed to the receive that matches it";
@@ -30,8 +28,6 @@ struct UnexpectedDef {
       {"match", fsm::EventKind::kUser},    {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kNew;
   static constexpr std::array kFinal = {State::kHandedOff, State::kDropped};
-  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
-  static uint64_t IdOf(const Car& c) { return c.id(); }
 };
 
 namespace unexpected_fsm {

@@ -13,11 +13,9 @@
 
 namespace cartage::car {
 
-struct VertexDef {
+struct VertexDef : CarMachineBase {
   enum class State : uint8_t { kIdle, kWaiting, kRunning, kDone, kFailed, kCancelled, kCount };
   enum class Event : uint8_t { kStart, kPredecessorDone, kComplete, kCancel, kError, kCount };
-  using Context = Car;
-  using Payload = CarSignal;
   static constexpr absl::string_view kName = "car_vertex";
   static constexpr absl::string_view kSummary =
       "a schedule step: waits for its predecessors, runs, releases its successors";
@@ -29,8 +27,6 @@ struct VertexDef {
       {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
-  static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
-  static uint64_t IdOf(const Car& c) { return c.id(); }
 };
 
 namespace vertex_fsm {
