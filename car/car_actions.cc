@@ -107,7 +107,6 @@ void FailDependents(Car& c, CarStep& step, absl::StatusCode code) {
   for (Car* next : c.spec().successors) fail(next);
 }
 
-
 }  // namespace
 
 void CarActions::RaiseError(Car& c, CarStep& step, absl::Status error) {

@@ -4,6 +4,7 @@
 #include <new>
 
 #include "absl/strings/str_format.h"
+#include "fsm/check.h"
 
 namespace cartage::car {
 
@@ -66,28 +67,25 @@ absl::StatusOr<Car*> CarPool::Create(const CarSpec& spec) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
   // One consumer per supplier, and a supplier that has not started yet (it
   // hands over its buffer, or its completion, once it runs).
-  auto check_supplier = [&](Car* supplier, Car* existing, absl::string_view what) -> absl::Status {
-    if (supplier == nullptr) return absl::OkStatus();
+  auto check_supplier = [&](const Car& supplier, const Car* existing,
+                            absl::string_view what) -> absl::Status {
     if (existing != nullptr) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "building %s CAR: CAR #%d already supplies its %s to CAR #%d", KindName(spec.kind),
-          supplier->id(), what, existing->id()));
+          supplier.id(), what, existing->id()));
     }
-    if (supplier->state() != 0) {
+    if (supplier.state() != 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "building %s CAR: %s supplier CAR #%d has already started (state %s)",
-          KindName(spec.kind), what, supplier->id(), supplier->state_name()));
+          KindName(spec.kind), what, supplier.id(), supplier.state_name()));
     }
     return absl::OkStatus();
   };
-  if (spec.buf_dep != nullptr) {
-    if (absl::Status s = check_supplier(spec.buf_dep, spec.buf_dep->buf_consumer_, "buffer"); !s.ok()) {
-      return s;
-    }
+  if (const Car* b = spec.buf_dep; b != nullptr) {
+    CARTAGE_RETURN_IF_ERROR(check_supplier(*b, b->buf_consumer_, "buffer"));
   }
-  if (spec.progress_dep != nullptr) {
-    absl::Status s = check_supplier(spec.progress_dep, spec.progress_dep->progress_dependent_, "progress");
-    if (!s.ok()) return s;
+  if (const Car* p = spec.progress_dep; p != nullptr) {
+    CARTAGE_RETURN_IF_ERROR(check_supplier(*p, p->progress_dependent_, "progress"));
   }
   if (free_ == nullptr && !Grow()) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -108,6 +106,15 @@ absl::StatusOr<Car*> CarPool::Create(const CarSpec& spec) {
 }
 
 void CarPool::Release(Car* car) {
+  // Unlink both directions so no partner keeps a pointer to a freed slot.
+  if (Car* b = car->spec_.buf_dep; b != nullptr && b->buf_consumer_ == car) b->buf_consumer_ = nullptr;
+  if (Car* p = car->spec_.progress_dep; p != nullptr && p->progress_dependent_ == car) {
+    p->progress_dependent_ = nullptr;
+  }
+  if (Car* c = car->buf_consumer_; c != nullptr && c->spec_.buf_dep == car) c->spec_.buf_dep = nullptr;
+  if (Car* d = car->progress_dependent_; d != nullptr && d->spec_.progress_dep == car) {
+    d->spec_.progress_dep = nullptr;
+  }
   const std::size_t index = car->slot_;
   auto* bytes = reinterpret_cast<std::byte*>(car);
   car->~Car();

@@ -39,7 +39,7 @@ class CarPool {
   // kInvalidArgument for a bad spec, kResourceExhausted past max_cars.
   absl::StatusOr<Car*> Create(const CarSpec& spec);
 
-  // Destroys `car` and returns its slot.
+  // Destroys `car` and returns its slot; its dependency partners forget it.
   void Release(Car* car);
 
   // Allocates slabs until `n` slots are free (so later Creates never allocate).

@@ -169,7 +169,16 @@ TEST_F(CarSpecTest, DependentsNameTheirSuppliers) {
   stray.progress_dep = r;
   EXPECT_THAT(ValidateSpec(stray).message(), HasSubstr("progress_dep set without PROGRESS_DEPENDENCY"));
 
-  for (Car* c : {r, *s, plain}) pool_.Release(c);
+  // Releasing either side unlinks the other: no pointer to a freed slot stays.
+  pool_.Release(*s);
+  EXPECT_EQ(r->buf_consumer(), nullptr);
+  EXPECT_EQ(r->progress_dependent(), nullptr);
+  absl::StatusOr<Car*> again = pool_.Create(fwd);
+  ASSERT_TRUE(again.ok()) << "the supplier is free to supply again: " << again.status();
+  pool_.Release(r);
+  EXPECT_EQ((*again)->buf_dep(), nullptr);
+  EXPECT_EQ((*again)->progress_dep(), nullptr);
+  for (Car* c : {*again, plain}) pool_.Release(c);
   EXPECT_EQ(pool_.live(), 0u);
 }
 
