@@ -1,0 +1,57 @@
+// The rank side of the bootstrap: who am I, how many are we, and a key-value
+// exchange with a fence, served by `cartage run`.
+//
+//   CARTAGE_ASSIGN_OR_RETURN(auto boot, Bootstrap::FromEnvironment());
+//   CARTAGE_RETURN_IF_ERROR(boot->Put("shm.segment", name));
+//   CARTAGE_RETURN_IF_ERROR(boot->Fence());
+//   CARTAGE_ASSIGN_OR_RETURN(std::string peer, boot->Get("shm.segment.0"));
+#ifndef CARTAGE_AGENT_BOOTSTRAP_H_
+#define CARTAGE_AGENT_BOOTSTRAP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace cartage::agent {
+
+class Bootstrap {
+ public:
+  // Reads CARTAGE_RANK, CARTAGE_SIZE, CARTAGE_BOOTSTRAP and CARTAGE_JOB_KEY,
+  // connects and introduces itself. Without them (a program started by hand)
+  // it is a job of one rank whose exchange stays in this process.
+  static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnvironment();
+  ~Bootstrap();
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // A string that names this job (for shared-memory names, logs).
+  const std::string& job_id() const { return job_id_; }
+
+  // Publishes `value` (at most 32 KiB) under `key`; visible to every rank after the next Fence.
+  absl::Status Put(absl::string_view key, absl::string_view value);
+  // Returns once every rank has called Fence.
+  absl::Status Fence();
+  // The value published under `key`; kNotFound if nobody did.
+  absl::StatusOr<std::string> Get(absl::string_view key);
+
+ private:
+  Bootstrap(int rank, int size, int fd, std::string job_id);
+  absl::StatusOr<std::string> Call(absl::string_view request, absl::string_view what);
+
+  int rank_;
+  int size_;
+  int fd_;  // -1: a job of one, served locally
+  std::string job_id_;
+  std::string inbox_;  // bytes read past the last reply
+  class Local;
+  std::unique_ptr<Local> local_;
+};
+
+}  // namespace cartage::agent
+
+#endif  // CARTAGE_AGENT_BOOTSTRAP_H_

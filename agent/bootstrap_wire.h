@@ -1,0 +1,43 @@
+// The bootstrap protocol between `cartage run` and its ranks: one Unix stream
+// socket per rank, one request per line, values hex-encoded.
+//
+//   rank -> launcher            launcher -> rank
+//   HELLO <rank> <job key>      OK | ERR <why>
+//   PUT <key> <hex value>       OK | ERR <why>
+//   FENCE                       OK (once every rank has fenced) | ERR <why>
+//   GET <key>                   VAL <hex value> | NONE
+//
+// Keys are one word of [A-Za-z0-9_.:/-]; the launcher refuses anything else.
+#ifndef CARTAGE_AGENT_BOOTSTRAP_WIRE_H_
+#define CARTAGE_AGENT_BOOTSTRAP_WIRE_H_
+
+#include <cstddef>
+
+#include "absl/strings/string_view.h"
+
+namespace cartage::agent::bootstrap {
+
+// Environment the launcher gives every rank.
+inline constexpr char kEnvRank[] = "CARTAGE_RANK";
+inline constexpr char kEnvSize[] = "CARTAGE_SIZE";
+inline constexpr char kEnvSocket[] = "CARTAGE_BOOTSTRAP";
+inline constexpr char kEnvJobKey[] = "CARTAGE_JOB_KEY";
+inline constexpr char kEnvJobId[] = "CARTAGE_JOB_ID";
+
+// Longest line either side accepts (a value of 32 KiB, hex-encoded, plus the key).
+inline constexpr std::size_t kMaxLine = 64 * 1024 + 256;
+
+// Whether `key` may be used as a bootstrap key.
+inline bool ValidKey(absl::string_view key) {
+  if (key.empty() || key.size() > 200) return false;
+  for (char c : key) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == ':' || c == '/' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace cartage::agent::bootstrap
+
+#endif  // CARTAGE_AGENT_BOOTSTRAP_WIRE_H_
