@@ -10,6 +10,7 @@
 #include "car/machines.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
+#include "tools/cartage/launcher.h"
 
 ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check");
 ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
@@ -24,6 +25,8 @@ constexpr absl::string_view kUsage =
     "usage: cartage <command> [options]\n"
     "\n"
     "commands:\n"
+    "  run -n N [--prefix] [--timeout S] program [args...]\n"
+    "                                start N ranks of program on this host\n"
     "  info                          version, compiled-in methods, state machines, CAR size\n"
     "  diagrams [--out DIR] [--check]\n"
     "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
@@ -62,6 +65,10 @@ int Diagrams(const cartage::fsm::Registry& reg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `run` passes everything after it to the program: no flag parsing here.
+  if (argc >= 2 && absl::string_view(argv[1]) == "run") {
+    return cartage::tools::RunLauncher(argc - 2, argv + 2);
+  }
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (a == "--help" || a == "-h" || a == "help") {

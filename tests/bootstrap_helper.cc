@@ -1,0 +1,66 @@
+// A rank program for the launcher tests: `bootstrap_helper MODE`.
+//   kv      every rank publishes a value with awkward bytes, fences, reads all
+//   rounds  ten fence rounds, each reading the previous round's values
+//   die     rank 1 aborts after the first fence; the others wait in a second
+//   badkey  presents a wrong job key
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/bootstrap.h"
+#include "agent/bootstrap_wire.h"
+
+using cartage::agent::Bootstrap;
+
+namespace {
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "helper: %s\n", std::string(s.message()).c_str());
+  return 3;
+}
+std::string ValueOf(int rank) { return absl::StrCat("v ", rank, "\n\t\x01 end"); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "badkey") setenv(cartage::agent::bootstrap::kEnvJobKey, "00ff", 1);
+  auto boot = Bootstrap::FromEnvironment();
+  if (!boot.ok()) return Fail(boot.status());
+  Bootstrap& b = **boot;
+  if (mode == "kv") {
+    if (auto s = b.Put(absl::StrCat("value.", b.rank()), ValueOf(b.rank())); !s.ok()) return Fail(s);
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+    for (int r = 0; r < b.size(); ++r) {
+      auto v = b.Get(absl::StrCat("value.", r));
+      if (!v.ok()) return Fail(v.status());
+      if (*v != ValueOf(r)) return Fail(absl::DataLossError(absl::StrCat("wrong value from ", r)));
+    }
+    auto missing = b.Get("value.none");
+    if (missing.status().code() != absl::StatusCode::kNotFound) return Fail(missing.status());
+    std::printf("rank %d of %d: read %d values\n", b.rank(), b.size(), b.size());
+  } else if (mode == "rounds") {
+    for (int round = 0; round < 10; ++round) {
+      if (auto s = b.Put(absl::StrCat("r", round, ".", b.rank()), absl::StrCat(round * 100 + b.rank()));
+          !s.ok()) {
+        return Fail(s);
+      }
+      if (auto s = b.Fence(); !s.ok()) return Fail(s);
+      const int peer = (b.rank() + 1) % b.size();
+      auto v = b.Get(absl::StrCat("r", round, ".", peer));
+      if (!v.ok() || *v != absl::StrCat(round * 100 + peer)) return Fail(absl::DataLossError("round"));
+    }
+    std::printf("rank %d: 10 rounds\n", b.rank());
+  } else if (mode == "die") {
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+    if (b.rank() == 1) std::abort();
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);  // never completes: rank 1 is gone
+    std::printf("rank %d: second fence passed\n", b.rank());
+  } else {
+    std::fprintf(stderr, "helper: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  return 0;
+}

@@ -1,0 +1,141 @@
+// `cartage run`: real processes through the launcher. Exit codes, output
+// forwarding, the bootstrap exchange, dead ranks and time-outs.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs argv with stdout and stderr captured in files.
+Result RunCommand(std::vector<std::string> argv) {
+  const std::string dir = testing::TempDir();
+  const std::string out = absl::StrCat(dir, "/launcher_out");
+  const std::string err = absl::StrCat(dir, "/launcher_err");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_t pid;
+  Result r;
+  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) return r;
+  posix_spawn_file_actions_destroy(&fa);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
+  return r;
+}
+
+const std::string kCartage = CARTAGE_BIN;
+const std::string kHelper = HELPER_BIN;
+
+size_t LauncherDirs() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    if (e.path().filename().string().rfind("cartage-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(Launcher, BootstrapExchangeAcrossFourRanks) {
+  const size_t dirs_before = LauncherDirs();
+  const Result r = RunCommand({kCartage, "run", "-n", "4", "--prefix", "--timeout", "60", kHelper, "kv"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, " of 4: read 4 values\n")));
+  }
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(LauncherDirs(), dirs_before) << "the bootstrap socket directory is removed";
+}
+
+TEST(Launcher, RepeatedFences) {
+  const Result r = RunCommand({kCartage, "run", "-n", "3", "--timeout", "60", kHelper, "rounds"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rank 2: 10 rounds"));
+}
+
+TEST(Launcher, DeadRankStopsTheJobAndIsNamed) {
+  const Result r = RunCommand({kCartage, "run", "-n", "3", "--timeout", "60", kHelper, "die"});
+  EXPECT_EQ(r.code, 128 + 6) << "the exit status is the dead rank's (SIGABRT)";
+  EXPECT_THAT(r.err, HasSubstr("cartage run: rank 1 (pid "));
+  EXPECT_THAT(r.err, HasSubstr("killed by signal 6 (ABRT); stopping 2 running rank(s)"));
+  EXPECT_THAT(r.out, Not(HasSubstr("second fence passed")));
+}
+
+TEST(Launcher, WrongJobKeyIsRefused) {
+  const Result r = RunCommand({kCartage, "run", "-n", "2", "--timeout", "60", kHelper, "badkey"});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(r.err, HasSubstr("the launcher refused: wrong job key for rank"));
+  EXPECT_THAT(r.err, HasSubstr("bootstrap: dropping a connection"));
+}
+
+TEST(Launcher, FirstFailingExitCodeIsReturned) {
+  const Result r = RunCommand({kCartage, "run", "-n", "2", "sh", "-c", "exit $((CARTAGE_RANK * 7))"});
+  EXPECT_EQ(r.code, 7);
+  EXPECT_THAT(r.err, HasSubstr("rank 1 (pid"));
+  EXPECT_THAT(r.err, HasSubstr("exited with code 7"));
+}
+
+TEST(Launcher, TimeoutKillsTheJob) {
+  const Result r = RunCommand({kCartage, "run", "-n", "2", "--timeout", "0.3", "sleep", "30"});
+  EXPECT_EQ(r.code, 124);
+  EXPECT_THAT(r.err, HasSubstr("cartage run: timed out after 0.3 s; stopping 2 running rank(s)"));
+}
+
+TEST(Launcher, OutputLinesStayWholeAndPrefixed) {
+  const Result r = RunCommand({kCartage, "run", "-n", "1", "--prefix", "sh", "-c",
+                        "printf a; sleep 0.1; printf 'b\\nc'; printf 'x\\n' >&2"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "[0] ab\n[0] c\n");
+  EXPECT_EQ(r.err, "[0] x\n");
+}
+
+TEST(Launcher, UsageErrors) {
+  EXPECT_EQ(RunCommand({kCartage, "run", "sleep", "1"}).code, 2);
+  EXPECT_EQ(RunCommand({kCartage, "run", "-n", "0", "sleep", "1"}).code, 2);
+  EXPECT_EQ(RunCommand({kCartage, "run", "-n", "2", "--timeout", "-1", "sleep", "1"}).code, 2);
+  const Result missing = RunCommand({kCartage, "run", "-n", "2", "/nonexistent/program"});
+  EXPECT_EQ(missing.code, 127);
+  EXPECT_THAT(missing.err, HasSubstr("cannot start '/nonexistent/program' for rank 0"));
+}
+
+TEST(Bootstrap, ProgramStartedByHandIsAJobOfOne) {
+  const Result r = RunCommand({kHelper, "kv"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "rank 0 of 1: read 1 values\n");
+}
+
+}  // namespace

@@ -1,0 +1,299 @@
+#include "tools/cartage/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "agent/bootstrap_wire.h"
+#include "tools/cartage/bootstrap_server.h"
+
+extern char** environ;
+
+namespace cartage::tools {
+namespace {
+
+namespace wire = agent::bootstrap;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kUsage[] =
+    "usage: cartage run -n N [--prefix] [--timeout SECONDS] program [args...]\n"
+    "  -n N              number of ranks (1..1024)\n"
+    "  --prefix          prefix every output line with [rank]\n"
+    "  --timeout S       kill the job after S seconds (exit code 124)\n";
+
+volatile std::sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+struct Stream {
+  int fd = -1;
+  int rank = 0;
+  int out_fd = 1;  // where its lines go
+  std::string partial;
+};
+
+struct Rank {
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;
+};
+
+void WriteAll(int fd, absl::string_view s) {
+  while (!s.empty()) {
+    const ssize_t n = ::write(fd, s.data(), s.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    s.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// Forwards complete lines (all of it at EOF), with the optional rank prefix.
+void Forward(Stream& s, absl::string_view data, bool prefix, bool eof) {
+  s.partial.append(data.data(), data.size());
+  std::size_t start = 0, nl;
+  std::string out;
+  while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+    if (prefix) absl::StrAppend(&out, "[", s.rank, "] ");
+    out.append(s.partial, start, nl - start + 1);
+    start = nl + 1;
+  }
+  s.partial.erase(0, start);
+  if (eof && !s.partial.empty()) {
+    if (prefix) absl::StrAppend(&out, "[", s.rank, "] ");
+    absl::StrAppend(&out, s.partial, "\n");
+    s.partial.clear();
+  }
+  WriteAll(s.out_fd, out);
+}
+
+std::string Describe(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return absl::StrFormat("killed by signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  }
+  return absl::StrFormat("exited with code %d", WEXITSTATUS(status));
+}
+
+int ExitCodeOf(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+std::string RandomHex(int bytes) {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < bytes; ++i) absl::StrAppendFormat(&out, "%02x", rd() & 0xff);
+  return out;
+}
+
+}  // namespace
+
+int RunLauncher(int argc, char** argv) {
+  int n = 0;
+  bool prefix = false;
+  double timeout_s = 0;
+  int i = 0;
+  for (; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if ((a == "-n" || a == "--np") && i + 1 < argc) {
+      if (!absl::SimpleAtoi(argv[++i], &n)) n = 0;
+    } else if (a == "--prefix") {
+      prefix = true;
+    } else if (a == "--timeout" && i + 1 < argc) {
+      if (!absl::SimpleAtod(argv[++i], &timeout_s) || timeout_s <= 0) {
+        std::fprintf(stderr, "cartage run: --timeout needs a positive number of seconds\n%s", kUsage);
+        return 2;
+      }
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "cartage run: unknown option '%s'\n%s", argv[i], kUsage);
+      return 2;
+    } else {
+      break;
+    }
+  }
+  if (n < 1 || n > 1024 || i >= argc) {
+    std::fprintf(stderr, "cartage run: need -n N (1..1024) and a program\n%s", kUsage);
+    return 2;
+  }
+  char** program = argv + i;
+
+  const std::string job_key = RandomHex(16);
+  const std::string job_id = absl::StrCat(getpid(), "-", RandomHex(4));
+  auto server = BootstrapServer::Create(n, job_key);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = &OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::vector<Rank> ranks(static_cast<std::size_t>(n));
+  std::vector<Stream> streams;
+  for (int r = 0; r < n; ++r) {
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      std::perror("cartage run: pipe");
+      return 1;
+    }
+    std::vector<std::string> env_store;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const absl::string_view v = *e;
+      if (!absl::StartsWith(v, "CARTAGE_RANK=") && !absl::StartsWith(v, "CARTAGE_SIZE=") &&
+          !absl::StartsWith(v, "CARTAGE_BOOTSTRAP=") && !absl::StartsWith(v, "CARTAGE_JOB_")) {
+        env_store.emplace_back(v);
+      }
+    }
+    env_store.push_back(absl::StrCat(wire::kEnvRank, "=", r));
+    env_store.push_back(absl::StrCat(wire::kEnvSize, "=", n));
+    env_store.push_back(absl::StrCat(wire::kEnvSocket, "=", (*server)->socket_path()));
+    env_store.push_back(absl::StrCat(wire::kEnvJobKey, "=", job_key));
+    env_store.push_back(absl::StrCat(wire::kEnvJobId, "=", job_id));
+    std::vector<char*> envp;
+    for (std::string& e : env_store) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    pid_t pid = -1;
+    const int rc = posix_spawnp(&pid, program[0], &fa, nullptr, program, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    ::close(err[1]);
+    if (rc != 0) {
+      std::fprintf(stderr, "cartage run: cannot start '%s' for rank %d: %s\n", program[0], r,
+                   std::strerror(rc));
+      for (Rank& k : ranks) {
+        if (k.running) ::kill(k.pid, SIGKILL);
+      }
+      return 127;
+    }
+    ranks[static_cast<std::size_t>(r)] = {pid, true, 0};
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    streams.push_back({out[0], r, 1, {}});
+    streams.push_back({err[0], r, 2, {}});
+  }
+
+  const Clock::time_point start = Clock::now();
+  Clock::time_point kill_deadline = Clock::time_point::max();
+  bool killing = false, timed_out = false;
+  int running = n;
+  int first_failure = -1;  // exit code of the first rank that died abnormally
+  auto kill_all = [&](int sig) {
+    for (Rank& k : ranks) {
+      if (k.running) ::kill(k.pid, sig);
+    }
+  };
+  auto begin_kill = [&](const std::string& why) {
+    if (killing) return;
+    killing = true;
+    if (running > 0) {
+      std::fprintf(stderr, "cartage run: %s; stopping %d running rank(s)\n", why.c_str(), running);
+    } else {
+      std::fprintf(stderr, "cartage run: %s\n", why.c_str());
+    }
+    kill_all(SIGTERM);
+    kill_deadline = Clock::now() + std::chrono::seconds(2);
+  };
+
+  std::vector<pollfd> fds;
+  while (running > 0 || !streams.empty()) {
+    fds.clear();
+    for (const Stream& s : streams) fds.push_back({s.fd, POLLIN, 0});
+    (*server)->AddPollFds(fds);
+    ::poll(fds.data(), fds.size(), 20);
+    for (const pollfd& p : fds) {
+      if (p.revents == 0) continue;
+      bool handled = false;
+      for (std::size_t k = 0; k < streams.size(); ++k) {
+        if (streams[k].fd != p.fd) continue;
+        handled = true;
+        char buf[65536];
+        const ssize_t got = ::read(p.fd, buf, sizeof(buf));
+        if (got > 0) {
+          Forward(streams[k], absl::string_view(buf, static_cast<std::size_t>(got)), prefix, false);
+        } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+          Forward(streams[k], {}, prefix, true);
+          ::close(streams[k].fd);
+          streams.erase(streams.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+        break;
+      }
+      if (!handled) (*server)->OnReady(p.fd, p.revents);
+    }
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        if (ranks[r].pid != pid || !ranks[r].running) continue;
+        ranks[r].running = false;
+        ranks[r].status = status;
+        --running;
+        const bool abnormal = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+        if (abnormal && first_failure < 0 && !killing) first_failure = ExitCodeOf(status);
+        if (abnormal && !killing) {
+          begin_kill(absl::StrFormat("rank %d (pid %d) %s", r, pid, Describe(status)));
+        }
+      }
+    }
+    if (g_signal != 0 && !killing) {
+      begin_kill(absl::StrFormat("received signal %d (%s)", static_cast<int>(g_signal),
+                                 sigabbrev_np(g_signal) ? sigabbrev_np(g_signal) : "?"));
+    }
+    if (timeout_s > 0 && !killing &&
+        Clock::now() - start > std::chrono::duration<double>(timeout_s)) {
+      timed_out = true;
+      begin_kill(absl::StrFormat("timed out after %g s", timeout_s));
+    }
+    if (killing && Clock::now() > kill_deadline) {
+      kill_all(SIGKILL);
+      kill_deadline = Clock::time_point::max();
+    }
+    // Output pipes held open by a rank's own children must not keep us here:
+    // forward what is already in them, then close.
+    if (running == 0 && killing && !streams.empty()) {
+      for (Stream& s : streams) {
+        char buf[65536];
+        ssize_t got;
+        while ((got = ::read(s.fd, buf, sizeof(buf))) > 0) {
+          Forward(s, absl::string_view(buf, static_cast<std::size_t>(got)), prefix, false);
+        }
+        Forward(s, {}, prefix, true);
+        ::close(s.fd);
+      }
+      streams.clear();
+    }
+  }
+
+  if (timed_out) return 124;
+  if (first_failure >= 0) return first_failure;  // not the SIGTERM we sent the others
+  int worst = 0;
+  for (const Rank& k : ranks) worst = std::max(worst, ExitCodeOf(k.status));
+  if (g_signal != 0 && worst == 0) worst = 128 + g_signal;
+  return worst;
+}
+
+}  // namespace cartage::tools
