@@ -186,9 +186,20 @@ struct CarSpec {
 // Rejects flag combinations and fields that make no sense, naming the rule.
 absl::Status ValidateSpec(const CarSpec& spec);
 
+// Links for whoever queues a CAR (the matcher's queues, a VC's pending list).
+// A CAR is in at most one queue at a time; the queue owns these fields.
+struct CarLink {
+  Car* next = nullptr;
+  Car* prev = nullptr;
+  uint32_t stamp = 0;  // matcher: posting order (seed 002's counter)
+  uint64_t seq = 0;    // matcher: arrival order of unexpected messages
+};
+
 // A CAR. Built and recycled by CarPool; state changes only through its machine.
 class Car {
  public:
+  CarLink link;  // see CarLink
+
   Car(const CarSpec& spec, uint64_t id, void* method_private);
   Car(const Car&) = delete;
   Car& operator=(const Car&) = delete;

@@ -1,0 +1,84 @@
+// Matching of receives and incoming messages (seed 002, DESIGN.md), behind
+// one API so the structures can change freely:
+//   - a posted-receive queue per source rank,
+//   - one wildcard (ANY_SOURCE) queue,
+//   - one unexpected store for messages no receive matched yet, bucketed by
+//     (context, source, tag) and ordered by arrival.
+// Posted receives carry a stamp from a counter that advances only when a
+// wildcard receive is posted; an incoming message takes the earlier of the
+// two candidates, and a tie goes to the wildcard. The 32-bit counter wraps:
+// stamps compare as serial numbers, which holds while fewer than 2^31
+// wildcard receives are posted during one receive's lifetime.
+//
+//   Car* unexpected = matcher.PostReceive(recv);      // nullptr: now posted
+//   Car* recv = matcher.MatchIncoming(envelope);      // nullptr: keep it unexpected
+//   matcher.AddUnexpected(unexpected_car);
+#ifndef CARTAGE_AGENT_MATCHER_H_
+#define CARTAGE_AGENT_MATCHER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "agent/car_list.h"
+#include "car/car.h"
+
+namespace cartage::agent {
+
+class Matcher {
+ public:
+  // `ranks`: how many sources exist; `first_stamp` lets tests start near the wrap.
+  explicit Matcher(int ranks, uint32_t first_stamp = 0);
+
+  // Receive side of find-or-allocate: the oldest unexpected message `recv`
+  // matches (removed from the store), or nullptr after queueing `recv` as posted.
+  car::Car* PostReceive(car::Car* recv);
+
+  // Takes a posted receive back (cancel); false if it is not queued.
+  bool RemovePosted(car::Car* recv);
+
+  // Incoming side of find-or-allocate: the posted receive that `envelope`
+  // (context, source rank, tag) matches, removed from its queue; or nullptr.
+  car::Car* MatchIncoming(const car::Envelope& envelope);
+
+  // Stores an unexpected message (its envelope: context, source rank, tag).
+  void AddUnexpected(car::Car* message);
+
+  // The oldest unexpected message `pattern` (wildcards allowed) matches, left
+  // in the store (probe).
+  car::Car* PeekUnexpected(const car::Envelope& pattern) const;
+
+  // Takes every posted receive and unexpected message from `source` out
+  // (a dead peer); wildcard receives stay.
+  void TakeAllFrom(int source, std::vector<car::Car*>* posted, std::vector<car::Car*>* unexpected);
+
+  std::size_t posted() const;
+  std::size_t unexpected() const { return unexpected_count_; }
+
+  // Serial-number comparison of stamps: a before b.
+  static bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+ private:
+  struct Key {
+    uint32_t context;
+    int32_t source;
+    int32_t tag;
+    bool operator==(const Key&) const = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& k) {
+      return H::combine(std::move(h), k.context, k.source, k.tag);
+    }
+  };
+  static bool Matches(const car::Envelope& want, const car::Envelope& got);
+
+  std::vector<CarList> posted_;  // by source rank
+  CarList wildcard_;
+  uint32_t counter_;
+  absl::flat_hash_map<Key, CarList> unexpected_;
+  uint64_t arrivals_ = 0;
+  std::size_t unexpected_count_ = 0;
+};
+
+}  // namespace cartage::agent
+
+#endif  // CARTAGE_AGENT_MATCHER_H_

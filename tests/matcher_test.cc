@@ -1,0 +1,153 @@
+// The matcher: FIFO per envelope, wildcard against specific by the counter
+// (ties to the wildcard), rollover, contexts, and long unexpected queues.
+#include <vector>
+
+#include "agent/matcher.h"
+#include "car/car_pool.h"
+#include "gtest/gtest.h"
+
+namespace cartage::agent {
+namespace {
+
+using car::Car;
+using car::CarKind;
+using car::kAnySource;
+using car::kAnyTag;
+
+class MatcherTest : public ::testing::Test {
+ protected:
+  Car* Recv(int source, int tag, uint32_t context = 0) {
+    car::CarSpec s;
+    s.kind = CarKind::kRecv;
+    s.flags = car::CarFlag::kRecvData;
+    s.envelope = {context, source, tag};
+    s.counter = &done_;
+    s.carrier = &carrier_;
+    return Keep(*pool_.Create(s));
+  }
+  Car* Message(int source, int tag, uint32_t context = 0) {
+    car::CarSpec s;
+    s.kind = CarKind::kUnexpected;
+    s.flags = car::CarFlag::kRecvData;
+    s.envelope = {context, source, tag};
+    return Keep(*pool_.Create(s));
+  }
+  Car* Keep(Car* c) {
+    cars_.push_back(c);
+    return c;
+  }
+  void TearDown() override {
+    for (Car* c : cars_) pool_.Release(c);
+  }
+  car::CarPool pool_{{}};
+  car::Completion done_;
+  const car::Carrier carrier_{"test"};
+  std::vector<Car*> cars_;
+};
+
+TEST_F(MatcherTest, SameEnvelopeMatchesInPostingOrder) {
+  Matcher m(4);
+  Car* a = Recv(1, 5);
+  Car* b = Recv(1, 5);
+  EXPECT_EQ(m.PostReceive(a), nullptr);
+  EXPECT_EQ(m.PostReceive(b), nullptr);
+  EXPECT_EQ(m.posted(), 2u);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), a);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), b);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), nullptr);
+}
+
+TEST_F(MatcherTest, TagsAndContextsSeparate) {
+  Matcher m(2);
+  Car* t1 = Recv(0, 1);
+  Car* t2 = Recv(0, 2);
+  Car* other_ctx = Recv(0, 1, /*context=*/9);
+  for (Car* c : {t1, t2, other_ctx}) m.PostReceive(c);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 2}), t2);
+  EXPECT_EQ(m.MatchIncoming({9, 0, 1}), other_ctx);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 1}), t1);
+  EXPECT_EQ(m.MatchIncoming({5, 0, 1}), nullptr);
+}
+
+TEST_F(MatcherTest, EarlierPostedWinsBetweenSpecificAndWildcard) {
+  Matcher m(4);
+  Car* specific = Recv(2, 7);
+  Car* wild = Recv(kAnySource, 7);
+  m.PostReceive(specific);
+  m.PostReceive(wild);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 7}), specific) << "posted first";
+  EXPECT_EQ(m.MatchIncoming({0, 2, 7}), wild);
+
+  Car* wild2 = Recv(kAnySource, kAnyTag);
+  Car* specific2 = Recv(2, 7);
+  m.PostReceive(wild2);
+  m.PostReceive(specific2);  // same counter value as wild2: a tie
+  EXPECT_EQ(m.MatchIncoming({0, 2, 7}), wild2) << "ties go to the wildcard";
+  EXPECT_EQ(m.MatchIncoming({0, 2, 7}), specific2);
+}
+
+TEST_F(MatcherTest, CounterRolloverKeepsTheOrder) {
+  Matcher m(2, /*first_stamp=*/0xfffffff0u);
+  std::vector<Car*> order;
+  for (int i = 0; i < 64; ++i) {
+    Car* r = (i % 3 == 0) ? Recv(kAnySource, 1) : Recv(1, 1);
+    m.PostReceive(r);
+    order.push_back(r);
+  }
+  // Posting order survives the wrap of the 32-bit counter (22 wildcards take
+  // it past 2^32). A specific receive posted after a wildcard carries the same
+  // stamp; the tie goes to the wildcard, which was indeed posted first.
+  std::vector<Car*> got;
+  for (int i = 0; i < 64; ++i) got.push_back(m.MatchIncoming({0, 1, 1}));
+  EXPECT_EQ(got, order);
+  EXPECT_TRUE(Matcher::Before(0xfffffffeu, 3u));
+  EXPECT_FALSE(Matcher::Before(3u, 0xfffffffeu));
+}
+
+TEST_F(MatcherTest, UnexpectedOldestFirstAndWildcards) {
+  Matcher m(4);
+  Car* m1 = Message(1, 4);
+  Car* m2 = Message(3, 4);
+  Car* m3 = Message(1, 9);
+  for (Car* c : {m1, m2, m3}) m.AddUnexpected(c);
+  EXPECT_EQ(m.PeekUnexpected({0, kAnySource, 4}), m1);
+  EXPECT_EQ(m.PostReceive(Recv(3, 4)), m2);
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, kAnyTag)), m1);
+  EXPECT_EQ(m.PostReceive(Recv(1, kAnyTag)), m3);
+  EXPECT_EQ(m.unexpected(), 0u);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
+TEST_F(MatcherTest, HundredThousandUnexpectedMatchedInReverse) {
+  Matcher m(2);
+  constexpr int kN = 100000;
+  std::vector<Car*> msgs;
+  for (int i = 0; i < kN; ++i) {
+    msgs.push_back(Message(1, i));
+    m.AddUnexpected(msgs.back());
+  }
+  for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.PostReceive(Recv(1, i)), msgs[i]);
+  EXPECT_EQ(m.unexpected(), 0u);
+}
+
+TEST_F(MatcherTest, CancelAndDeadPeer) {
+  Matcher m(3);
+  Car* r = Recv(1, 1);
+  Car* w = Recv(kAnySource, 1);
+  m.PostReceive(r);
+  m.PostReceive(w);
+  EXPECT_TRUE(m.RemovePosted(r));
+  EXPECT_FALSE(m.RemovePosted(r));
+  Car* r2 = Recv(2, 1);
+  m.PostReceive(r2);
+  Car* u = Message(2, 8);
+  m.AddUnexpected(u);
+  std::vector<Car*> posted, unexpected;
+  m.TakeAllFrom(2, &posted, &unexpected);
+  EXPECT_EQ(posted, std::vector<Car*>{r2});
+  EXPECT_EQ(unexpected, std::vector<Car*>{u});
+  EXPECT_EQ(m.posted(), 1u) << "the wildcard receive stays";
+}
+
+}  // namespace
+}  // namespace cartage::agent
