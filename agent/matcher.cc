@@ -50,7 +50,7 @@ Car* Matcher::PostReceive(Car* recv) {
 
 bool Matcher::RemovePosted(Car* recv) {
   const Envelope& e = recv->envelope();
-  CarList& list = e.rank == kAnySource ? wildcard_ : posted_[static_cast<std::size_t>(e.rank)];
+  car::CarList& list = e.rank == kAnySource ? wildcard_ : posted_[static_cast<std::size_t>(e.rank)];
   if (list.FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
   list.Unlink(recv);
   return true;
@@ -58,7 +58,7 @@ bool Matcher::RemovePosted(Car* recv) {
 
 Car* Matcher::MatchIncoming(const Envelope& envelope) {
   auto matches = [&envelope](Car* r) { return Matches(r->envelope(), envelope); };
-  CarList& own = posted_[static_cast<std::size_t>(envelope.rank)];
+  car::CarList& own = posted_[static_cast<std::size_t>(envelope.rank)];
   Car* specific = own.FindFirst(matches);
   Car* wild = wildcard_.empty() ? nullptr : wildcard_.FindFirst(matches);
   if (specific != nullptr && (wild == nullptr || Before(specific->link.stamp, wild->link.stamp))) {
@@ -77,7 +77,7 @@ void Matcher::AddUnexpected(Car* message) {
 }
 
 void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car*>* unexpected) {
-  CarList& own = posted_[static_cast<std::size_t>(source)];
+  car::CarList& own = posted_[static_cast<std::size_t>(source)];
   while (Car* c = own.PopFront()) posted->push_back(c);
   for (auto it = unexpected_.begin(); it != unexpected_.end();) {
     if (it->first.source == source) {
@@ -94,7 +94,7 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
 
 std::size_t Matcher::posted() const {
   std::size_t n = wildcard_.size();
-  for (const CarList& l : posted_) n += l.size();
+  for (const car::CarList& l : posted_) n += l.size();
   return n;
 }
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "agent/car_list.h"
+#include "car/car_list.h"
 #include "car/car.h"
 
 namespace cartage::agent {
@@ -71,10 +71,10 @@ class Matcher {
   };
   static bool Matches(const car::Envelope& want, const car::Envelope& got);
 
-  std::vector<CarList> posted_;  // by source rank
-  CarList wildcard_;
+  std::vector<car::CarList> posted_;  // by source rank
+  car::CarList wildcard_;
   uint32_t counter_;
-  absl::flat_hash_map<Key, CarList> unexpected_;
+  absl::flat_hash_map<Key, car::CarList> unexpected_;
   uint64_t arrivals_ = 0;
   std::size_t unexpected_count_ = 0;
 };

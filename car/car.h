@@ -181,6 +181,7 @@ struct CarSpec {
   const Carrier* carrier = nullptr;
   std::span<Car* const> successors;  // vertices: who waits on this one
   uint32_t predecessors = 0;         // vertices: how many it waits on
+  void* owner = nullptr;             // who built it (the agent): carrier operations find it here
 };
 
 // Rejects flag combinations and fields that make no sense, naming the rule.
@@ -244,6 +245,9 @@ class Car {
   // receive (after bytes_done), the temp buffer of an unexpected message, or
   // the receive an unexpected message was handed to (seed 002's switch).
   std::span<std::byte> LandingZone();
+
+  // Binds a wildcard receive to the carrier of the VC it matched.
+  void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }
 
   // Re-arms a finished CAR to run again (persistent requests, schedules).
   void Rearm();

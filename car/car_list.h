@@ -1,21 +1,21 @@
 // An intrusive FIFO of CARs through Car::link: push, pop and unlink in O(1),
 // no allocation. A CAR is in at most one list at a time.
-#ifndef CARTAGE_AGENT_CAR_LIST_H_
-#define CARTAGE_AGENT_CAR_LIST_H_
+#ifndef CARTAGE_CAR_CAR_LIST_H_
+#define CARTAGE_CAR_CAR_LIST_H_
 
 #include <cstddef>
 
 #include "car/car.h"
 
-namespace cartage::agent {
+namespace cartage::car {
 
 class CarList {
  public:
   bool empty() const { return head_ == nullptr; }
   std::size_t size() const { return size_; }
-  car::Car* front() const { return head_; }
+  Car* front() const { return head_; }
 
-  void PushBack(car::Car* c) {
+  void PushBack(Car* c) {
     c->link.next = nullptr;
     c->link.prev = tail_;
     if (tail_ != nullptr) {
@@ -26,32 +26,32 @@ class CarList {
     tail_ = c;
     ++size_;
   }
-  void Unlink(car::Car* c) {
+  void Unlink(Car* c) {
     (c->link.prev ? c->link.prev->link.next : head_) = c->link.next;
     (c->link.next ? c->link.next->link.prev : tail_) = c->link.prev;
     c->link.next = c->link.prev = nullptr;
     --size_;
   }
-  car::Car* PopFront() {
-    car::Car* c = head_;
+  Car* PopFront() {
+    Car* c = head_;
     if (c != nullptr) Unlink(c);
     return c;
   }
   // The first CAR for which pred(car) holds, or nullptr.
   template <class Pred>
-  car::Car* FindFirst(Pred pred) const {
-    for (car::Car* c = head_; c != nullptr; c = c->link.next) {
+  Car* FindFirst(Pred pred) const {
+    for (Car* c = head_; c != nullptr; c = c->link.next) {
       if (pred(c)) return c;
     }
     return nullptr;
   }
 
  private:
-  car::Car* head_ = nullptr;
-  car::Car* tail_ = nullptr;
+  Car* head_ = nullptr;
+  Car* tail_ = nullptr;
   std::size_t size_ = 0;
 };
 
-}  // namespace cartage::agent
+}  // namespace cartage::car
 
-#endif  // CARTAGE_AGENT_CAR_LIST_H_
+#endif  // CARTAGE_CAR_CAR_LIST_H_
