@@ -1,0 +1,48 @@
+// What a method sees of the agent: the key-value exchange it sets up with,
+// and the matching hooks it calls when envelopes arrive. A method never
+// includes agent internals (DESIGN.md "Layers").
+#ifndef CARTAGE_METHODS_HOST_H_
+#define CARTAGE_METHODS_HOST_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "car/car.h"
+
+namespace cartage::methods {
+
+// The job-wide key-value exchange (the bootstrap implements it).
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const std::string& job_id() const = 0;
+  // Publishes `value` under `key`, visible to all after the next Fence.
+  virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
+  // Returns once every rank called Fence.
+  virtual absl::Status Fence() = 0;
+  // The value under `key`; kNotFound if none.
+  virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+};
+
+// The agent's side of find-or-allocate, for a method that has an envelope.
+class MethodHost {
+ public:
+  virtual ~MethodHost() = default;
+  // The posted receive `envelope` (context, source rank, tag) matches, taken
+  // out of the posted queues; nullptr if none.
+  virtual car::Car* MatchIncoming(const car::Envelope& envelope) = 0;
+  // A new unexpected-message CAR for `envelope`, stored in the unexpected
+  // queue, with a temporary buffer of `buffer_bytes` (0: none, e.g. an RTS).
+  // Its machine is still in `new`: the method dispatches the envelope.
+  virtual absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope,
+                                                  uint64_t buffer_bytes) = 0;
+};
+
+}  // namespace cartage::methods
+
+#endif  // CARTAGE_METHODS_HOST_H_

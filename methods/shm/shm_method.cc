@@ -1,0 +1,523 @@
+#include "methods/shm/shm_method.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "car/car_actions.h"
+#include "car/recv_fsm.h"
+#include "car/send_fsm.h"
+#include "car/unexpected_fsm.h"
+#include "fsm/check.h"
+#include "methods/shm/shm_wire.h"
+
+namespace cartage::methods::shm {
+
+using car::Car;
+using car::CarSignal;
+using car::CarStep;
+using car::RecvEvent;
+using car::RecvMachine;
+using car::SendEvent;
+using car::SendMachine;
+
+// ---- Options -----------------------------------------------------------------
+
+std::vector<ParamInfo> Params() {
+  return {
+      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two"},
+      {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous"},
+      {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
+                      "pipelined copy through the rings"},
+  };
+}
+
+absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
+  ShmOptions o;
+  if (const char* v = std::getenv("CARTAGE_SHM_RING_BYTES")) {
+    if (!absl::SimpleAtoi(v, &o.ring_bytes) || o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1))) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("CARTAGE_SHM_RING_BYTES=%s: need a power of two >= 4096", v));
+    }
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_EAGER_LIMIT")) {
+    if (!absl::SimpleAtoi(v, &o.eager_limit)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_EAGER_LIMIT=%s: not a number", v));
+    }
+  }
+  const std::size_t max_eager = o.ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
+  if (o.eager_limit > max_eager) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: eager limit %d exceeds what a %d-byte ring carries (%d)", o.eager_limit, o.ring_bytes, max_eager));
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA")) {
+    const std::string s = v;
+    if (s != "auto" && s != "off") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA=%s: use auto or off", v));
+    }
+    o.cma = s == "auto";
+  }
+  return o;
+}
+
+// ---- Set-up ------------------------------------------------------------------
+
+absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, MethodHost* host,
+                                                             const ShmOptions& options) {
+  auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
+  m->options_ = options;
+  m->host_ = host;
+  m->rank_ = ex.rank();
+  m->size_ = ex.size();
+  CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, options.ring_bytes));
+  const auto n = static_cast<std::size_t>(m->size_);
+  m->writers_.resize(n);
+  m->readers_.resize(n);
+  m->cma_.assign(n, false);
+  m->pids_.assign(n, 0);
+  m->broken_.assign(n, absl::OkStatus());
+  m->parked_.resize(n);
+  m->streams_.resize(n);
+  m->control_.resize(n);
+  for (int p = 0; p < m->size_; ++p) {
+    m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
+    m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));
+    RankBlock& b = m->segment_->block(p);
+    m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);
+    if (!options.cma) continue;
+    // CMA works with this peer if we can read its probe word.
+    uint64_t got = 0;
+    iovec local{&got, sizeof(got)};
+    iovec remote{reinterpret_cast<void*>(b.probe_address), sizeof(got)};
+    m->cma_[static_cast<std::size_t>(p)] =
+        ::process_vm_readv(m->pids_[static_cast<std::size_t>(p)], &local, 1, &remote, 1, 0) ==
+            static_cast<ssize_t>(sizeof(got)) &&
+        got == b.probe_value;
+  }
+  return m;
+}
+
+ShmMethod::~ShmMethod() = default;
+
+void ShmMethod::Bind(Car& c, int peer) {
+  ShmCarState& s = *new (c.method_private()) ShmCarState();
+  s.method = this;
+  s.peer = peer;
+}
+
+void ShmMethod::Finalize() {
+  segment_->block(rank_).finalized.store(1, std::memory_order_release);
+}
+
+bool ShmMethod::PeerGone(int peer) {
+  if (peer == rank_) return false;
+  if (segment_->block(peer).finalized.load(std::memory_order_acquire) != 0) return true;
+  return ::kill(pids_[static_cast<std::size_t>(peer)], 0) != 0 && errno == ESRCH;
+}
+
+// ---- Writing -----------------------------------------------------------------
+
+const std::byte* ShmMethod::SourceBytes(const Car& c) const {
+  if (c.pack_buf() != nullptr) return static_cast<const std::byte*>(c.pack_buf());
+  return static_cast<const std::byte*>(c.segment().buf) + c.segment().first;
+}
+
+void ShmMethod::Wake(int peer) {
+  // No fence here: a waiter that misses this wake-up sleeps at most one
+  // futex timeout (Block), and only after it has spun and yielded.
+  RankBlock& b = segment_->block(peer);
+  if (b.sleeping.load(std::memory_order_relaxed) != 0) {
+    b.doorbell.fetch_add(1, std::memory_order_release);
+    ::syscall(SYS_futex, &b.doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  }
+}
+
+bool ShmMethod::TryEager(Car& c) {
+  ShmCarState& s = StateOf(c);
+  const uint64_t len = c.payload_bytes();
+  std::byte* p = writers_[static_cast<std::size_t>(s.peer)].Begin(sizeof(MatchHeader) + len);
+  if (p == nullptr) return false;
+  const car::Envelope& e = c.envelope();
+  const MatchHeader h{e.context_id, e.tag, len, s.local_handle,
+                      c.spec().synchronous ? car::kProtoSync : car::kProtoEager, 0};
+  std::memcpy(p, &h, sizeof(h));
+  if (len > 0) std::memcpy(p + sizeof(h), SourceBytes(c), len);
+  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecEager);
+  Wake(s.peer);
+  return true;
+}
+
+bool ShmMethod::TryRts(Car& c) {
+  ShmCarState& s = StateOf(c);
+  std::byte* p = writers_[static_cast<std::size_t>(s.peer)].Begin(sizeof(MatchHeader) + sizeof(RtsBody));
+  if (p == nullptr) return false;
+  const car::Envelope& e = c.envelope();
+  const uint32_t proto = car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{car::kProtoSync} : 0u);
+  const MatchHeader h{e.context_id, e.tag, c.payload_bytes(), s.local_handle, proto, 0};
+  const RtsBody body{reinterpret_cast<uint64_t>(SourceBytes(c))};
+  std::memcpy(p, &h, sizeof(h));
+  std::memcpy(p + sizeof(h), &body, sizeof(body));
+  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts);
+  Wake(s.peer);
+  return true;
+}
+
+bool ShmMethod::TryControl(int peer, const Control& k) {
+  RingWriter& w = writers_[static_cast<std::size_t>(peer)];
+  switch (k.type) {
+    case kRecCts: {
+      std::byte* p = w.Begin(sizeof(CtsBody));
+      if (p == nullptr) return false;
+      const CtsBody b{k.a, k.b, k.c, 0};
+      std::memcpy(p, &b, sizeof(b));
+      break;
+    }
+    case kRecAck: {
+      std::byte* p = w.Begin(sizeof(AckBody));
+      if (p == nullptr) return false;
+      const AckBody b{k.a};
+      std::memcpy(p, &b, sizeof(b));
+      break;
+    }
+    default: return true;
+  }
+  w.Commit(k.type);
+  Wake(peer);
+  return true;
+}
+
+void ShmMethod::SendControl(int peer, const Control& k) {
+  auto& backlog = control_[static_cast<std::size_t>(peer)];
+  if (backlog.empty() && TryControl(peer, k)) return;
+  backlog.push_back(k);
+}
+
+bool ShmMethod::PumpStream(Car& c) {
+  ShmCarState& s = StateOf(c);
+  RingWriter& w = writers_[static_cast<std::size_t>(s.peer)];
+  const uint64_t total = c.payload_bytes();
+  const std::size_t chunk_max = w.max_payload() - sizeof(DataHeader);
+  while (s.offset < total) {
+    const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(chunk_max, total - s.offset));
+    std::byte* p = w.Begin(sizeof(DataHeader) + chunk);
+    if (p == nullptr) return false;
+    const DataHeader h{s.remote_handle, s.offset};
+    std::memcpy(p, &h, sizeof(h));
+    std::memcpy(p + sizeof(h), SourceBytes(c) + s.offset, chunk);
+    w.Commit(kRecData);
+    s.offset += chunk;
+  }
+  Wake(s.peer);
+  return true;
+}
+
+// ---- Carrier operations ------------------------------------------------------
+
+void ShmMethod::StartEager(Car& c, CarStep& step) {
+  ShmCarState& s = StateOf(c);
+  ShmMethod& m = *s.method;
+  const auto peer = static_cast<std::size_t>(s.peer);
+  if (!m.broken_[peer].ok()) {
+    car::CarActions::RaiseError(c, step, m.broken_[peer]);
+    return;
+  }
+  if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
+  if (m.parked_[peer].empty() && m.TryEager(c)) {
+    step.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
+    return;
+  }
+  s.parked = kParkedEager;
+  m.parked_[peer].PushBack(&c);
+}
+
+void ShmMethod::StartRendezvous(Car& c, CarStep& step) {
+  ShmCarState& s = StateOf(c);
+  ShmMethod& m = *s.method;
+  const auto peer = static_cast<std::size_t>(s.peer);
+  if (!m.broken_[peer].ok()) {
+    car::CarActions::RaiseError(c, step, m.broken_[peer]);
+    return;
+  }
+  s.local_handle = m.handles_.Insert(&c);
+  if (m.parked_[peer].empty() && m.TryRts(c)) return;
+  s.parked = kParkedRts;
+  m.parked_[peer].PushBack(&c);
+}
+
+void ShmMethod::StartData(Car& c, CarStep& step) {
+  ShmCarState& s = StateOf(c);
+  ShmMethod& m = *s.method;
+  if (s.remote_handle == 0) {  // the receiver already copied it (CMA)
+    step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+    return;
+  }
+  if (m.streams_[static_cast<std::size_t>(s.peer)].empty() && m.PumpStream(c)) {
+    step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+    return;
+  }
+  m.streams_[static_cast<std::size_t>(s.peer)].PushBack(&c);
+}
+
+void ShmMethod::SendCts(Car& c, CarStep& step) {
+  ShmCarState& s = StateOf(c);
+  ShmMethod& m = *s.method;
+  const auto peer = static_cast<std::size_t>(s.peer);
+  const uint64_t total = c.bytes_total();
+  if (!m.cma_[peer]) {
+    s.local_handle = m.handles_.Insert(&c);
+    m.SendControl(s.peer, {kRecCts, s.remote_handle, s.local_handle, 0});
+    return;
+  }
+  // Single copy: read straight from the sender into the receive buffer.
+  std::span<std::byte> zone = c.LandingZone();
+  uint64_t want = std::min<uint64_t>(total, zone.size());
+  uint64_t done = 0;
+  while (done < want) {
+    iovec local{zone.data() + done, want - done};
+    iovec remote{reinterpret_cast<void*>(s.remote_address + done), want - done};
+    const ssize_t got = ::process_vm_readv(m.pids_[peer], &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const absl::Status why = absl::UnavailableError(absl::StrFormat(
+          "process_vm_readv from rank %d failed: %s", s.peer, std::strerror(errno)));
+      m.SendControl(s.peer, {kRecCts, s.remote_handle, 0, 2});
+      car::CarActions::RaiseError(c, step, why);
+      return;
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  m.SendControl(s.peer, {kRecCts, s.remote_handle, 0, 1});
+  CarSignal data;
+  data.bytes = total;  // all of it is accounted; what did not fit was not read
+  step.Raise<RecvMachine>(c, RecvEvent::kData, data);
+}
+
+void ShmMethod::SendAck(Car& c, CarStep&) {
+  ShmCarState& s = StateOf(c);
+  s.method->SendControl(s.peer, {kRecAck, s.remote_handle, 0, 0});
+}
+
+// ---- Progress ----------------------------------------------------------------
+
+int ShmMethod::Progress() {
+  int work = 0;
+  RingRecord rec;
+  for (int p = 0; p < size_; ++p) {
+    RingReader& r = readers_[static_cast<std::size_t>(p)];
+    for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
+      Handle(p, rec);
+      r.Pop();
+      ++work;
+    }
+  }
+  for (int p = 0; p < size_; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    while (!control_[i].empty() && TryControl(p, control_[i].front())) {
+      control_[i].pop_front();
+      ++work;
+    }
+    while (Car* c = parked_[i].front()) {
+      ShmCarState& s = StateOf(*c);
+      const bool sent = s.parked == kParkedEager ? TryEager(*c) : TryRts(*c);
+      if (!sent) break;
+      parked_[i].Unlink(c);
+      ++work;
+      if (s.parked == kParkedEager) {
+        s.parked = kNotParked;
+        (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
+        FinishIfFinal(*c);
+      } else {
+        s.parked = kNotParked;
+      }
+    }
+    while (Car* c = streams_[i].front()) {
+      if (!PumpStream(*c)) break;
+      streams_[i].Unlink(c);
+      ++work;
+      (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
+      FinishIfFinal(*c);
+    }
+  }
+  return work;
+}
+
+void ShmMethod::FinishIfFinal(Car& c) {
+  ShmCarState& s = StateOf(c);
+  if (s.local_handle == 0) return;
+  const bool final = c.kind() == car::CarKind::kSend ? SendMachine::IsFinal(c) : RecvMachine::IsFinal(c);
+  if (final) {
+    handles_.Remove(s.local_handle);
+    s.local_handle = 0;
+  }
+}
+
+void ShmMethod::Block(int timeout_us) {
+  RankBlock& me = segment_->block(rank_);
+  const uint32_t seen = me.doorbell.load(std::memory_order_acquire);
+  me.sleeping.store(1, std::memory_order_seq_cst);
+  bool ready = false;
+  for (int p = 0; p < size_ && !ready; ++p) ready = readers_[static_cast<std::size_t>(p)].HasRecord();
+  if (!ready) {
+    timespec ts{0, static_cast<long>(timeout_us) * 1000};
+    ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+  me.sleeping.store(0, std::memory_order_relaxed);
+}
+
+void ShmMethod::Handle(int source, const RingRecord& rec) {
+  if (!broken_[static_cast<std::size_t>(source)].ok()) return;
+  switch (rec.type) {
+    case kRecEager: OnEnvelope(source, rec, false); break;
+    case kRecRts: OnEnvelope(source, rec, true); break;
+    case kRecCts: OnCts(source, rec); break;
+    case kRecData: OnData(source, rec); break;
+    case kRecAck: OnAck(source, rec); break;
+    default: Malformed(source, absl::StrFormat("unknown record type %d", rec.type));
+  }
+}
+
+void ShmMethod::Malformed(int source, absl::string_view what) {
+  FailPeer(source, absl::DataLossError(
+                       absl::StrFormat("malformed wire record from rank %d: %s", source, what)));
+}
+
+void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
+  MatchHeader h;
+  const std::size_t body = rendezvous ? sizeof(RtsBody) : 0;
+  if (rec.len < sizeof(h) + body) return Malformed(source, "short envelope");
+  std::memcpy(&h, rec.payload, sizeof(h));
+  if (!rendezvous && h.length != rec.len - sizeof(h)) {
+    return Malformed(source, absl::StrFormat("eager length %d in a %d-byte record", h.length, rec.len));
+  }
+  RtsBody rts{};
+  if (rendezvous) std::memcpy(&rts, rec.payload + sizeof(h), sizeof(rts));
+  if (h.tag < 0) return Malformed(source, absl::StrFormat("negative tag %d", h.tag));
+  const car::Envelope env{h.context, source, h.tag};
+  CarSignal sig;
+  sig.bytes = h.length;
+  sig.proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
+  sig.source = source;
+  sig.tag = h.tag;
+  const std::byte* data = rec.payload + sizeof(h);
+  if (Car* r = host_->MatchIncoming(env)) {
+    ShmCarState& s = StateOf(*r);
+    s.method = this;
+    s.peer = source;
+    s.remote_handle = h.sender_handle;
+    s.remote_address = rts.address;
+    (void)RecvMachine::Dispatch(*r, RecvEvent::kEnvelope, sig);
+    if (!rendezvous && h.length > 0 && !RecvMachine::IsFinal(*r)) {
+      std::span<std::byte> zone = r->LandingZone();
+      std::memcpy(zone.data(), data, std::min<std::size_t>(zone.size(), h.length));
+      CarSignal d;
+      d.bytes = h.length;
+      (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
+    }
+    FinishIfFinal(*r);
+    return;
+  }
+  absl::StatusOr<Car*> u = host_->NewUnexpected(env, rendezvous ? 0 : h.length);
+  if (!u.ok()) return FailPeer(source, u.status());
+  ShmCarState& s = StateOf(**u);
+  s.method = this;
+  s.peer = source;
+  s.remote_handle = h.sender_handle;
+  s.remote_address = rts.address;
+  (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEnvelope, sig);
+  if (!rendezvous && h.length > 0) {
+    std::span<std::byte> zone = (*u)->LandingZone();
+    std::memcpy(zone.data(), data, std::min<std::size_t>(zone.size(), h.length));
+    CarSignal d;
+    d.bytes = h.length;
+    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kData, d);
+  }
+}
+
+void ShmMethod::OnCts(int source, const RingRecord& rec) {
+  CtsBody b;
+  if (rec.len < sizeof(b)) return Malformed(source, "short CTS");
+  std::memcpy(&b, rec.payload, sizeof(b));
+  Car* c = handles_.Find(b.sender_handle);
+  if (c == nullptr || c->kind() != car::CarKind::kSend || StateOf(*c).peer != source) {
+    return Malformed(source, "CTS for an unknown send");
+  }
+  ShmCarState& s = StateOf(*c);
+  if (b.copied == 2) {
+    CarSignal err;
+    err.error = absl::UnavailableError(
+        absl::StrFormat("rank %d could not read the data (process_vm_readv failed)", source));
+    (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
+  } else {
+    s.remote_handle = b.copied == 1 ? 0 : b.receiver_handle;
+    (void)SendMachine::Dispatch(*c, SendEvent::kCts);
+  }
+  FinishIfFinal(*c);
+}
+
+void ShmMethod::OnData(int source, const RingRecord& rec) {
+  DataHeader h;
+  if (rec.len < sizeof(h)) return Malformed(source, "short DATA");
+  std::memcpy(&h, rec.payload, sizeof(h));
+  Car* r = handles_.Find(h.receiver_handle);
+  if (r == nullptr || r->kind() != car::CarKind::kRecv || StateOf(*r).peer != source) {
+    return Malformed(source, "DATA for an unknown receive");
+  }
+  if (h.offset != r->bytes_done()) {
+    return Malformed(source, absl::StrFormat("DATA at offset %d, expected %d", h.offset, r->bytes_done()));
+  }
+  const std::size_t n = rec.len - sizeof(h);
+  std::span<std::byte> zone = r->LandingZone();
+  std::memcpy(zone.data(), rec.payload + sizeof(h), std::min(zone.size(), n));
+  CarSignal d;
+  d.bytes = n;
+  (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
+  FinishIfFinal(*r);
+}
+
+void ShmMethod::OnAck(int source, const RingRecord& rec) {
+  AckBody b;
+  if (rec.len < sizeof(b)) return Malformed(source, "short ACK");
+  std::memcpy(&b, rec.payload, sizeof(b));
+  Car* c = handles_.Find(b.sender_handle);
+  if (c == nullptr || c->kind() != car::CarKind::kSend || StateOf(*c).peer != source) {
+    return Malformed(source, "ACK for an unknown send");
+  }
+  (void)SendMachine::Dispatch(*c, SendEvent::kAck);
+  FinishIfFinal(*c);
+}
+
+void ShmMethod::FailPeer(int peer, const absl::Status& why) {
+  const auto i = static_cast<std::size_t>(peer);
+  if (broken_[i].ok()) broken_[i] = why;
+  CarSignal err;
+  err.error = why;
+  while (Car* c = parked_[i].PopFront()) {
+    StateOf(*c).parked = kNotParked;
+    (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
+  }
+  while (Car* c = streams_[i].PopFront()) (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
+  control_[i].clear();
+  std::vector<std::pair<uint64_t, Car*>> waiting;
+  handles_.ForEach([&](uint64_t h, Car* c) {
+    if (StateOf(*c).peer == peer) waiting.emplace_back(h, c);
+  });
+  for (auto [h, c] : waiting) {
+    handles_.Remove(h);
+    StateOf(*c).local_handle = 0;
+    if (c->kind() == car::CarKind::kSend) {
+      if (!SendMachine::IsFinal(*c)) (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
+    } else if (!RecvMachine::IsFinal(*c)) {
+      (void)RecvMachine::Dispatch(*c, RecvEvent::kError, err);
+    }
+  }
+}
+
+}  // namespace cartage::methods::shm

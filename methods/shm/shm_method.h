@@ -1,0 +1,135 @@
+// The shm method: ranks on one host exchange CARs through the job segment's
+// rings (one per ordered pair; a rank's ring to itself serves `self`).
+//   eager       MatchHeader + payload in one record (one cache line for 8 B)
+//   rendezvous  RTS; the receiver reads the sender's buffer once with
+//               process_vm_readv (CMA, probed at start-up) and answers CTS;
+//               without CMA it answers CTS and the sender streams DATA records
+//   synchronous the receiver answers ACK when it matches
+// A full ring parks the CAR on the peer's pending list (FIFO, so messages to
+// a peer never overtake each other) and progress retries it.
+#ifndef CARTAGE_METHODS_SHM_SHM_METHOD_H_
+#define CARTAGE_METHODS_SHM_SHM_METHOD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "car/car.h"
+#include "car/car_list.h"
+#include "methods/common/handle_table.h"
+#include "methods/host.h"
+#include "methods/shm/shm_ring.h"
+#include "methods/shm/shm_segment.h"
+
+namespace cartage::methods::shm {
+
+// Parameters, each overridable by CARTAGE_SHM_<NAME> (see Params()).
+struct ShmOptions {
+  std::size_t ring_bytes = 64 * 1024;  // per ordered pair of ranks
+  std::size_t eager_limit = 8192;      // larger messages go by rendezvous
+  bool cma = true;                     // single copy with process_vm_readv where it works
+  // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA.
+  static absl::StatusOr<ShmOptions> FromEnvironment();
+};
+
+// One parameter of the method, for `cartage info`.
+struct ParamInfo {
+  const char* name;
+  const char* default_value;
+  const char* help;
+};
+// The shm method's parameter table.
+std::vector<ParamInfo> Params();
+
+// What the method keeps in a CAR's method-private area.
+struct ShmCarState {
+  class ShmMethod* method = nullptr;
+  int32_t peer = -1;
+  uint32_t parked = 0;           // a ParkedAs value while on a pending list
+  uint64_t local_handle = 0;     // our handle for this CAR, while registered
+  uint64_t remote_handle = 0;    // the peer's handle (sender's send / receiver's receive)
+  uint64_t remote_address = 0;   // RTS: the sender's buffer
+  uint64_t offset = 0;           // pipelined send: bytes streamed so far
+};
+
+class ShmMethod {
+ public:
+  static absl::StatusOr<std::unique_ptr<ShmMethod>> Create(Exchange& exchange, MethodHost* host,
+                                                           const ShmOptions& options);
+  ~ShmMethod();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::size_t eager_limit() const { return options_.eager_limit; }
+  std::size_t private_bytes() const { return sizeof(ShmCarState); }
+  bool cma(int peer) const { return cma_[static_cast<std::size_t>(peer)]; }
+  // Prepares a CAR's private area for talking to `peer` (-1: not yet known).
+  void Bind(car::Car& car, int peer);
+
+  // Reads what arrived and retries parked work; returns how much it did.
+  int Progress();
+  // Blocks up to `timeout_us` unless something arrives (futex on the doorbell).
+  void Block(int timeout_us);
+  // Whether `peer` finalized or its process is gone.
+  bool PeerGone(int peer);
+  // Fails every CAR waiting on `peer` (parked, streaming, or waiting for its
+  // ACK/CTS/DATA) with `why`.
+  void FailPeer(int peer, const absl::Status& why);
+  // Marks this rank finalized for its peers.
+  void Finalize();
+
+  // Carrier operations (car::Carrier), found through ShmCarState::method.
+  static void StartEager(car::Car& c, car::CarStep& step);
+  static void StartRendezvous(car::Car& c, car::CarStep& step);
+  static void StartData(car::Car& c, car::CarStep& step);
+  static void SendCts(car::Car& c, car::CarStep& step);
+  static void SendAck(car::Car& c, car::CarStep& step);
+
+  static ShmCarState& StateOf(car::Car& c) { return *static_cast<ShmCarState*>(c.method_private()); }
+
+ private:
+  enum ParkedAs : uint32_t { kNotParked, kParkedEager, kParkedRts };
+  struct Control {
+    uint16_t type;
+    uint64_t a, b;
+    uint32_t c;
+  };
+  ShmMethod() = default;
+  bool TryEager(car::Car& c);
+  bool TryRts(car::Car& c);
+  bool TryControl(int peer, const Control& k);
+  void SendControl(int peer, const Control& k);
+  bool PumpStream(car::Car& c);  // true once every byte is written
+  void Wake(int peer);
+  void Handle(int source, const RingRecord& rec);
+  void OnEnvelope(int source, const RingRecord& rec, bool rendezvous);
+  void OnCts(int source, const RingRecord& rec);
+  void OnData(int source, const RingRecord& rec);
+  void OnAck(int source, const RingRecord& rec);
+  void Malformed(int source, absl::string_view what);
+  void FinishIfFinal(car::Car& c);
+  const std::byte* SourceBytes(const car::Car& c) const;
+
+  ShmOptions options_;
+  MethodHost* host_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  std::unique_ptr<ShmSegment> segment_;
+  std::vector<RingWriter> writers_;
+  std::vector<RingReader> readers_;
+  std::vector<bool> cma_;
+  std::vector<int32_t> pids_;
+  std::vector<absl::Status> broken_;          // per peer: OK, or why it failed
+  std::vector<car::CarList> parked_;           // per peer, FIFO
+  std::vector<car::CarList> streams_;          // per peer: pipelined sends
+  std::vector<std::deque<Control>> control_;   // per peer: control records waiting for room
+  HandleTable handles_;
+};
+
+}  // namespace cartage::methods::shm
+
+#endif  // CARTAGE_METHODS_SHM_SHM_METHOD_H_

@@ -1,0 +1,122 @@
+#include "methods/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "fsm/check.h"
+
+namespace cartage::methods::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x6361727461676531ull;  // "cartage1"
+
+struct Header {
+  uint64_t magic;
+  uint64_t bytes;
+  uint64_t ring_bytes;
+  int32_t ranks;
+  int32_t reserved;
+};
+
+constexpr std::size_t RoundUp(std::size_t n) { return (n + kLine - 1) / kLine * kLine; }
+
+// A word in this process whose address and value peers read to check CMA.
+uint64_t g_probe_word = 0;
+
+}  // namespace
+
+std::string ShmSegment::NamePrefix(absl::string_view job_id) {
+  return absl::StrCat("cartage-", job_id, "-");
+}
+
+RankBlock& ShmSegment::block(int rank) {
+  auto* first = reinterpret_cast<RankBlock*>(static_cast<std::byte*>(base_) + RoundUp(sizeof(Header)));
+  return first[rank];
+}
+
+RingShared* ShmSegment::ring(int from, int to) {
+  std::byte* rings = static_cast<std::byte*>(base_) + RoundUp(sizeof(Header)) +
+                     sizeof(RankBlock) * static_cast<std::size_t>(ranks_);
+  return reinterpret_cast<RingShared*>(rings + ring_stride_ * static_cast<std::size_t>(from * ranks_ + to));
+}
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std::size_t ring_bytes) {
+  if (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: ring size %d is not a power of two >= 4096", ring_bytes));
+  }
+  auto seg = std::unique_ptr<ShmSegment>(new ShmSegment());
+  seg->ranks_ = ex.size();
+  seg->ring_stride_ = RingShared::Footprint(ring_bytes);
+  seg->bytes_ = RoundUp(sizeof(Header)) + sizeof(RankBlock) * static_cast<std::size_t>(ex.size()) +
+                seg->ring_stride_ * static_cast<std::size_t>(ex.size()) * static_cast<std::size_t>(ex.size());
+  int fd = -1;
+  if (ex.rank() == 0) {
+    std::random_device rd;
+    seg->name_ = absl::StrFormat("/%s%08x%08x", NamePrefix(ex.job_id()), rd(), rd());
+    fd = ::shm_open(seg->name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(seg->bytes_)) != 0) {
+      const std::string why = std::strerror(errno);
+      if (fd >= 0) {
+        ::close(fd);
+        ::shm_unlink(seg->name_.c_str());
+      }
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "shm: cannot create a %d-byte segment %s: %s", seg->bytes_, seg->name_, why));
+    }
+    CARTAGE_RETURN_IF_ERROR(ex.Put("shm.segment", seg->name_));
+  }
+  CARTAGE_RETURN_IF_ERROR(ex.Fence());
+  if (ex.rank() != 0) {
+    CARTAGE_ASSIGN_OR_RETURN(seg->name_, ex.Get("shm.segment"));
+    fd = ::shm_open(seg->name_.c_str(), O_RDWR | O_CLOEXEC, 0);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != seg->bytes_) {
+      const std::string why = fd < 0 ? std::strerror(errno) : "size mismatch";
+      if (fd >= 0) ::close(fd);
+      return absl::UnavailableError(absl::StrFormat("shm: rank %d cannot attach %s: %s", ex.rank(),
+                                                    seg->name_, why));
+    }
+  }
+  seg->base_ = ::mmap(nullptr, seg->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (seg->base_ == MAP_FAILED) {
+    seg->base_ = nullptr;
+    return absl::ResourceExhaustedError(absl::StrFormat("shm: mmap of %d bytes: %s", seg->bytes_,
+                                                        std::strerror(errno)));
+  }
+  auto* header = static_cast<Header*>(seg->base_);
+  if (ex.rank() == 0) {
+    *header = {kMagic, seg->bytes_, ring_bytes, ex.size(), 0};
+    for (int r = 0; r < ex.size(); ++r) new (&seg->block(r)) RankBlock();
+    for (int from = 0; from < ex.size(); ++from) {
+      for (int to = 0; to < ex.size(); ++to) RingShared::Init(seg->ring(from, to), ring_bytes);
+    }
+  }
+  CARTAGE_RETURN_IF_ERROR(ex.Fence());  // rank 0 has laid it out
+  if (header->magic != kMagic || header->bytes != seg->bytes_ || header->ranks != ex.size()) {
+    return absl::DataLossError(absl::StrFormat("shm: segment %s has an unexpected layout", seg->name_));
+  }
+  g_probe_word = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
+  RankBlock& mine = seg->block(ex.rank());
+  mine.probe_address = reinterpret_cast<uint64_t>(&g_probe_word);
+  mine.probe_value = g_probe_word;
+  mine.pid.store(::getpid(), std::memory_order_release);
+  CARTAGE_RETURN_IF_ERROR(ex.Fence());  // everyone attached and filled in its block
+  if (ex.rank() == 0) ::shm_unlink(seg->name_.c_str());
+  return seg;
+}
+
+ShmSegment::~ShmSegment() {
+  if (base_ != nullptr) ::munmap(base_, bytes_);
+}
+
+}  // namespace cartage::methods::shm
