@@ -14,30 +14,31 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "methods/host.h"
 
 namespace cartage::agent {
 
-class Bootstrap {
+class Bootstrap : public methods::Exchange {
  public:
   // Reads CARTAGE_RANK, CARTAGE_SIZE, CARTAGE_BOOTSTRAP and CARTAGE_JOB_KEY,
   // connects and introduces itself. Without them (a program started by hand)
   // it is a job of one rank whose exchange stays in this process.
   static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnvironment();
-  ~Bootstrap();
+  ~Bootstrap() override;
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   // A string that names this job (for shared-memory names, logs).
-  const std::string& job_id() const { return job_id_; }
+  const std::string& job_id() const override { return job_id_; }
 
   // Publishes `value` (at most 32 KiB) under `key`; visible to every rank after the next Fence.
-  absl::Status Put(absl::string_view key, absl::string_view value);
+  absl::Status Put(absl::string_view key, absl::string_view value) override;
   // Returns once every rank has called Fence.
-  absl::Status Fence();
+  absl::Status Fence() override;
   // The value published under `key`; kNotFound if nobody did.
-  absl::StatusOr<std::string> Get(absl::string_view key);
+  absl::StatusOr<std::string> Get(absl::string_view key) override;
 
  private:
   Bootstrap(int rank, int size, int fd, std::string job_id);

@@ -1,0 +1,172 @@
+// cartage: point-to-point communication between the ranks of a job started
+// with `cartage run`. Every operation is a CAR run by its state machine
+// (diagrams/); this header is all a program needs.
+//
+//   auto agent = cartage::Agent::FromEnvironment();
+//   if (!agent.ok()) { std::cerr << agent.status() << "\n"; return 1; }
+//   cartage::Comm world = (*agent)->World();
+//   int right = (world.rank() + 1) % world.size();
+//   int left = (world.rank() + world.size() - 1) % world.size();
+//   std::vector<double> out(1024, world.rank()), in(1024);
+//   cartage::Request rq, sq;
+//   CARTAGE_CHECK_OK(world.Irecv(absl::MakeSpan(in), left, /*tag=*/7, &rq));
+//   CARTAGE_CHECK_OK(world.Isend(absl::MakeConstSpan(out), right, /*tag=*/7, &sq));
+//   CARTAGE_CHECK_OK(cartage::WaitAll({&rq, &sq}));
+//
+// Errors: every call returns absl::Status naming the operation and the peer.
+// A request that fails later (a dead peer, truncation) completes with that
+// status: Wait() returns it.
+#ifndef CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
+#define CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "car/car.h"
+#include "fsm/check.h"
+
+namespace cartage {
+
+namespace agent {
+class Runtime;
+}  // namespace agent
+
+// Wildcards for receives and probes.
+inline constexpr int kAnySource = car::kAnySource;
+inline constexpr int kAnyTag = car::kAnyTag;
+// The largest tag.
+inline constexpr int kMaxTag = (1 << 30) - 1;
+
+// An operation in flight. Not copyable or movable while active: its CAR
+// counts down the completion it holds.
+class Request {
+ public:
+  Request() = default;
+  // An active request is cancelled if it can be (a posted receive) and then
+  // waited for.
+  ~Request();
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  // Progresses until the operation completed; returns its status.
+  absl::Status Wait();
+  // One round of progress; true once completed (then Wait returns at once).
+  bool Test();
+  // Cancels a receive that has not matched yet (its status becomes kCancelled).
+  absl::Status Cancel();
+
+  bool active() const { return car_ != nullptr; }
+  // For a completed receive: who sent it, with which tag, how many bytes.
+  int source() const { return done_.source; }
+  int tag() const { return done_.tag; }
+  uint64_t bytes() const { return done_.bytes; }
+  // The status the operation completed with (OK until it completed).
+  const absl::Status& status() const { return done_.status; }
+
+ private:
+  friend class Comm;
+  friend class agent::Runtime;
+  friend absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
+  void Finish();  // returns the CAR once completed
+  agent::Runtime* runtime_ = nullptr;
+  car::Car* car_ = nullptr;
+  car::Completion done_;
+};
+
+// Waits for every request; returns the first error.
+absl::Status WaitAll(std::initializer_list<Request*> requests);
+absl::Status WaitAll(absl::Span<Request* const> requests);
+// Waits until one completes; returns its index (or the error of starting none).
+absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
+
+// What a probe found.
+struct ProbeResult {
+  int source = 0;
+  int tag = 0;
+  uint64_t bytes = 0;
+};
+
+// A communicator: a group of ranks and a context that isolates its traffic.
+class Comm {
+ public:
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint32_t context() const { return context_; }
+
+  // Nonblocking send of `bytes` bytes. The buffer must stay untouched until
+  // the request completes.
+  absl::Status Isend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
+  // Nonblocking synchronous send: completes only once the receiver matched it.
+  absl::Status Issend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
+  // Nonblocking receive into at most `bytes` bytes; a longer message fails
+  // the request with kOutOfRange and writes nothing past the buffer.
+  absl::Status Irecv(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
+
+  absl::Status Send(const void* buf, std::size_t bytes, int dest, int tag) const;
+  absl::Status Ssend(const void* buf, std::size_t bytes, int dest, int tag) const;
+  // Blocking receive; `status` (optional) gets source, tag and byte count.
+  absl::Status Recv(void* buf, std::size_t bytes, int source, int tag,
+                    ProbeResult* status = nullptr) const;
+
+  // Typed conveniences over the byte forms.
+  template <class T>
+  absl::Status Isend(absl::Span<const T> data, int dest, int tag, Request* req) const {
+    return Isend(data.data(), data.size() * sizeof(T), dest, tag, req);
+  }
+  template <class T>
+  absl::Status Irecv(absl::Span<T> data, int source, int tag, Request* req) const {
+    return Irecv(data.data(), data.size() * sizeof(T), source, tag, req);
+  }
+
+  // A message waiting to be received, if any (one round of progress first).
+  absl::StatusOr<std::optional<ProbeResult>> Iprobe(int source, int tag) const;
+  // Waits until a message matching (source, tag) is waiting.
+  absl::StatusOr<ProbeResult> Probe(int source, int tag) const;
+
+  // A communicator over the same ranks with its own context. Every rank
+  // must call it, in the same order relative to other Dup calls.
+  Comm Dup() const;
+
+ private:
+  friend class Agent;
+  Comm(agent::Runtime* rt, int rank, int size, uint32_t context)
+      : rt_(rt), rank_(rank), size_(size), context_(context) {}
+  absl::Status Start(bool send, bool sync, void* buf, std::size_t bytes, int peer, int tag,
+                     Request* req) const;
+  agent::Runtime* rt_;
+  int rank_;
+  int size_;
+  uint32_t context_;
+};
+
+// The runtime of this process: one per program.
+class Agent {
+ public:
+  // Joins the job described by the launcher's environment (a job of one
+  // when started by hand) and sets up the methods.
+  static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment();
+  // Finalize: waits for every rank to finalize, then detaches.
+  ~Agent();
+
+  Comm World() const;
+  int rank() const;
+  int size() const;
+  // One round of progress; returns how much work it did.
+  int Progress();
+  // "shm" today; the method each peer is reached by.
+  const char* method_name() const { return "shm"; }
+
+ private:
+  explicit Agent(std::unique_ptr<agent::Runtime> rt);
+  std::unique_ptr<agent::Runtime> rt_;
+};
+
+}  // namespace cartage
+
+#endif  // CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_

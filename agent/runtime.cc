@@ -1,0 +1,171 @@
+#include "agent/runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "car/recv_fsm.h"
+#include "car/send_fsm.h"
+#include "car/unexpected_fsm.h"
+#include "cartage/cartage.h"
+#include "fsm/check.h"
+
+namespace cartage::agent {
+
+using car::Car;
+using car::CarKind;
+using methods::shm::ShmMethod;
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
+  auto rt = std::unique_ptr<Runtime>(new Runtime());
+  CARTAGE_ASSIGN_OR_RETURN(rt->boot_, Bootstrap::FromEnvironment());
+  CARTAGE_ASSIGN_OR_RETURN(methods::shm::ShmOptions options, methods::shm::ShmOptions::FromEnvironment());
+  CARTAGE_ASSIGN_OR_RETURN(rt->shm_, ShmMethod::Create(*rt->boot_, rt.get(), options));
+  rt->pool_ = std::make_unique<car::CarPool>(
+      car::CarPool::Options{.method_private_bytes = rt->shm_->private_bytes()});
+  CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
+  rt->matcher_ = std::make_unique<Matcher>(rt->size());
+  rt->dead_.assign(static_cast<std::size_t>(rt->size()), absl::OkStatus());
+  rt->buffer_bytes_ = rt->shm_->eager_limit();
+  rt->carrier_ = car::Carrier{"shm",
+                              &ShmMethod::StartEager,
+                              &ShmMethod::StartRendezvous,
+                              &ShmMethod::StartData,
+                              &Runtime::PostRecv,
+                              &Runtime::UnpostRecv,
+                              &ShmMethod::SendCts,
+                              &ShmMethod::SendAck,
+                              nullptr};
+  // Oversubscribed (more ranks than CPUs here): yield almost at once.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && rt->size() > cpus) rt->wait_.spin_rounds = 20;
+  rt->last_peer_check_ = std::chrono::steady_clock::now();
+  return rt;
+}
+
+Runtime::~Runtime() {
+  // Every rank reaches finalize before anyone detaches.
+  (void)boot_->Fence();
+  shm_->Finalize();
+  for (void* b : free_buffers_) ::operator delete(b);
+}
+
+absl::Status Runtime::Start(const car::CarSpec& spec_in, int peer, Request* req) {
+  car::CarSpec spec = spec_in;
+  spec.counter = &req->done_;
+  spec.carrier = &carrier_;
+  spec.owner = this;
+  spec.eager_limit = shm_->eager_limit();
+  req->done_ = car::Completion{};
+  req->done_.pending = 1;
+  absl::StatusOr<Car*> car = pool_->Create(spec);
+  if (!car.ok()) return car.status();
+  shm_->Bind(**car, peer);
+  req->runtime_ = this;
+  req->car_ = *car;
+  const absl::Status s = spec.kind == CarKind::kSend
+                             ? car::SendMachine::Dispatch(**car, car::SendEvent::kPost)
+                             : car::RecvMachine::Dispatch(**car, car::RecvEvent::kPost);
+  for (Car* u : handed_off_) ReleaseUnexpected(u);
+  handed_off_.clear();
+  return s;
+}
+
+int Runtime::Progress() { return shm_->Progress(); }
+
+void Runtime::Release(Car* car) { pool_->Release(car); }
+
+absl::Status Runtime::Cancel(Car* car) {
+  if (car->kind() != CarKind::kRecv || car::RecvMachine::StateOf(*car) != car::RecvState::kPosted) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "cancel: only a receive that has not matched can be cancelled (CAR #%d is %s %s)", car->id(),
+        car::KindName(car->kind()), car->state_name()));
+  }
+  return car::RecvMachine::Dispatch(*car, car::RecvEvent::kCancel);
+}
+
+void* Runtime::TakeBuffer(uint64_t bytes) {
+  if (bytes <= buffer_bytes_ && !free_buffers_.empty()) {
+    void* b = free_buffers_.back();
+    free_buffers_.pop_back();
+    return b;
+  }
+  return ::operator new(std::max<uint64_t>(bytes, buffer_bytes_));
+}
+
+void Runtime::ReleaseUnexpected(Car* u) {
+  if (void* b = u->pack_buf()) {
+    if (u->spec().pack_size <= buffer_bytes_ || free_buffers_.size() < 64) {
+      free_buffers_.push_back(b);
+    } else {
+      ::operator delete(b);
+    }
+  }
+  pool_->Release(u);
+}
+
+Car* Runtime::MatchIncoming(const car::Envelope& envelope) {
+  Car* r = matcher_->MatchIncoming(envelope);
+  return r;
+}
+
+absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) {
+  car::CarSpec spec;
+  spec.kind = CarKind::kUnexpected;
+  spec.flags = car::CarFlag::kRecvData;
+  spec.envelope = envelope;
+  spec.owner = this;
+  if (buffer_bytes > 0) {
+    spec.pack_buf = TakeBuffer(buffer_bytes);
+    spec.pack_size = buffer_bytes;
+  }
+  absl::StatusOr<Car*> u = pool_->Create(spec);
+  if (!u.ok()) return u.status();
+  matcher_->AddUnexpected(*u);
+  return u;
+}
+
+void Runtime::PostRecv(Car& c, car::CarStep& step) {
+  auto* rt = static_cast<Runtime*>(c.spec().owner);
+  Car* u = rt->matcher_->PostReceive(&c);
+  if (u == nullptr) return;  // posted; an arriving envelope will match it
+  // The unexpected message carries what the method knows of its sender.
+  std::memcpy(c.method_private(), u->method_private(), rt->shm_->private_bytes());
+  car::CarSignal match;
+  match.peer = &c;
+  step.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kMatch, match);
+  rt->handed_off_.push_back(u);
+}
+
+void Runtime::UnpostRecv(Car& c, car::CarStep&) {
+  static_cast<Runtime*>(c.spec().owner)->matcher_->RemovePosted(&c);
+}
+
+void Runtime::CheckPeers() {
+  last_peer_check_ = std::chrono::steady_clock::now();
+  for (int p = 0; p < size(); ++p) {
+    if (p == rank() || !dead_[static_cast<std::size_t>(p)].ok() || !shm_->PeerGone(p)) continue;
+    shm_->Progress();  // what it sent before it went is still delivered
+    FailPeer(p, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized", p)));
+  }
+}
+
+void Runtime::FailPeer(int peer, absl::Status why) {
+  dead_[static_cast<std::size_t>(peer)] = why;
+  shm_->FailPeer(peer, why);
+  std::vector<Car*> posted, unexpected;
+  matcher_->TakeAllFrom(peer, &posted, &unexpected);
+  car::CarSignal err;
+  err.error = why;
+  for (Car* r : posted) (void)car::RecvMachine::Dispatch(*r, car::RecvEvent::kError, err);
+  for (Car* u : unexpected) {
+    if (car::UnexpectedMachine::StateOf(*u) == car::UnexpectedState::kBuffered) {
+      matcher_->AddUnexpected(u);  // complete: still deliverable
+    } else {
+      (void)car::UnexpectedMachine::Dispatch(*u, car::UnexpectedEvent::kError, err);
+      ReleaseUnexpected(u);
+    }
+  }
+}
+
+}  // namespace cartage::agent

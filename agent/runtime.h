@@ -1,0 +1,115 @@
+// The agent's internals behind cartage/cartage.h: the CAR pool, the matcher,
+// the methods, progress and waiting. One per process.
+#ifndef CARTAGE_AGENT_RUNTIME_H_
+#define CARTAGE_AGENT_RUNTIME_H_
+
+#include <sched.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/bootstrap.h"
+#include "agent/matcher.h"
+#include "car/car.h"
+#include "car/car_pool.h"
+#include "methods/host.h"
+#include "methods/shm/shm_method.h"
+
+namespace cartage {
+class Request;
+}  // namespace cartage
+
+namespace cartage::agent {
+
+// How a waiting rank spends its time (seed 002: spin, then yield, then block).
+struct WaitPolicy {
+  int spin_rounds = 2000;                          // progress rounds before yielding
+  std::chrono::microseconds yield_for{2000};       // then yield this long
+  int block_us = 1000;                             // then block on the doorbell this long at a time
+  std::chrono::milliseconds peer_check{50};        // how often a waiter checks for dead peers
+};
+
+class Runtime : public methods::MethodHost {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create();
+  ~Runtime() override;
+
+  int rank() const { return boot_->rank(); }
+  int size() const { return boot_->size(); }
+  uint32_t NewContext() { return next_context_ += 2; }
+
+  // Builds, binds and posts a send or receive CAR for `req`.
+  absl::Status Start(const car::CarSpec& spec, int peer, Request* req);
+  // One round of progress.
+  int Progress();
+  // Progresses until done() holds, spinning, then yielding, then blocking.
+  template <class Done>
+  void WaitUntil(Done done);
+  // Returns a finished CAR to the pool.
+  void Release(car::Car* car);
+  // Cancels a posted receive.
+  absl::Status Cancel(car::Car* car);
+  // The oldest unexpected message (source, tag) matches, if any.
+  const car::Car* PeekUnexpected(uint32_t context, int source, int tag) const {
+    return matcher_->PeekUnexpected({context, source, tag});
+  }
+  // Why `peer` is unusable (OK if it is fine).
+  const absl::Status& PeerStatus(int peer) const { return dead_[static_cast<std::size_t>(peer)]; }
+
+  // methods::MethodHost
+  car::Car* MatchIncoming(const car::Envelope& envelope) override;
+  absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
+
+  // Carrier operations the agent provides (car::Carrier::post_recv / unpost_recv).
+  static void PostRecv(car::Car& c, car::CarStep& step);
+  static void UnpostRecv(car::Car& c, car::CarStep& step);
+
+ private:
+  Runtime() = default;
+  void CheckPeers();
+  void FailPeer(int peer, absl::Status why);
+  void ReleaseUnexpected(car::Car* u);
+  void* TakeBuffer(uint64_t bytes);
+
+  std::unique_ptr<Bootstrap> boot_;
+  std::unique_ptr<car::CarPool> pool_;
+  std::unique_ptr<Matcher> matcher_;
+  std::unique_ptr<methods::shm::ShmMethod> shm_;
+  car::Carrier carrier_;
+  WaitPolicy wait_;
+  std::vector<absl::Status> dead_;
+  std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
+  std::vector<void*> free_buffers_;       // eager-sized temporary buffers
+  std::size_t buffer_bytes_ = 0;
+  uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
+  std::chrono::steady_clock::time_point last_peer_check_;
+};
+
+template <class Done>
+void Runtime::WaitUntil(Done done) {
+  using Clock = std::chrono::steady_clock;
+  int idle = 0;
+  Clock::time_point idle_since{};
+  while (!done()) {
+    if (Progress() > 0) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < wait_.spin_rounds) continue;
+    const Clock::time_point now = Clock::now();
+    if (idle == wait_.spin_rounds) idle_since = now;
+    if (now - idle_since < wait_.yield_for) {
+      sched_yield();
+    } else {
+      shm_->Block(wait_.block_us);
+    }
+    if (now - last_peer_check_ > wait_.peer_check) CheckPeers();
+  }
+}
+
+}  // namespace cartage::agent
+
+#endif  // CARTAGE_AGENT_RUNTIME_H_
