@@ -1,63 +1,24 @@
 // `cartage run`: real processes through the launcher. Exit codes, output
 // forwarding, the bootstrap exchange, dead ranks and time-outs.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "tests/run_command.h"
 #include "gtest/gtest.h"
-
-extern char** environ;
 
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Runs argv with stdout and stderr captured in files.
-Result RunCommand(std::vector<std::string> argv) {
-  const std::string dir = testing::TempDir();
-  const std::string out = absl::StrCat(dir, "/launcher_out");
-  const std::string err = absl::StrCat(dir, "/launcher_err");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  std::vector<char*> args;
-  for (std::string& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  pid_t pid;
-  Result r;
-  if (posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) return r;
-  posix_spawn_file_actions_destroy(&fa);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = Slurp(out);
-  r.err = Slurp(err);
-  return r;
-}
+using Result = cartage::test::CommandResult;
+using cartage::test::RunCommand;
 
 const std::string kCartage = CARTAGE_BIN;
 const std::string kHelper = HELPER_BIN;
