@@ -149,6 +149,8 @@ void BootstrapServer::Serve(Client& c) {
     } else if (w.size() == 2 && w[0] == "GET" && wire::ValidKey(w[1])) {
       auto it = values_.find(w[1]);
       Reply(c, it == values_.end() ? std::string("NONE") : "VAL " + it->second);
+    } else if (w.size() == 1 && w[0] == "FENCE" && !fence_error_.empty()) {
+      Reply(c, "ERR " + fence_error_);
     } else if (w.size() == 1 && w[0] == "FENCE" && !c.fenced) {
       c.fenced = true;
       if (++fenced_ == size_) {
@@ -164,6 +166,18 @@ void BootstrapServer::Serve(Client& c) {
       Drop(c, absl::StrFormat("malformed request '%s'", line.substr(0, 60)));
     }
   }
+}
+
+void BootstrapServer::RankExited(int rank) {
+  if (!fence_error_.empty()) return;
+  fence_error_ = absl::StrFormat("rank %d exited; the fence cannot complete", rank);
+  for (auto& c : clients_) {
+    if (c->fenced) {
+      c->fenced = false;
+      Reply(*c, "ERR " + fence_error_);
+    }
+  }
+  fenced_ = 0;
 }
 
 }  // namespace cartage::tools

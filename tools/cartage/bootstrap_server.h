@@ -27,6 +27,9 @@ class BootstrapServer {
   void AddPollFds(std::vector<pollfd>& fds) const;
   // Serves whatever `fd` has ready. Ignores descriptors it does not own.
   void OnReady(int fd, short revents);
+  // A rank's process ended: fences can no longer complete, so the ranks in
+  // one now, and any later FENCE, get an error instead of waiting forever.
+  void RankExited(int rank);
 
  private:
   struct Client {
@@ -49,6 +52,7 @@ class BootstrapServer {
   std::vector<std::unique_ptr<Client>> clients_;
   absl::flat_hash_map<std::string, std::string> values_;  // key -> hex value
   int fenced_ = 0;
+  std::string fence_error_;  // set once a rank exited
 };
 
 }  // namespace cartage::tools

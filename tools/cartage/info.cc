@@ -6,6 +6,7 @@
 #include "car/car_pool.h"
 #include "cartage/config.h"
 #include "fsm/registry.h"
+#include "methods/shm/shm_method.h"
 
 namespace cartage::tools {
 
@@ -13,9 +14,15 @@ void PrintInfo(const fsm::Registry& reg) {
   std::cout << absl::StrFormat("cartage %s (%s build, sanitizers: %s)\n", CARTAGE_VERSION,
                                CARTAGE_BUILD_TYPE,
                                absl::string_view(CARTAGE_SANITIZE).empty() ? "none" : CARTAGE_SANITIZE);
-  std::cout << "\nmethods compiled in: none yet. The self and shm methods come with the "
-               "point-to-point agent,\ntcp with the method contract, ofi after it; each will "
-               "list its capabilities here.\n";
+  std::cout << "\nmethods compiled in:\n"
+               "  shm    reaches ranks on this host (and a rank itself); ordered, reliable;\n"
+               "         eager up to EAGER_LIMIT, then rendezvous by one process_vm_readv copy\n"
+               "         (CMA, probed at start-up) or a pipelined copy through the rings\n"
+               "  parameters (environment CARTAGE_SHM_<NAME>):\n";
+  for (const methods::shm::ParamInfo& p : methods::shm::Params()) {
+    std::cout << absl::StrFormat("    %-12s default %-7s %s\n", p.name, p.default_value, p.help);
+  }
+  std::cout << "  tcp, ofi and verbs come with the method contract (see README.md).\n";
   std::cout << "\noptional method dependencies found at configure time:\n";
   std::cout << absl::StrFormat("  %-6s %-11s %s\n", "ofi", "libfabric",
                                CARTAGE_HAVE_OFI ? absl::StrCat("found, ", CARTAGE_OFI_VERSION)

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "agent/bootstrap_wire.h"
+#include "methods/shm/shm_segment.h"
 #include "tools/cartage/bootstrap_server.h"
 
 extern char** environ;
@@ -99,6 +102,17 @@ std::string RandomHex(int bytes) {
   std::string out;
   for (int i = 0; i < bytes; ++i) absl::StrAppendFormat(&out, "%02x", rd() & 0xff);
   return out;
+}
+
+// Removes the job's segments a rank killed during set-up may have left
+// (normally rank 0 unlinks the name as soon as every rank attached).
+void RemoveSharedMemory(const std::string& job_id) {
+  const std::string prefix = methods::shm::ShmSegment::NamePrefix(job_id);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) ::shm_unlink(("/" + name).c_str());
+  }
 }
 
 }  // namespace
@@ -252,6 +266,7 @@ int RunLauncher(int argc, char** argv) {
         ranks[r].running = false;
         ranks[r].status = status;
         --running;
+        if (running > 0) (*server)->RankExited(static_cast<int>(r));
         const bool abnormal = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
         if (abnormal && first_failure < 0 && !killing) first_failure = ExitCodeOf(status);
         if (abnormal && !killing) {
@@ -288,6 +303,7 @@ int RunLauncher(int argc, char** argv) {
     }
   }
 
+  RemoveSharedMemory(job_id);
   if (timed_out) return 124;
   if (first_failure >= 0) return first_failure;  // not the SIGTERM we sent the others
   int worst = 0;
