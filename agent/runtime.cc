@@ -47,7 +47,8 @@ Runtime::~Runtime() {
   // Every rank reaches finalize before anyone detaches.
   (void)boot_->Fence();
   shm_->Finalize();
-  for (void* b : free_buffers_) ::operator delete(b);
+  for (void* b : free_small_) ::operator delete(b);
+  for (void* b : free_large_) ::operator delete(b);
 }
 
 absl::Status Runtime::Start(const car::CarSpec& spec_in, int peer, Request* req) {
@@ -85,18 +86,21 @@ absl::Status Runtime::Cancel(Car* car) {
 }
 
 void* Runtime::TakeBuffer(uint64_t bytes) {
-  if (bytes <= buffer_bytes_ && !free_buffers_.empty()) {
-    void* b = free_buffers_.back();
-    free_buffers_.pop_back();
+  std::vector<void*>& free = bytes <= kSmallBuffer ? free_small_ : free_large_;
+  if (!free.empty()) {
+    void* b = free.back();
+    free.pop_back();
     return b;
   }
-  return ::operator new(std::max<uint64_t>(bytes, buffer_bytes_));
+  return ::operator new(bytes <= kSmallBuffer ? kSmallBuffer : std::max<uint64_t>(bytes, buffer_bytes_));
 }
 
 void Runtime::ReleaseUnexpected(Car* u) {
   if (void* b = u->pack_buf()) {
-    if (u->spec().pack_size <= buffer_bytes_ || free_buffers_.size() < 64) {
-      free_buffers_.push_back(b);
+    // Keep a bounded number for reuse; a burst of unexpected messages is freed.
+    std::vector<void*>& free = u->spec().pack_size <= kSmallBuffer ? free_small_ : free_large_;
+    if (free.size() < 1024) {
+      free.push_back(b);
     } else {
       ::operator delete(b);
     }

@@ -82,7 +82,10 @@ class Runtime : public methods::MethodHost {
   WaitPolicy wait_;
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
-  std::vector<void*> free_buffers_;       // eager-sized temporary buffers
+  // Temporary buffers for unexpected eager messages, in two size classes.
+  static constexpr std::size_t kSmallBuffer = 256;
+  std::vector<void*> free_small_;
+  std::vector<void*> free_large_;         // eager-limit sized
   std::size_t buffer_bytes_ = 0;
   uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
   std::chrono::steady_clock::time_point last_peer_check_;
