@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds the release preset, and
-# shows what cartage is today: its build (`cartage info`) and the state
-# machines it runs, regenerated from the tables into diagrams/.
-# (Once point-to-point lands, this becomes a multi-rank run on shared memory.)
+# The main job: installs what is missing, builds the release preset, and runs
+# multi-rank programs on the shared-memory method through the launcher:
+# hello (4 ranks), ring (4 ranks: a token 100 times around, then 1 MiB
+# blocks to both neighbours), and pingpong (2 ranks). It ends by showing the
+# build (`cartage info`) and regenerating the state diagrams from the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 cmake --preset release
 cmake --build --preset release -j "$(nproc)"
-cartage=build/release/tools/cartage/cartage
+b=build/release
+cartage=$b/tools/cartage/cartage
+echo; echo "== cartage run -n 4 hello"
+"${cartage}" run -n 4 --timeout 60 $b/examples/hello
+echo; echo "== cartage run -n 4 --prefix ring 100 131072"
+"${cartage}" run -n 4 --prefix --timeout 120 $b/examples/ring 100 131072
+echo; echo "== cartage run -n 2 pingpong 20000"
+"${cartage}" run -n 2 --timeout 120 $b/examples/pingpong 20000
+echo; echo "== cartage info"
 "${cartage}" info
-echo
+echo; echo "== cartage diagrams"
 "${cartage}" diagrams --out diagrams

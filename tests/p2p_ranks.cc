@@ -1,0 +1,352 @@
+// The rank side of the point-to-point tests (tests/p2p_test.cc runs each mode
+// through `cartage run`). Every mode checks exact bytes, order and statuses
+// and exits non-zero with a message on the first mismatch; rank 0 prints
+// "PASS <mode>" when the whole job agrees.
+//
+// usage: p2p_ranks MODE
+#include <unistd.h>
+
+#include <csignal>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "cartage/cartage.h"
+
+namespace {
+
+using cartage::Comm;
+using cartage::kAnySource;
+using cartage::kAnyTag;
+using cartage::Request;
+
+int g_rank = 0;
+
+#define EXPECT(cond, ...)                                                      \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      std::fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #cond, \
+                   absl::StrFormat(__VA_ARGS__).c_str());                      \
+      std::exit(1);                                                            \
+    }                                                                          \
+  } while (0)
+#define OK(expr)                                                               \
+  do {                                                                         \
+    const absl::Status s_ = (expr);                                            \
+    EXPECT(s_.ok(), "%s", s_.ToString());                                      \
+  } while (0)
+
+// A byte pattern that differs per (seed, position).
+void Fill(std::vector<unsigned char>& v, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<unsigned char>(x);
+  }
+}
+
+// Rank 1 tells rank 0 it is ready (its receives are posted).
+void Ready(const Comm& w, int tag) {
+  char c = 'r';
+  if (w.rank() == 1) OK(w.Send(&c, 1, 0, tag));
+  if (w.rank() == 0) OK(w.Recv(&c, 1, 1, tag));
+}
+
+void Order(const Comm& w) {
+  constexpr int kN = 100000, kWindow = 128;
+  if (w.rank() == 0) {
+    std::vector<int> vals(kWindow);
+    std::vector<Request> reqs(kWindow);
+    for (int i = 0; i < kN; i += kWindow) {
+      for (int k = 0; k < kWindow; ++k) {
+        vals[k] = i + k;
+        OK(w.Isend(&vals[k], sizeof(int), 1, 7, &reqs[k]));
+      }
+      for (auto& r : reqs) OK(r.Wait());
+    }
+  } else if (w.rank() == 1) {
+    for (int i = 0; i < kN; ++i) {
+      int v = -1;
+      OK(w.Recv(&v, sizeof(v), 0, 7));
+      EXPECT(v == i, "message %d arrived as %d", i, v);
+    }
+  }
+}
+
+void Wildcard(const Comm& w) {
+  // Posted first wins: wildcard before specific, then specific before wildcard.
+  if (w.rank() == 1) {
+    int a = -1, b = -1, c = -1, d = -1;
+    Request ra, rb, rc, rd;
+    OK(w.Irecv(&a, sizeof(a), kAnySource, 5, &ra));
+    OK(w.Irecv(&b, sizeof(b), 0, 5, &rb));
+    OK(w.Irecv(&c, sizeof(c), 0, 6, &rc));
+    OK(w.Irecv(&d, sizeof(d), kAnySource, 6, &rd));
+    Ready(w, 99);
+    OK(cartage::WaitAll({&ra, &rb, &rc, &rd}));
+    EXPECT(a == 1 && b == 2, "tag 5: wildcard got %d, specific got %d", a, b);
+    EXPECT(c == 3 && d == 4, "tag 6: specific got %d, wildcard got %d", c, d);
+    EXPECT(ra.source() == 0 && ra.tag() == 5 && ra.bytes() == sizeof(int), "status %d %d %d",
+           ra.source(), ra.tag(), static_cast<int>(ra.bytes()));
+  } else if (w.rank() == 0) {
+    Ready(w, 99);
+    for (int v : {1, 2}) OK(w.Send(&v, sizeof(v), 1, 5));
+    for (int v : {3, 4}) OK(w.Send(&v, sizeof(v), 1, 6));
+  }
+}
+
+void Unexpected(const Comm& w) {
+  constexpr int kN = 100000;
+  if (w.rank() == 0) {
+    std::vector<Request> reqs(256);
+    std::vector<int> vals(256);
+    for (int i = 0; i < kN; i += 256) {
+      for (int k = 0; k < 256; ++k) {
+        vals[k] = (i + k) * 3;
+        OK(w.Isend(&vals[k], sizeof(int), 1, i + k, &reqs[k]));
+      }
+      for (auto& r : reqs) OK(r.Wait());
+    }
+    int done = 1;
+    OK(w.Send(&done, sizeof(done), 1, cartage::kMaxTag));
+  } else if (w.rank() == 1) {
+    int done = 0;
+    OK(w.Recv(&done, sizeof(done), 0, cartage::kMaxTag));  // every message is unexpected now
+    for (int t = kN - 1; t >= 0; --t) {
+      int v = -1;
+      OK(w.Recv(&v, sizeof(v), 0, t));
+      EXPECT(v == t * 3, "tag %d carried %d", t, v);
+    }
+  }
+}
+
+void AnyTagAnySource(const Comm& w) {
+  // Every other rank sends rank 0 two messages with distinct tags.
+  if (w.rank() != 0) {
+    for (int k = 0; k < 2; ++k) {
+      const int v = w.rank() * 100 + k;
+      OK(w.Send(&v, sizeof(v), 0, w.rank() * 10 + k));
+    }
+    return;
+  }
+  std::vector<int> seen(static_cast<std::size_t>(w.size()), 0);
+  for (int i = 0; i < 2 * (w.size() - 1); ++i) {
+    int v = -1;
+    cartage::ProbeResult st;
+    OK(w.Recv(&v, sizeof(v), kAnySource, kAnyTag, &st));
+    EXPECT(v == st.source * 100 + (st.tag % 10) && st.tag / 10 == st.source, "got %d from %d tag %d",
+           v, st.source, st.tag);
+    EXPECT(st.tag % 10 == seen[static_cast<std::size_t>(st.source)], "rank %d's messages overtook",
+           st.source);
+    ++seen[static_cast<std::size_t>(st.source)];
+  }
+}
+
+void Sizes(const Comm& w) {
+  std::vector<std::size_t> sizes = {0, 1, 7, 64, 1000, 4096, 8191, 8192, 8193, 65536, 100000,
+                                    1 << 20, (1 << 20) + 3, 4 << 20, 16 << 20, 64 << 20};
+  for (std::size_t n : sizes) {
+    std::vector<unsigned char> out(n), in(n + 64, 0xee);
+    Fill(out, n);
+    // Both directions at once: 0 -> 1 and 1 -> 0.
+    if (w.rank() < 2) {
+      const int peer = 1 - w.rank();
+      Request rr, sr;
+      Fill(out, n + static_cast<std::size_t>(w.rank()));
+      OK(w.Irecv(in.data(), n, peer, 1, &rr));
+      OK(w.Isend(out.data(), n, peer, 1, &sr));
+      OK(cartage::WaitAll({&rr, &sr}));
+      std::vector<unsigned char> want(n);
+      Fill(want, n + static_cast<std::size_t>(peer));
+      EXPECT(rr.bytes() == n, "size %d: received %d bytes", n, rr.bytes());
+      EXPECT(std::memcmp(in.data(), want.data(), n) == 0, "size %d: payload differs", n);
+      for (std::size_t i = n; i < in.size(); ++i) EXPECT(in[i] == 0xee, "size %d: wrote past the end", n);
+    }
+  }
+}
+
+void Truncation(const Comm& w) {
+  for (std::size_t n : {1000ul, 200000ul}) {  // eager, then rendezvous
+    std::vector<unsigned char> big(n);
+    Fill(big, n);
+    if (w.rank() == 0) {
+      OK(w.Send(big.data(), n, 1, 3));
+      OK(w.Send(big.data(), 10, 1, 4));  // the path stays usable
+    } else if (w.rank() == 1) {
+      std::vector<unsigned char> small(300, 0xab);
+      Request r;
+      OK(w.Irecv(small.data(), 100, 0, 3, &r));
+      const absl::Status s = r.Wait();
+      EXPECT(s.code() == absl::StatusCode::kOutOfRange, "truncation gave %s", s.ToString());
+      EXPECT(s.message().find("truncated to the 100-byte receive buffer") != std::string::npos &&
+                 s.message().find("from rank 0 (tag 3") != std::string::npos,
+             "message: %s", s.ToString());
+      EXPECT(std::memcmp(small.data(), big.data(), 100) == 0, "the first 100 bytes differ");
+      for (std::size_t i = 100; i < small.size(); ++i) EXPECT(small[i] == 0xab, "wrote past the buffer");
+      OK(w.Recv(small.data(), 10, 0, 4));
+      EXPECT(std::memcmp(small.data(), big.data(), 10) == 0, "next message differs");
+    }
+  }
+}
+
+void Cancel(const Comm& w) {
+  if (w.rank() == 1) {
+    int v = 0;
+    Request r;
+    OK(w.Irecv(&v, sizeof(v), 0, 8, &r));
+    OK(r.Cancel());
+    const absl::Status s = r.Wait();
+    EXPECT(s.code() == absl::StatusCode::kCancelled, "cancelled receive gave %s", s.ToString());
+    Ready(w, 99);
+    OK(w.Recv(&v, sizeof(v), 0, 8));
+    EXPECT(v == 42, "the message after the cancel carried %d", v);
+    Request done;
+    EXPECT(!done.Cancel().ok(), "cancelling an inactive request must fail");
+  } else if (w.rank() == 0) {
+    Ready(w, 99);
+    const int v = 42;
+    OK(w.Send(&v, sizeof(v), 1, 8));
+  }
+}
+
+void Ssend(const Comm& w) {
+  for (std::size_t n : {8ul, 100000ul}) {
+    std::vector<unsigned char> buf(n, 1);
+    if (w.rank() == 0) {
+      Request r;
+      OK(w.Issend(buf.data(), n, 1, 2, &r));
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      while (std::chrono::steady_clock::now() < until) {
+        EXPECT(!r.Test(), "ssend of %d bytes completed before the receive was posted", n);
+      }
+      char go = 'g';
+      OK(w.Send(&go, 1, 1, 9));
+      OK(r.Wait());
+    } else if (w.rank() == 1) {
+      char go = 0;
+      OK(w.Recv(&go, 1, 0, 9));
+      OK(w.Recv(buf.data(), n, 0, 2));
+    }
+  }
+}
+
+void ProbeThenRecv(const Comm& w) {
+  if (w.rank() == 0) {
+    std::vector<unsigned char> msg(777);
+    Fill(msg, 777);
+    OK(w.Send(msg.data(), msg.size(), 1, 3));
+  } else if (w.rank() == 1) {
+    absl::StatusOr<cartage::ProbeResult> p = w.Probe(kAnySource, kAnyTag);
+    OK(p.status());
+    EXPECT(p->source == 0 && p->tag == 3 && p->bytes == 777, "probe saw %d %d %d", p->source, p->tag,
+           static_cast<int>(p->bytes));
+    std::vector<unsigned char> buf(p->bytes), want(777);
+    Fill(want, 777);
+    OK(w.Recv(buf.data(), buf.size(), p->source, p->tag));
+    EXPECT(buf == want, "probed message differs");
+    absl::StatusOr<std::optional<cartage::ProbeResult>> none = w.Iprobe(kAnySource, kAnyTag);
+    OK(none.status());
+    EXPECT(!none->has_value(), "nothing should be left");
+    EXPECT(w.Iprobe(5, 0).status().code() == absl::StatusCode::kInvalidArgument, "bad rank probe");
+  }
+}
+
+void DupIsolation(const Comm& w) {
+  const Comm other = w.Dup();
+  EXPECT(other.context() != w.context(), "dup kept the context");
+  if (w.rank() == 0) {
+    const int b = 2, a = 1;
+    OK(other.Send(&b, sizeof(b), 1, 1));
+    OK(w.Send(&a, sizeof(a), 1, 1));
+  } else if (w.rank() == 1) {
+    int got = 0;
+    OK(w.Recv(&got, sizeof(got), 0, 1));
+    EXPECT(got == 1, "world received %d: the dup's message crossed over", got);
+    OK(other.Recv(&got, sizeof(got), 0, 1));
+    EXPECT(got == 2, "dup received %d", got);
+  }
+}
+
+void BadArguments(const Comm& w) {
+  int v = 0;
+  Request r;
+  absl::Status s = w.Isend(&v, sizeof(v), w.size(), 0, &r);
+  EXPECT(s.code() == absl::StatusCode::kInvalidArgument &&
+             s.message() == absl::StrFormat("send to rank %d (tag 0): no such rank in a communicator of %d",
+                                            w.size(), w.size()),
+         "%s", s.ToString());
+  s = w.Isend(&v, sizeof(v), 0, -3, &r);
+  EXPECT(s.code() == absl::StatusCode::kInvalidArgument, "%s", s.ToString());
+  s = w.Isend(&v, sizeof(v), 0, kAnyTag, &r);
+  EXPECT(s.code() == absl::StatusCode::kInvalidArgument, "wildcard tag on a send: %s", s.ToString());
+  s = w.Irecv(nullptr, 8, 0, 0, &r);
+  EXPECT(s.code() == absl::StatusCode::kInvalidArgument, "%s", s.ToString());
+  OK(w.Irecv(&v, sizeof(v), 0, 1, &r));
+  s = w.Isend(&v, sizeof(v), 0, 0, nullptr);
+  EXPECT(s.code() == absl::StatusCode::kFailedPrecondition, "%s", s.ToString());
+  OK(r.Cancel());
+  EXPECT(r.Wait().code() == absl::StatusCode::kCancelled, "cancel");
+}
+
+void EarlyExit(const Comm& w) {
+  if (w.rank() == 1) {
+    std::fflush(stdout);
+    _exit(0);  // gone without finalizing
+  }
+  if (w.rank() == 0) {
+    int v = 0;
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s = w.Recv(&v, sizeof(v), 1, 0);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT(s.code() == absl::StatusCode::kUnavailable, "receive from a dead rank gave %s", s.ToString());
+    EXPECT(s.message().find("rank 1 exited or finalized") != std::string::npos &&
+               s.message().find("from rank 1 (tag 0") != std::string::npos,
+           "%s", s.ToString());
+    EXPECT(secs < 5, "took %f s to notice", secs);
+    // New operations to it fail at once.
+    Request r;
+    s.IgnoreError();
+    const absl::Status again = w.Isend(&v, sizeof(v), 1, 0, &r);
+    EXPECT(again.code() == absl::StatusCode::kUnavailable, "%s", again.ToString());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  auto agent = cartage::Agent::FromEnvironment();
+  if (!agent.ok()) {
+    std::fprintf(stderr, "p2p_ranks: %s\n", std::string(agent.status().message()).c_str());
+    return 2;
+  }
+  const Comm w = (*agent)->World();
+  g_rank = w.rank();
+  if (mode == "order") Order(w);
+  else if (mode == "wildcard") Wildcard(w);
+  else if (mode == "unexpected") Unexpected(w);
+  else if (mode == "anytag") AnyTagAnySource(w);
+  else if (mode == "sizes") Sizes(w);
+  else if (mode == "truncation") Truncation(w);
+  else if (mode == "cancel") Cancel(w);
+  else if (mode == "ssend") Ssend(w);
+  else if (mode == "probe") ProbeThenRecv(w);
+  else if (mode == "dup") DupIsolation(w);
+  else if (mode == "badargs") BadArguments(w);
+  else if (mode == "earlyexit") EarlyExit(w);
+  else if (mode == "killself") raise(SIGKILL);
+  else {
+    std::fprintf(stderr, "p2p_ranks: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
+  if (w.rank() == 0) std::printf("PASS %s\n", mode.c_str());
+  return 0;
+}

@@ -1,0 +1,75 @@
+// Point-to-point through real processes: each case runs tests/p2p_ranks.cc
+// in one mode under `cartage run`, on the shm method, with CMA and without.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/run_command.h"
+
+namespace cartage::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Case {
+  const char* mode;
+  int ranks;
+  const char* env;  // extra environment, or ""
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.mode << " on " << c.ranks << " ranks" << (*c.env ? " with " : "") << c.env;
+}
+
+std::string Name(const ::testing::TestParamInfo<Case>& info) {
+  std::string n = absl::StrCat(info.param.mode, "_np", info.param.ranks);
+  if (std::string(info.param.env).find("CMA=off") != std::string::npos) n += "_nocma";
+  return n;
+}
+
+class P2p : public ::testing::TestWithParam<Case> {};
+
+TEST_P(P2p, Runs) {
+  const Case& c = GetParam();
+  std::vector<std::string> env;
+  if (*c.env != '\0') env.push_back(c.env);
+  const CommandResult r = RunCommand(
+      {CARTAGE_BIN, "run", "-n", std::to_string(c.ranks), "--timeout", "120", RANKS_BIN, c.mode}, env);
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("PASS ", c.mode)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shm, P2p,
+    ::testing::Values(Case{"order", 2, ""}, Case{"wildcard", 2, ""}, Case{"unexpected", 2, ""},
+                      Case{"anytag", 4, ""}, Case{"sizes", 2, ""}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},
+                      Case{"truncation", 2, ""}, Case{"truncation", 2, "CARTAGE_SHM_CMA=off"},
+                      Case{"cancel", 2, ""}, Case{"ssend", 2, ""}, Case{"ssend", 2, "CARTAGE_SHM_CMA=off"},
+                      Case{"probe", 2, ""}, Case{"dup", 3, ""}, Case{"badargs", 2, ""},
+                      Case{"earlyexit", 2, ""}),
+    Name);
+
+int SharedMemoryNames() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().rfind("cartage-", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(ShmSegment, KillNineLeavesNothingInDevShm) {
+  const int before = SharedMemoryNames();
+  // Rank 1 kills itself once the job is up; the launcher stops the rest.
+  const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", "sh", "-c",
+                                      absl::StrCat("if [ $CARTAGE_RANK = 1 ]; then exec ", RANKS_BIN,
+                                                   " killself; else exec ", RANKS_BIN, " order; fi")});
+  EXPECT_EQ(r.code, 128 + 9) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("killed by signal 9"));
+  EXPECT_EQ(SharedMemoryNames(), before);
+}
+
+}  // namespace
+}  // namespace cartage::test
