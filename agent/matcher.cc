@@ -92,6 +92,14 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
   }
 }
 
+void Matcher::TakeAllUnexpected(std::vector<Car*>* out) {
+  for (auto& [key, list] : unexpected_) {
+    while (Car* c = list.PopFront()) out->push_back(c);
+  }
+  unexpected_.clear();
+  unexpected_count_ = 0;
+}
+
 std::size_t Matcher::posted() const {
   std::size_t n = wildcard_.size();
   for (const car::CarList& l : posted_) n += l.size();

@@ -52,6 +52,9 @@ class Matcher {
   // (a dead peer); wildcard receives stay.
   void TakeAllFrom(int source, std::vector<car::Car*>* posted, std::vector<car::Car*>* unexpected);
 
+  // Takes every unexpected message out (finalize: nobody will receive them).
+  void TakeAllUnexpected(std::vector<car::Car*>* out);
+
   std::size_t posted() const;
   std::size_t unexpected() const { return unexpected_count_; }
 

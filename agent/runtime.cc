@@ -47,6 +47,10 @@ Runtime::~Runtime() {
   // Every rank reaches finalize before anyone detaches.
   (void)boot_->Fence();
   shm_->Finalize();
+  // Messages nobody received: their CARs and buffers go back.
+  std::vector<Car*> left;
+  matcher_->TakeAllUnexpected(&left);
+  for (Car* u : left) ReleaseUnexpected(u);
   for (void* b : free_small_) ::operator delete(b);
   for (void* b : free_large_) ::operator delete(b);
 }

@@ -23,23 +23,19 @@ using cartage::test::RunCommand;
 const std::string kCartage = CARTAGE_BIN;
 const std::string kHelper = HELPER_BIN;
 
-size_t LauncherDirs() {
-  size_t n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
-    if (e.path().filename().string().rfind("cartage-", 0) == 0) ++n;
-  }
-  return n;
-}
-
 TEST(Launcher, BootstrapExchangeAcrossFourRanks) {
-  const size_t dirs_before = LauncherDirs();
-  const Result r = RunCommand({kCartage, "run", "-n", "4", "--prefix", "--timeout", "60", kHelper, "kv"});
+  // A private TMPDIR: the launcher's socket directory must be gone afterwards.
+  const std::string tmp = absl::StrCat(testing::TempDir(), "/launcher_tmp_", getpid());
+  std::filesystem::create_directories(tmp);
+  const Result r = RunCommand({kCartage, "run", "-n", "4", "--prefix", "--timeout", "60", kHelper, "kv"},
+                              {absl::StrCat("TMPDIR=", tmp)});
   EXPECT_EQ(r.code, 0) << r.err;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, " of 4: read 4 values\n")));
   }
   EXPECT_EQ(r.err, "");
-  EXPECT_EQ(LauncherDirs(), dirs_before) << "the bootstrap socket directory is removed";
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the bootstrap socket directory is removed";
+  std::filesystem::remove_all(tmp);
 }
 
 TEST(Launcher, RepeatedFences) {

@@ -52,23 +52,24 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"earlyexit", 2, ""}),
     Name);
 
-int SharedMemoryNames() {
+// Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).
+int SharedMemoryNames(int pid) {
+  const std::string prefix = absl::StrCat("cartage-", pid, "-");
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().rfind("cartage-", 0) == 0) ++n;
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
   }
   return n;
 }
 
 TEST(ShmSegment, KillNineLeavesNothingInDevShm) {
-  const int before = SharedMemoryNames();
   // Rank 1 kills itself once the job is up; the launcher stops the rest.
   const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", "sh", "-c",
                                       absl::StrCat("if [ $CARTAGE_RANK = 1 ]; then exec ", RANKS_BIN,
                                                    " killself; else exec ", RANKS_BIN, " order; fi")});
   EXPECT_EQ(r.code, 128 + 9) << r.err;
   EXPECT_THAT(r.err, HasSubstr("killed by signal 9"));
-  EXPECT_EQ(SharedMemoryNames(), before);
+  EXPECT_EQ(SharedMemoryNames(r.pid), 0);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace cartage::test {
 
 struct CommandResult {
   int code = -1;  // exit code, or 128 + signal
+  int pid = 0;    // the process it ran as
   std::string out, err;
 };
 
@@ -56,6 +57,7 @@ inline CommandResult RunCommand(std::vector<std::string> argv, std::vector<std::
   if (rc != 0) return r;
   int status = 0;
   waitpid(pid, &status, 0);
+  r.pid = pid;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = Slurp(out);
   r.err = Slurp(err);

@@ -30,6 +30,14 @@ using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
 
+namespace {
+// Copies what fits of `n` arriving bytes; the rest of a truncated message is dropped.
+void CopyInto(std::span<std::byte> zone, const std::byte* from, std::size_t n) {
+  const std::size_t fit = std::min(zone.size(), n);
+  if (fit > 0) std::memcpy(zone.data(), from, fit);
+}
+}  // namespace
+
 // ---- Options -----------------------------------------------------------------
 
 std::vector<ParamInfo> Params() {
@@ -415,8 +423,7 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
     s.remote_address = rts.address;
     (void)RecvMachine::Dispatch(*r, RecvEvent::kEnvelope, sig);
     if (!rendezvous && h.length > 0 && !RecvMachine::IsFinal(*r)) {
-      std::span<std::byte> zone = r->LandingZone();
-      std::memcpy(zone.data(), data, std::min<std::size_t>(zone.size(), h.length));
+      CopyInto(r->LandingZone(), data, h.length);
       CarSignal d;
       d.bytes = h.length;
       (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
@@ -433,8 +440,7 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
   s.remote_address = rts.address;
   (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEnvelope, sig);
   if (!rendezvous && h.length > 0) {
-    std::span<std::byte> zone = (*u)->LandingZone();
-    std::memcpy(zone.data(), data, std::min<std::size_t>(zone.size(), h.length));
+    CopyInto((*u)->LandingZone(), data, h.length);
     CarSignal d;
     d.bytes = h.length;
     (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kData, d);
@@ -474,8 +480,7 @@ void ShmMethod::OnData(int source, const RingRecord& rec) {
     return Malformed(source, absl::StrFormat("DATA at offset %d, expected %d", h.offset, r->bytes_done()));
   }
   const std::size_t n = rec.len - sizeof(h);
-  std::span<std::byte> zone = r->LandingZone();
-  std::memcpy(zone.data(), rec.payload + sizeof(h), std::min(zone.size(), n));
+  CopyInto(r->LandingZone(), rec.payload + sizeof(h), n);
   CarSignal d;
   d.bytes = n;
   (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -36,9 +37,10 @@ namespace wire = agent::bootstrap;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kUsage[] =
-    "usage: cartage run -n N [--prefix] [--timeout SECONDS] program [args...]\n"
+    "usage: cartage run -n N [--prefix] [--bind] [--timeout SECONDS] program [args...]\n"
     "  -n N              number of ranks (1..1024)\n"
     "  --prefix          prefix every output line with [rank]\n"
+    "  --bind            pin rank r to CPU r (mod the CPUs this launcher may use)\n"
     "  --timeout S       kill the job after S seconds (exit code 124)\n";
 
 volatile std::sig_atomic_t g_signal = 0;
@@ -120,6 +122,7 @@ void RemoveSharedMemory(const std::string& job_id) {
 int RunLauncher(int argc, char** argv) {
   int n = 0;
   bool prefix = false;
+  bool bind = false;
   double timeout_s = 0;
   int i = 0;
   for (; i < argc; ++i) {
@@ -128,6 +131,8 @@ int RunLauncher(int argc, char** argv) {
       if (!absl::SimpleAtoi(argv[++i], &n)) n = 0;
     } else if (a == "--prefix") {
       prefix = true;
+    } else if (a == "--bind") {
+      bind = true;
     } else if (a == "--timeout" && i + 1 < argc) {
       if (!absl::SimpleAtod(argv[++i], &timeout_s) || timeout_s <= 0) {
         std::fprintf(stderr, "cartage run: --timeout needs a positive number of seconds\n%s", kUsage);
@@ -164,7 +169,21 @@ int RunLauncher(int argc, char** argv) {
 
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
   std::vector<Stream> streams;
+  // --bind: a child inherits the launcher's CPU mask at spawn.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof(allowed), &allowed);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
   for (int r = 0; r < n; ++r) {
+    if (bind && !cpus.empty()) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpus[static_cast<std::size_t>(r) % cpus.size()], &one);
+      sched_setaffinity(0, sizeof(one), &one);
+    }
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
       std::perror("cartage run: pipe");
@@ -210,6 +229,7 @@ int RunLauncher(int argc, char** argv) {
     streams.push_back({err[0], r, 2, {}});
   }
 
+  if (bind) sched_setaffinity(0, sizeof(allowed), &allowed);
   const Clock::time_point start = Clock::now();
   Clock::time_point kill_deadline = Clock::time_point::max();
   bool killing = false, timed_out = false;

@@ -1,0 +1,237 @@
+// cartage-bench: OSU-style point-to-point benchmarks between ranks 0 and 1.
+//
+//   cartage run -n 2 --bind cartage-bench pingpong|bw|rate [--sizes 8,65536,...]
+//                                          [--reps 7] [--json]
+//
+// pingpong  one-way latency = round trip / 2 (µs)
+// bw        window of 64 nonblocking sends, then a 4-byte ack (MB/s, 1 MB = 10^6 B)
+// rate      the same window with 8-byte messages (messages/s)
+// Each size: a warm-up, then --reps timed repetitions; medians with min and
+// max. Before each size the two ranks measure a cache-line hand-off (one
+// writes a flag the other polls, through their own shared page) so that
+// small-message latency can be read in hand-offs, whatever the placement of
+// the VM's vCPUs (see ../shared/anchors/RESULTS.md section 6).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "cartage/cartage.h"
+
+ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (default: 0, 8, 64, 1 KiB ... 4 MiB)");
+ABSL_FLAG(int, reps, 7, "timed repetitions per size");
+ABSL_FLAG(bool, json, false, "print one JSON object per line instead of a table");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using cartage::Comm;
+using cartage::Request;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Stats {
+  double median, min, max;
+};
+Stats Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v.front(), v.back()};
+}
+
+// A page both ranks map (rank 0 creates it and sends its name).
+class SharedPage {
+ public:
+  explicit SharedPage(const Comm& w) {
+    char name[64] = {};
+    if (w.rank() == 0) {
+      std::snprintf(name, sizeof(name), "/cartage-bench-%d", getpid());
+      const int fd = shm_open(name, O_CREAT | O_RDWR | O_EXCL, 0600);
+      CARTAGE_CHECK(fd >= 0 && ftruncate(fd, 4096) == 0) << "shm_open " << name;
+      Map(fd);
+      CARTAGE_CHECK_OK(w.Send(name, sizeof(name), 1, 1));
+      char ack;
+      CARTAGE_CHECK_OK(w.Recv(&ack, 1, 1, 1));
+      shm_unlink(name);
+    } else {
+      CARTAGE_CHECK_OK(w.Recv(name, sizeof(name), 0, 1));
+      const int fd = shm_open(name, O_RDWR, 0);
+      CARTAGE_CHECK(fd >= 0) << "shm_open " << name;
+      Map(fd);
+      const char ack = 1;
+      CARTAGE_CHECK_OK(w.Send(&ack, 1, 0, 1));
+    }
+  }
+  ~SharedPage() { munmap(page_, 4096); }
+  std::atomic<uint64_t>& flag() { return *reinterpret_cast<std::atomic<uint64_t>*>(page_); }
+
+ private:
+  void Map(int fd) {
+    page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CARTAGE_CHECK(page_ != MAP_FAILED) << "mmap";
+  }
+  void* page_ = nullptr;
+};
+
+// One-way cache-line hand-off between the two ranks, in ns (median of 5).
+double HandOffNs(const Comm& w, SharedPage& page) {
+  constexpr int kRounds = 20000;
+  std::vector<double> samples;
+  for (int rep = 0; rep < 5; ++rep) {
+    CARTAGE_CHECK_OK(w.Send(nullptr, 0, 1 - w.rank(), 2));  // line up
+    CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 1 - w.rank(), 2));
+    std::atomic<uint64_t>& f = page.flag();
+    const uint64_t base = static_cast<uint64_t>(rep) * 2 * kRounds;
+    const auto start = Clock::now();
+    for (uint64_t i = 0; i < kRounds; ++i) {
+      if (w.rank() == 0) {
+        f.store(base + 2 * i + 1, std::memory_order_release);
+        while (f.load(std::memory_order_acquire) != base + 2 * i + 2) {
+        }
+      } else {
+        while (f.load(std::memory_order_acquire) != base + 2 * i + 1) {
+        }
+        f.store(base + 2 * i + 2, std::memory_order_release);
+      }
+    }
+    samples.push_back(Seconds(start, Clock::now()) * 1e9 / (2.0 * kRounds));
+  }
+  return Summarize(samples).median;
+}
+
+int Iterations(const std::string& test, std::size_t bytes) {
+  if (test == "pingpong") return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
+  return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;  // windows of 64
+}
+
+// One timed repetition; returns seconds (rank 0's clock).
+double Run(const Comm& w, const std::string& test, std::vector<char>& buf, std::size_t bytes, int iters) {
+  const int peer = 1 - w.rank();
+  CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, 3));
+  CARTAGE_CHECK_OK(w.Recv(nullptr, 0, peer, 3));
+  const auto start = Clock::now();
+  if (test == "pingpong") {
+    for (int i = 0; i < iters; ++i) {
+      if (w.rank() == 0) {
+        CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 1, 0));
+        CARTAGE_CHECK_OK(w.Recv(buf.data(), bytes, 1, 0));
+      } else {
+        CARTAGE_CHECK_OK(w.Recv(buf.data(), bytes, 0, 0));
+        CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 0, 0));
+      }
+    }
+  } else {
+    constexpr int kWindow = 64;
+    Request reqs[kWindow];
+    int ack = 0;
+    for (int i = 0; i < iters; ++i) {
+      for (Request& r : reqs) {
+        if (w.rank() == 0) {
+          CARTAGE_CHECK_OK(w.Isend(buf.data(), bytes, 1, 0, &r));
+        } else {
+          CARTAGE_CHECK_OK(w.Irecv(buf.data(), bytes, 0, 0, &r));
+        }
+      }
+      for (Request& r : reqs) CARTAGE_CHECK_OK(r.Wait());
+      if (w.rank() == 0) {
+        CARTAGE_CHECK_OK(w.Recv(&ack, sizeof(ack), 1, 4));
+      } else {
+        CARTAGE_CHECK_OK(w.Send(&ack, sizeof(ack), 0, 4));
+      }
+    }
+  }
+  return Seconds(start, Clock::now());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("cartage run -n 2 cartage-bench pingpong|bw|rate [--sizes ...] [--reps N] [--json]");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const std::string test = args.size() > 1 ? args[1] : "";
+  if (test != "pingpong" && test != "bw" && test != "rate") {
+    std::fprintf(stderr, "usage: cartage run -n 2 cartage-bench pingpong|bw|rate [--sizes 8,65536] [--reps 7] [--json]\n");
+    return 2;
+  }
+  std::vector<std::size_t> sizes;
+  if (test == "rate") sizes = {8};
+  if (!absl::GetFlag(FLAGS_sizes).empty()) {
+    sizes.clear();
+    for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
+      std::size_t v;
+      if (!absl::SimpleAtoi(s, &v)) {
+        std::fprintf(stderr, "cartage-bench: bad size '%s'\n", std::string(s).c_str());
+        return 2;
+      }
+      sizes.push_back(v);
+    }
+  } else if (sizes.empty()) {
+    sizes = {0, 8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20};
+    if (test == "bw") sizes.erase(sizes.begin());
+  }
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  const bool json = absl::GetFlag(FLAGS_json);
+
+  auto agent = cartage::Agent::FromEnvironment();
+  if (!agent.ok()) {
+    std::fprintf(stderr, "cartage-bench: %s\n", std::string(agent.status().message()).c_str());
+    return 1;
+  }
+  const Comm world = (*agent)->World();
+  if (world.size() < 2) {
+    std::fprintf(stderr, "cartage-bench: needs 2 ranks: cartage run -n 2 cartage-bench %s\n", test.c_str());
+    return 2;
+  }
+  if (world.rank() > 1) return 0;
+  SharedPage page(world);
+  if (world.rank() == 0 && !json) {
+    std::printf("# cartage-bench %s, method %s, %d reps; median [min-max]; hand-off = one-way cache-line transfer\n",
+                test.c_str(), (*agent)->method_name(), reps);
+    std::printf("%10s %14s %24s %12s %10s\n", "bytes", test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_s",
+                "[min-max]", "handoff_ns", "handoffs");
+  }
+  for (std::size_t bytes : sizes) {
+    std::vector<char> buf(std::max<std::size_t>(bytes, 1), 'x');
+    const double handoff = HandOffNs(world, page);
+    const int iters = Iterations(test, bytes);
+    (void)Run(world, test, buf, bytes, std::max(1, iters / 5));  // warm-up
+    std::vector<double> values;
+    for (int r = 0; r < reps; ++r) {
+      const double secs = Run(world, test, buf, bytes, iters);
+      if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
+      else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
+      else values.push_back(64.0 * iters / secs);
+    }
+    if (world.rank() != 0) continue;
+    const Stats s = Summarize(values);
+    const double handoffs = test == "pingpong" ? s.median * 1000 / handoff : 0;
+    if (json) {
+      const char* key = test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_per_s";
+      std::printf("{\"test\":\"%s\",\"size\":%zu,\"%s\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
+                  "\"method\":\"%s\",\"handoff_ns\":%.1f%s}\n",
+                  test.c_str(), bytes, key, s.median, s.min, s.max, reps, (*agent)->method_name(), handoff,
+                  test == "pingpong" ? absl::StrFormat(",\"median_handoffs\":%.2f", handoffs).c_str() : "");
+    } else {
+      std::printf("%10zu %14.4g %24s %12.1f %10s\n", bytes, s.median,
+                  absl::StrFormat("[%.4g-%.4g]", s.min, s.max).c_str(), handoff,
+                  test == "pingpong" ? absl::StrFormat("%.2f", handoffs).c_str() : "-");
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
