@@ -31,7 +31,9 @@ Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
 
 Car* Matcher::PostReceive(Car* recv) {
   const Envelope& e = recv->envelope();
-  if (Car* m = PeekUnexpected(e)) {
+  if (unexpected_count_ == 0) {
+    // Nothing waiting: straight to the posted queues.
+  } else if (Car* m = PeekUnexpected(e)) {
     auto it = unexpected_.find(Key{m->envelope().context_id, m->envelope().rank, m->envelope().tag});
     it->second.Unlink(m);
     if (it->second.empty()) unexpected_.erase(it);

@@ -41,8 +41,18 @@ class Runtime : public methods::MethodHost {
   int size() const { return boot_->size(); }
   uint32_t NewContext() { return next_context_ += 2; }
 
-  // Builds, binds and posts a send or receive CAR for `req`.
-  absl::Status Start(const car::CarSpec& spec, int peer, Request* req);
+  // Completes `spec` (counter, carrier, owner, eager limit) and builds the
+  // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
+  // caller checked the envelope.
+  absl::Status Create(car::CarSpec& spec, int peer, Request* req);
+  // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
+  absl::Status Post(Request* req);
+  // Persistent requests: register / unregister a buffer with the method.
+  uint64_t Register(const void* buf, std::size_t bytes) { return shm_->RegisterMemory(buf, bytes); }
+  void Unregister(uint64_t token) { shm_->UnregisterMemory(token); }
+  int registered() const { return shm_->registered(); }
+  // Re-binds a persistent request's CAR to its peer before a restart.
+  void Rebind(car::Car& car, int peer) { shm_->Bind(car, peer); }
   // One round of progress.
   int Progress();
   // Progresses until done() holds, spinning, then yielding, then blocking.
@@ -101,7 +111,12 @@ void Runtime::WaitUntil(Done done) {
       idle = 0;
       continue;
     }
-    if (++idle < wait_.spin_rounds) continue;
+    if (++idle < wait_.spin_rounds) {
+      // Polling with nothing to do: let an SMT sibling (perhaps the peer
+      // copying our data) have the core's pipeline.
+      __builtin_ia32_pause();
+      continue;
+    }
     const Clock::time_point now = Clock::now();
     if (idle == wait_.spin_rounds) idle_since = now;
     if (now - idle_since < wait_.yield_for) {

@@ -65,6 +65,13 @@ absl::Status CarPool::Reserve(std::size_t n) {
 
 absl::StatusOr<Car*> CarPool::Create(const CarSpec& spec) {
   if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;
+  return CreateUnchecked(spec);
+}
+
+absl::StatusOr<Car*> CarPool::CreateUnchecked(const CarSpec& spec) {
+#ifndef NDEBUG
+  CARTAGE_CHECK_OK(ValidateSpec(spec));
+#endif
   // One consumer per supplier, and a supplier that has not started yet (it
   // hands over its buffer, or its completion, once it runs).
   auto check_supplier = [&](const Car& supplier, const Car* existing,

@@ -27,6 +27,7 @@ void PrintTo(const Case& c, std::ostream* os) {
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = absl::StrCat(info.param.mode, "_np", info.param.ranks);
   if (std::string(info.param.env).find("CMA=off") != std::string::npos) n += "_nocma";
+  if (std::string(info.param.env).find("CMA_MIN=0") != std::string::npos) n += "_cma";
   return n;
 }
 
@@ -45,11 +46,13 @@ TEST_P(P2p, Runs) {
 INSTANTIATE_TEST_SUITE_P(
     Shm, P2p,
     ::testing::Values(Case{"order", 2, ""}, Case{"wildcard", 2, ""}, Case{"unexpected", 2, ""},
-                      Case{"anytag", 4, ""}, Case{"sizes", 2, ""}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},
-                      Case{"truncation", 2, ""}, Case{"truncation", 2, "CARTAGE_SHM_CMA=off"},
-                      Case{"cancel", 2, ""}, Case{"ssend", 2, ""}, Case{"ssend", 2, "CARTAGE_SHM_CMA=off"},
+                      Case{"anytag", 4, ""}, Case{"sizes", 2, ""}, Case{"sizes", 2, "CARTAGE_SHM_CMA_MIN=0"},
+                      Case{"sizes", 2, "CARTAGE_SHM_CMA=off"}, Case{"truncation", 2, ""},
+                      Case{"truncation", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"cancel", 2, ""},
+                      Case{"ssend", 2, ""}, Case{"ssend", 2, "CARTAGE_SHM_CMA_MIN=0"},
                       Case{"probe", 2, ""}, Case{"dup", 3, ""}, Case{"badargs", 2, ""},
-                      Case{"earlyexit", 2, ""}),
+                      Case{"earlyexit", 2, ""}, Case{"persistent", 2, ""},
+                      Case{"waitvariants", 2, ""}, Case{"split", 5, ""}),
     Name);
 
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).

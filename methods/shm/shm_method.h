@@ -32,7 +32,8 @@ struct ShmOptions {
   std::size_t ring_bytes = 64 * 1024;  // per ordered pair of ranks
   std::size_t eager_limit = 8192;      // larger messages go by rendezvous
   bool cma = true;                     // single copy with process_vm_readv where it works
-  // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA.
+  std::size_t cma_min = 64u << 20;     // ...for rendezvous messages of at least this many bytes
+  // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA, CARTAGE_SHM_CMA_MIN.
   static absl::StatusOr<ShmOptions> FromEnvironment();
 };
 
@@ -82,6 +83,13 @@ class ShmMethod {
   // Marks this rank finalized for its peers.
   void Finalize();
 
+  // Memory registration (seed 002's CA_register_mem), for persistent
+  // requests. Shared memory needs no pinning or keys, so shm only keeps the
+  // region; a registering method (ofi, verbs) pins it here once.
+  uint64_t RegisterMemory(const void* buf, std::size_t bytes);
+  void UnregisterMemory(uint64_t token);
+  int registered() const { return static_cast<int>(registrations_.size()); }
+
   // Carrier operations (car::Carrier), found through ShmCarState::method.
   static void StartEager(car::Car& c, car::CarStep& step);
   static void StartRendezvous(car::Car& c, car::CarStep& step);
@@ -128,6 +136,9 @@ class ShmMethod {
   std::vector<car::CarList> streams_;          // per peer: pipelined sends
   std::vector<std::deque<Control>> control_;   // per peer: control records waiting for room
   HandleTable handles_;
+  int backlog_ = 0;
+  std::vector<std::pair<uint64_t, std::pair<const void*, std::size_t>>> registrations_;
+  uint64_t next_registration_ = 1;  // CARs parked or streaming and control records waiting, over all peers
 };
 
 }  // namespace cartage::methods::shm
