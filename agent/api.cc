@@ -1,5 +1,7 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
+#include <algorithm>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
@@ -21,23 +23,32 @@ Comm Agent::World() const { return Comm(rt_.get(), rt_->rank(), rt_->size(), 0);
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
 int Agent::Progress() { return rt_->Progress(); }
+int Agent::registered_buffers() const { return rt_->registered(); }
 
 // ---- Request -------------------------------------------------------------------
 
 void Request::Finish() {
+  in_flight_ = false;
+  if (persistent_) return;
   runtime_->Release(car_);
   car_ = nullptr;
 }
 
+int Request::source() const {
+  if (!group_) return done_.source;
+  const auto it = std::find(group_->begin(), group_->end(), done_.source);
+  return it == group_->end() ? -1 : static_cast<int>(it - group_->begin());
+}
+
 absl::Status Request::Wait() {
-  if (car_ == nullptr) return done_.status;
+  if (!in_flight_) return done_.status;
   runtime_->WaitUntil([this] { return done_.done(); });
   Finish();
   return done_.status;
 }
 
 bool Request::Test() {
-  if (car_ == nullptr) return true;
+  if (!in_flight_) return true;
   if (!done_.done()) runtime_->Progress();
   if (!done_.done()) return false;
   Finish();
@@ -45,14 +56,36 @@ bool Request::Test() {
 }
 
 absl::Status Request::Cancel() {
-  if (car_ == nullptr) return absl::FailedPreconditionError("cancel: the request is not active");
+  if (!in_flight_) return absl::FailedPreconditionError("cancel: the request is not active");
   return runtime_->Cancel(car_);
 }
 
+absl::Status Request::Start() {
+  if (!persistent_ || car_ == nullptr) {
+    return absl::FailedPreconditionError("start: not a persistent request (use Comm::SendInit/RecvInit)");
+  }
+  if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
+  car_->Rearm();
+  runtime_->Rebind(*car_, peer_);
+  return runtime_->Post(this);
+}
+
+absl::Status Request::Free() {
+  if (in_flight_) return absl::FailedPreconditionError("free: the request is still active");
+  if (car_ == nullptr) return absl::OkStatus();
+  runtime_->Unregister(registration_);
+  runtime_->Release(car_);
+  car_ = nullptr;
+  persistent_ = false;
+  return absl::OkStatus();
+}
+
 Request::~Request() {
-  if (car_ == nullptr) return;
-  (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
-  (void)Wait();
+  if (in_flight_) {
+    (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
+    (void)Wait();
+  }
+  if (persistent_) (void)Free();
 }
 
 absl::Status WaitAll(absl::Span<Request* const> requests) {
@@ -64,16 +97,40 @@ absl::Status WaitAll(std::initializer_list<Request*> requests) {
   return WaitAll(absl::MakeConstSpan(requests.begin(), requests.size()));
 }
 
+std::optional<std::size_t> TestAny(absl::Span<Request* const> requests) {
+  bool progressed = false;
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      Request* r = requests[i];
+      if (r->in_flight_ && r->done_.done()) {
+        r->Finish();
+        return i;
+      }
+      if (r->in_flight_ && !progressed) {
+        r->runtime_->Progress();
+        progressed = true;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+bool TestAll(absl::Span<Request* const> requests) {
+  bool all = true;
+  for (Request* r : requests) all = r->Test() && all;
+  return all;
+}
+
 absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
   Runtime* rt = nullptr;
   for (Request* r : requests) {
-    if (r->active()) rt = r->runtime_;
+    if (r->in_flight_) rt = r->runtime_;
   }
   if (rt == nullptr) return absl::FailedPreconditionError("WaitAny: no active request");
   std::size_t which = requests.size();
   rt->WaitUntil([&] {
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i]->active() && requests[i]->done_.done()) {
+      if (requests[i]->in_flight_ && requests[i]->done_.done()) {
         which = i;
         return true;
       }
@@ -84,16 +141,29 @@ absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
   return which;
 }
 
+absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests) {
+  CARTAGE_ASSIGN_OR_RETURN(std::size_t first, WaitAny(requests));
+  std::vector<std::size_t> done = {first};
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i]->in_flight_ && requests[i]->done_.done()) {
+      requests[i]->Finish();
+      done.push_back(i);
+    }
+  }
+  std::sort(done.begin(), done.end());
+  return done;
+}
+
 // ---- Comm ----------------------------------------------------------------------
 
 absl::Status Comm::Start(bool send, bool sync, void* buf, std::size_t bytes, int peer, int tag,
-                         Request* req) const {
+                         Request* req, bool persistent, uint32_t context) const {
   const char* op = send ? (sync ? "ssend" : "send") : "recv";
   const char* dir = send ? "to" : "from";
-  if (req == nullptr || req->active()) {
+  if (req == nullptr || req->active() || req->persistent()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op, dir, peer, tag,
-                        req == nullptr ? "null" : "still active"));
+                        req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
   }
   const bool any_source = !send && peer == kAnySource;
   if (!any_source && (peer < 0 || peer >= size_)) {
@@ -109,17 +179,25 @@ absl::Status Comm::Start(bool send, bool sync, void* buf, std::size_t bytes, int
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s rank %d (tag %d): null buffer for %d bytes", op, dir, peer, tag, bytes));
   }
-  if (!any_source && !rt_->PeerStatus(peer).ok()) {
+  const int world = any_source ? kAnySource : WorldRank(peer);
+  if (!any_source && !rt_->PeerStatus(world).ok()) {
     return absl::UnavailableError(absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag,
-                                                  rt_->PeerStatus(peer).message()));
+                                                  rt_->PeerStatus(world).message()));
   }
   car::CarSpec spec;
   spec.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
   spec.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
-  spec.envelope = {context_, peer, tag};
+  spec.envelope = {context == kOwnContext ? context_ : context, world, tag};
   spec.segment = car::Segment::Of(buf, bytes, car::BasicType::kByte);
   spec.synchronous = sync;
-  return rt_->Start(spec, any_source ? -1 : peer, req);
+  req->group_ = group_;
+  CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
+  if (persistent) {
+    req->persistent_ = true;
+    req->registration_ = rt_->Register(buf, bytes);
+    return absl::OkStatus();
+  }
+  return rt_->Post(req);
 }
 
 absl::Status Comm::Isend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
@@ -130,6 +208,12 @@ absl::Status Comm::Issend(const void* buf, std::size_t bytes, int dest, int tag,
 }
 absl::Status Comm::Irecv(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
   return Start(false, false, buf, bytes, source, tag, req);
+}
+absl::Status Comm::SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
+  return Start(true, false, const_cast<void*>(buf), bytes, dest, tag, req, /*persistent=*/true);
+}
+absl::Status Comm::RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
+  return Start(false, false, buf, bytes, source, tag, req, /*persistent=*/true);
 }
 
 absl::Status Comm::Send(const void* buf, std::size_t bytes, int dest, int tag) const {
@@ -155,9 +239,14 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
     return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: no such rank", source));
   }
   rt_->Progress();
-  const car::Car* u = rt_->PeekUnexpected(context_, source, tag);
+  const int world = source == kAnySource ? kAnySource : WorldRank(source);
+  const car::Car* u = rt_->PeekUnexpected(context_, world, tag);
   if (u == nullptr) return std::optional<ProbeResult>();
-  return std::optional<ProbeResult>(ProbeResult{u->envelope().rank, u->envelope().tag, u->bytes_total()});
+  int from = u->envelope().rank;
+  if (group_) {
+    from = static_cast<int>(std::find(group_->begin(), group_->end(), from) - group_->begin());
+  }
+  return std::optional<ProbeResult>(ProbeResult{from, u->envelope().tag, u->bytes_total()});
 }
 
 absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
@@ -173,6 +262,44 @@ absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   return *found;
 }
 
-Comm Comm::Dup() const { return Comm(rt_, rank_, size_, rt_->NewContext()); }
+Comm Comm::Dup() const { return Comm(rt_, rank_, size_, rt_->NewContext(), group_); }
+
+absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
+  // Everyone learns everyone's (color, key) over this communicator's
+  // collective context, so the exchange never meets point-to-point traffic.
+  constexpr int kSplitTag = 1;
+  const uint32_t collective = context_ + 1;
+  const int mine[2] = {color, key};
+  std::vector<int> all(2 * static_cast<std::size_t>(size_));
+  std::vector<Request> reqs(2 * static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    CARTAGE_RETURN_IF_ERROR(Start(false, false, &all[2 * static_cast<std::size_t>(r)], sizeof(mine), r,
+                                  kSplitTag, &reqs[static_cast<std::size_t>(r)], false, collective));
+    CARTAGE_RETURN_IF_ERROR(Start(true, false, const_cast<int*>(mine), sizeof(mine), r, kSplitTag,
+                                  &reqs[static_cast<std::size_t>(size_ + r)], false, collective));
+  }
+  for (Request& r : reqs) {
+    if (absl::Status s = r.Wait(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("split: exchanging colors: %s", s.message()));
+    }
+  }
+  const uint32_t context = rt_->NewContext();  // every rank takes one, whatever its color
+  if (color < 0) return std::optional<Comm>();
+  std::vector<std::tuple<int, int, int>> members;  // (key, rank here, world rank)
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * static_cast<std::size_t>(r)] == color) {
+      members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r, WorldRank(r));
+    }
+  }
+  std::sort(members.begin(), members.end());
+  auto group = std::make_shared<std::vector<int>>();
+  int my_rank = 0;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    group->push_back(std::get<2>(members[i]));
+    if (std::get<1>(members[i]) == rank_) my_rank = static_cast<int>(i);
+  }
+  const int n = static_cast<int>(group->size());
+  return std::optional<Comm>(Comm(rt_, my_rank, n, context, std::move(group)));
+}
 
 }  // namespace cartage

@@ -55,24 +55,32 @@ Runtime::~Runtime() {
   for (void* b : free_large_) ::operator delete(b);
 }
 
-absl::Status Runtime::Start(const car::CarSpec& spec_in, int peer, Request* req) {
-  car::CarSpec spec = spec_in;
+absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
   spec.counter = &req->done_;
   spec.carrier = &carrier_;
   spec.owner = this;
   spec.eager_limit = shm_->eager_limit();
-  req->done_ = car::Completion{};
-  req->done_.pending = 1;
-  absl::StatusOr<Car*> car = pool_->Create(spec);
+  absl::StatusOr<Car*> car = pool_->CreateUnchecked(spec);
   if (!car.ok()) return car.status();
   shm_->Bind(**car, peer);
   req->runtime_ = this;
   req->car_ = *car;
-  const absl::Status s = spec.kind == CarKind::kSend
-                             ? car::SendMachine::Dispatch(**car, car::SendEvent::kPost)
-                             : car::RecvMachine::Dispatch(**car, car::RecvEvent::kPost);
-  for (Car* u : handed_off_) ReleaseUnexpected(u);
-  handed_off_.clear();
+  req->peer_ = peer;
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::Post(Request* req) {
+  Car& car = *req->car_;
+  req->done_ = car::Completion{};
+  req->done_.pending = 1;
+  req->in_flight_ = true;
+  const absl::Status s = car.kind() == CarKind::kSend
+                             ? car::SendMachine::Dispatch(car, car::SendEvent::kPost)
+                             : car::RecvMachine::Dispatch(car, car::RecvEvent::kPost);
+  if (!handed_off_.empty()) {
+    for (Car* u : handed_off_) ReleaseUnexpected(u);
+    handed_off_.clear();
+  }
   return s;
 }
 

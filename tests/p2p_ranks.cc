@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -296,6 +297,116 @@ void BadArguments(const Comm& w) {
   EXPECT(r.Wait().code() == absl::StatusCode::kCancelled, "cancel");
 }
 
+void Persistent(const Comm& w, cartage::Agent& agent) {
+  // A persistent send and receive, started 1000 times; the buffers are
+  // registered with the method once each.
+  std::vector<int> out(64), in(64);
+  Request send, recv;
+  const int peer = 1 - w.rank();
+  if (w.rank() > 1) return;
+  OK(w.SendInit(out.data(), out.size() * sizeof(int), peer, 4, &send));
+  OK(w.RecvInit(in.data(), in.size() * sizeof(int), peer, 4, &recv));
+  EXPECT(agent.registered_buffers() == 2, "%d buffers registered", agent.registered_buffers());
+  EXPECT(!send.active() && send.persistent(), "a fresh persistent request is inactive");
+  for (int i = 0; i < 1000; ++i) {
+    for (int k = 0; k < 64; ++k) out[static_cast<std::size_t>(k)] = i * 1000 + k + w.rank();
+    OK(recv.Start());
+    OK(send.Start());
+    EXPECT(send.Start().code() == absl::StatusCode::kFailedPrecondition, "restart while active");
+    OK(cartage::WaitAll({&recv, &send}));
+    for (int k = 0; k < 64; ++k) {
+      EXPECT(in[static_cast<std::size_t>(k)] == i * 1000 + k + peer, "round %d word %d: %d", i, k,
+             in[static_cast<std::size_t>(k)]);
+    }
+    EXPECT(recv.bytes() == 256 && recv.source() == peer, "round %d status", i);
+  }
+  EXPECT(agent.registered_buffers() == 2, "still %d registrations after 1000 starts", agent.registered_buffers());
+  Request plain;
+  EXPECT(plain.Start().code() == absl::StatusCode::kFailedPrecondition, "start of a plain request");
+  OK(send.Free());
+  OK(recv.Free());
+  EXPECT(agent.registered_buffers() == 0, "%d registrations left", agent.registered_buffers());
+}
+
+void WaitVariants(const Comm& w) {
+  constexpr int kN = 8;
+  if (w.rank() == 0) {
+    std::vector<int> v(kN);
+    std::vector<Request> reqs(kN);
+    std::vector<Request*> ptrs;
+    for (int i = 0; i < kN; ++i) {
+      v[static_cast<std::size_t>(i)] = i;
+      ptrs.push_back(&reqs[static_cast<std::size_t>(i)]);
+    }
+    Ready(w, 99);
+    // Rank 1 answers tags in the order 5, 2, 7, ...; several may land in one
+    // round of progress, so WaitAny returns any request that has completed.
+    for (int i = 0; i < kN; ++i) OK(w.Irecv(&v[static_cast<std::size_t>(i)], sizeof(int), 1, i, ptrs[static_cast<std::size_t>(i)]));
+    EXPECT(!cartage::TestAll(absl::MakeConstSpan(ptrs)), "nothing can have arrived yet");
+    char go = 1;
+    OK(w.Send(&go, 1, 1, 98));
+    absl::StatusOr<std::size_t> first = cartage::WaitAny(absl::MakeConstSpan(ptrs));
+    OK(first.status());
+    EXPECT(*first < kN && v[*first] == static_cast<int>(*first) * 100 && !ptrs[*first]->active(),
+           "WaitAny gave %d", static_cast<int>(*first));
+    std::vector<std::size_t> got = {*first};
+    while (got.size() < kN) {
+      absl::StatusOr<std::vector<std::size_t>> some = cartage::WaitSome(absl::MakeConstSpan(ptrs));
+      OK(some.status());
+      got.insert(got.end(), some->begin(), some->end());
+    }
+    std::sort(got.begin(), got.end());
+    for (int i = 0; i < kN; ++i) {
+      EXPECT(got[static_cast<std::size_t>(i)] == static_cast<std::size_t>(i) && v[static_cast<std::size_t>(i)] == i * 100,
+             "request %d: %d", i, v[static_cast<std::size_t>(i)]);
+    }
+    EXPECT(!cartage::WaitAny(absl::MakeConstSpan(ptrs)).ok(), "WaitAny with none active");
+    EXPECT(!cartage::TestAny(absl::MakeConstSpan(ptrs)).has_value(), "TestAny with none active");
+    EXPECT(cartage::TestAll(absl::MakeConstSpan(ptrs)), "TestAll when all are done");
+  } else if (w.rank() == 1) {
+    Ready(w, 99);
+    char go = 0;
+    OK(w.Recv(&go, 1, 0, 98));
+    for (int t : {5, 2, 7, 0, 1, 3, 4, 6}) {
+      const int v = t * 100;
+      OK(w.Send(&v, sizeof(v), 0, t));
+    }
+  }
+}
+
+void Split(const Comm& w) {
+  // Even and odd ranks; keys reverse the order within each half.
+  absl::StatusOr<std::optional<Comm>> half = w.Split(w.rank() % 2, -w.rank());
+  OK(half.status());
+  EXPECT(half->has_value(), "every rank has a color");
+  const Comm& h = **half;
+  const int expect_size = (w.size() + 1 - w.rank() % 2) / 2;
+  EXPECT(h.size() == expect_size, "half of %d has %d ranks", w.size(), h.size());
+  EXPECT(h.context() != w.context(), "split kept the context");
+  // Rank order is by key (the negated world rank): the members above me come first.
+  EXPECT(h.rank() == (w.size() - 1 - w.rank()) / 2, "world rank %d is rank %d of its half", w.rank(), h.rank());
+  // A ring inside the half: each sends its world rank to the next.
+  const int next = (h.rank() + 1) % h.size(), prev = (h.rank() + h.size() - 1) % h.size();
+  int got = -1;
+  const int me = w.rank();
+  Request rr, sr;
+  OK(h.Irecv(&got, sizeof(got), prev, 3, &rr));
+  OK(h.Isend(&me, sizeof(me), next, 3, &sr));
+  OK(cartage::WaitAll({&rr, &sr}));
+  EXPECT(got % 2 == me % 2, "rank %d got %d from the other half", me, got);
+  EXPECT(rr.source() == prev, "source %d, expected %d (ranks of the split)", rr.source(), prev);
+  // The previous rank in the half is the next-higher world rank, or wraps to the lowest.
+  const int want = h.size() == 1 ? me : (me + 2 < w.size() ? me + 2 : me % 2);
+  EXPECT(got == want, "world rank %d got %d, expected %d", me, got, want);
+  // Out of range in the split is checked against its own size.
+  EXPECT(h.Isend(&me, sizeof(me), h.size(), 0, &sr).code() == absl::StatusCode::kInvalidArgument, "range");
+  // A rank that takes no color gets no communicator; the others carry on.
+  absl::StatusOr<std::optional<Comm>> some = w.Split(w.rank() == 0 ? -1 : 0, 0);
+  OK(some.status());
+  EXPECT(some->has_value() == (w.rank() != 0), "color -1 joins none");
+  if (some->has_value()) EXPECT((*some)->size() == w.size() - 1 && (*some)->rank() == w.rank() - 1, "ranks");
+}
+
 void EarlyExit(const Comm& w) {
   if (w.rank() == 1) {
     std::fflush(stdout);
@@ -342,6 +453,9 @@ int main(int argc, char** argv) {
   else if (mode == "dup") DupIsolation(w);
   else if (mode == "badargs") BadArguments(w);
   else if (mode == "earlyexit") EarlyExit(w);
+  else if (mode == "persistent") Persistent(w, **agent);
+  else if (mode == "waitvariants") WaitVariants(w);
+  else if (mode == "split") Split(w);
   else if (mode == "killself") raise(SIGKILL);
   else {
     std::fprintf(stderr, "p2p_ranks: unknown mode '%s'\n", mode.c_str());

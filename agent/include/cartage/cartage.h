@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,9 +62,17 @@ class Request {
   // Cancels a receive that has not matched yet (its status becomes kCancelled).
   absl::Status Cancel();
 
-  bool active() const { return car_ != nullptr; }
-  // For a completed receive: who sent it, with which tag, how many bytes.
-  int source() const { return done_.source; }
+  // Persistent requests (Comm::SendInit / RecvInit): starts the operation
+  // again; the CAR and the buffer's registration are reused.
+  absl::Status Start();
+  // Releases a persistent request (not while active).
+  absl::Status Free();
+
+  bool active() const { return in_flight_; }
+  bool persistent() const { return persistent_; }
+  // For a completed receive: who sent it (a rank of the communicator), with
+  // which tag, how many bytes.
+  int source() const;
   int tag() const { return done_.tag; }
   uint64_t bytes() const { return done_.bytes; }
   // The status the operation completed with (OK until it completed).
@@ -73,10 +82,17 @@ class Request {
   friend class Comm;
   friend class agent::Runtime;
   friend absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
-  void Finish();  // returns the CAR once completed
+  friend std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
+  friend absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
+  void Finish();  // once completed: returns the CAR (kept if persistent)
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
   car::Completion done_;
+  bool in_flight_ = false;
+  bool persistent_ = false;
+  int peer_ = 0;                               // the world rank a persistent CAR is bound to
+  uint64_t registration_ = 0;                  // the method's registration of the buffer
+  std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
 };
 
 // Waits for every request; returns the first error.
@@ -84,6 +100,12 @@ absl::Status WaitAll(std::initializer_list<Request*> requests);
 absl::Status WaitAll(absl::Span<Request* const> requests);
 // Waits until one completes; returns its index (or the error of starting none).
 absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
+// Waits until at least one completes; returns the indices of all that have.
+absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
+// One round of progress; true if every request has completed (they are finished then).
+bool TestAll(absl::Span<Request* const> requests);
+// One round of progress; the index of a completed request, if any.
+std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
 
 // What a probe found.
 struct ProbeResult {
@@ -129,20 +151,33 @@ class Comm {
   // Waits until a message matching (source, tag) is waiting.
   absl::StatusOr<ProbeResult> Probe(int source, int tag) const;
 
+  // Persistent operations: set up once (the buffer is registered with the
+  // method once), then Request::Start() as often as needed.
+  absl::Status SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
+  absl::Status RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
+
   // A communicator over the same ranks with its own context. Every rank
-  // must call it, in the same order relative to other Dup calls.
+  // must call it, in the same order relative to other Dup/Split calls.
   Comm Dup() const;
+  // Collective over this communicator: ranks with the same color form a new
+  // communicator, ordered by (key, rank here). A negative color joins none
+  // (nullopt). Every rank must call it, in the same order as Dup/Split.
+  absl::StatusOr<std::optional<Comm>> Split(int color, int key) const;
 
  private:
   friend class Agent;
-  Comm(agent::Runtime* rt, int rank, int size, uint32_t context)
-      : rt_(rt), rank_(rank), size_(size), context_(context) {}
+  Comm(agent::Runtime* rt, int rank, int size, uint32_t context,
+       std::shared_ptr<const std::vector<int>> group = nullptr)
+      : rt_(rt), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
   absl::Status Start(bool send, bool sync, void* buf, std::size_t bytes, int peer, int tag,
-                     Request* req) const;
+                     Request* req, bool persistent = false, uint32_t context = kOwnContext) const;
+  int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
+  static constexpr uint32_t kOwnContext = ~0u;
   agent::Runtime* rt_;
   int rank_;
   int size_;
-  uint32_t context_;
+  uint32_t context_;  // point-to-point; context_ + 1 carries this communicator's collective traffic
+  std::shared_ptr<const std::vector<int>> group_;  // null: the world's ranks
 };
 
 // The runtime of this process: one per program.
@@ -161,6 +196,8 @@ class Agent {
   int Progress();
   // "shm" today; the method each peer is reached by.
   const char* method_name() const { return "shm"; }
+  // Buffers currently registered with the methods (persistent requests).
+  int registered_buffers() const;
 
  private:
   explicit Agent(std::unique_ptr<agent::Runtime> rt);
