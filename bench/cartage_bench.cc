@@ -19,7 +19,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -34,6 +36,34 @@
 ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (default: 0, 8, 64, 1 KiB ... 4 MiB)");
 ABSL_FLAG(int, reps, 7, "timed repetitions per size");
 ABSL_FLAG(bool, json, false, "print one JSON object per line instead of a table");
+
+// Every heap allocation in this program (the runtime is linked in) goes
+// through these, so the timed loops can report allocations per operation.
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}  // namespace
+// The replacements pair malloc/aligned_alloc with free, which GCC's
+// -Wmismatched-new-delete cannot see through once it inlines them.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t align = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -202,8 +232,9 @@ int main(int argc, char** argv) {
   if (world.rank() == 0 && !json) {
     std::printf("# cartage-bench %s, method %s, %d reps; median [min-max]; hand-off = one-way cache-line transfer\n",
                 test.c_str(), (*agent)->method_name(), reps);
-    std::printf("%10s %14s %24s %12s %10s\n", "bytes", test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_s",
-                "[min-max]", "handoff_ns", "handoffs");
+    std::printf("%10s %14s %24s %12s %10s %12s\n", "bytes",
+                test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_s",
+                "[min-max]", "handoff_ns", "handoffs", "allocs/op");
   }
   for (std::size_t bytes : sizes) {
     std::vector<char> buf(std::max<std::size_t>(bytes, 1), 'x');
@@ -211,25 +242,31 @@ int main(int argc, char** argv) {
     const int iters = Iterations(test, bytes);
     (void)Run(world, test, buf, bytes, std::max(1, iters / 5));  // warm-up
     std::vector<double> values;
+    values.reserve(static_cast<std::size_t>(reps));
+    const uint64_t allocs_before = g_allocations.load();
     for (int r = 0; r < reps; ++r) {
       const double secs = Run(world, test, buf, bytes, iters);
       if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
       else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
       else values.push_back(64.0 * iters / secs);
     }
+    const uint64_t ops = static_cast<uint64_t>(reps) * static_cast<uint64_t>(iters) *
+                         (test == "pingpong" ? 2 : 64);
+    const double allocs_per_op = static_cast<double>(g_allocations.load() - allocs_before) / static_cast<double>(ops);
     if (world.rank() != 0) continue;
     const Stats s = Summarize(values);
     const double handoffs = test == "pingpong" ? s.median * 1000 / handoff : 0;
     if (json) {
       const char* key = test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_per_s";
       std::printf("{\"test\":\"%s\",\"size\":%zu,\"%s\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
-                  "\"method\":\"%s\",\"handoff_ns\":%.1f%s}\n",
+                  "\"method\":\"%s\",\"handoff_ns\":%.1f,\"heap_allocs_per_op\":%.4g%s}\n",
                   test.c_str(), bytes, key, s.median, s.min, s.max, reps, (*agent)->method_name(), handoff,
+                  allocs_per_op,
                   test == "pingpong" ? absl::StrFormat(",\"median_handoffs\":%.2f", handoffs).c_str() : "");
     } else {
-      std::printf("%10zu %14.4g %24s %12.1f %10s\n", bytes, s.median,
+      std::printf("%10zu %14.4g %24s %12.1f %10s %12.4g\n", bytes, s.median,
                   absl::StrFormat("[%.4g-%.4g]", s.min, s.max).c_str(), handoff,
-                  test == "pingpong" ? absl::StrFormat("%.2f", handoffs).c_str() : "-");
+                  test == "pingpong" ? absl::StrFormat("%.2f", handoffs).c_str() : "-", allocs_per_op);
     }
     std::fflush(stdout);
   }

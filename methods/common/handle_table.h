@@ -48,6 +48,11 @@ class HandleTable {
     return true;
   }
   std::size_t live() const { return live_; }
+  // Room for `n` handles without allocating.
+  void Reserve(std::size_t n) {
+    slots_.reserve(n);
+    free_.reserve(n);
+  }
   // Calls fn(handle, car) for every live handle.
   template <class Fn>
   void ForEach(Fn fn) const {

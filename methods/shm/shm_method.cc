@@ -103,6 +103,8 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   m->parked_.resize(n);
   m->streams_.resize(n);
   m->control_.resize(n);
+  for (ControlQueue& q : m->control_) q.items.reserve(256);
+  m->handles_.Reserve(4096);
   for (int p = 0; p < m->size_; ++p) {
     m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
     m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));

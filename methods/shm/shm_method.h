@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,7 +133,24 @@ class ShmMethod {
   std::vector<absl::Status> broken_;          // per peer: OK, or why it failed
   std::vector<car::CarList> parked_;           // per peer, FIFO
   std::vector<car::CarList> streams_;          // per peer: pipelined sends
-  std::vector<std::deque<Control>> control_;   // per peer: control records waiting for room
+  // Per peer: control records waiting for ring room. A vector and a head
+  // index, emptied (capacity kept) when drained: no allocation in steady state.
+  struct ControlQueue {
+    std::vector<Control> items;
+    std::size_t head = 0;
+    bool empty() const { return head == items.size(); }
+    std::size_t size() const { return items.size() - head; }
+    const Control& front() const { return items[head]; }
+    void push_back(const Control& k) { items.push_back(k); }
+    void pop_front() {
+      if (++head == items.size()) clear();
+    }
+    void clear() {
+      items.clear();
+      head = 0;
+    }
+  };
+  std::vector<ControlQueue> control_;
   HandleTable handles_;
   int backlog_ = 0;
   std::vector<std::pair<uint64_t, std::pair<const void*, std::size_t>>> registrations_;
