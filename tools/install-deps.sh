@@ -11,6 +11,7 @@ packages=(
   libfabric-dev libfabric-bin                       # the OFI method, fi_pingpong as its peer figure
   libibverbs-dev                                    # the verbs method
   graphviz                                          # renders diagrams/*.svg from the DOT we emit
+  python3                                           # summaries in the bench scripts
 )
 
 missing=()
