@@ -27,6 +27,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
   rt->dead_.assign(static_cast<std::size_t>(rt->size()), absl::OkStatus());
   rt->buffer_bytes_ = rt->shm_->eager_limit();
+  // A few temporary buffers up front, so steady state never allocates.
+  rt->handed_off_.reserve(64);
+  rt->free_small_.reserve(1024);
+  rt->free_large_.reserve(1024);
+  for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
+  for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
   rt->carrier_ = car::Carrier{"shm",
                               &ShmMethod::StartEager,
                               &ShmMethod::StartRendezvous,

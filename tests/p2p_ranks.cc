@@ -407,6 +407,24 @@ void Split(const Comm& w) {
   if (some->has_value()) EXPECT((*some)->size() == w.size() - 1 && (*some)->rank() == w.rank() - 1, "ranks");
 }
 
+void Self(const Comm& w) {
+  // A rank's messages to itself, eager and rendezvous, posted both ways round.
+  for (std::size_t n : {0ul, 8ul, 5000ul, 300000ul}) {
+    std::vector<unsigned char> out(n), in(n + 8, 0xcd);
+    Fill(out, n + static_cast<std::size_t>(w.rank()));
+    Request r, s;
+    OK(w.Irecv(in.data(), n, w.rank(), 6, &r));
+    OK(w.Isend(out.data(), n, w.rank(), 6, &s));
+    OK(cartage::WaitAll({&r, &s}));
+    EXPECT(r.source() == w.rank() && r.bytes() == n, "self status %d %d", r.source(), static_cast<int>(r.bytes()));
+    EXPECT(n == 0 || std::memcmp(in.data(), out.data(), n) == 0, "self payload of %d bytes", n);
+    OK(w.Isend(out.data(), n, w.rank(), 7, &s));  // unexpected first
+    OK(w.Recv(in.data(), n, w.rank(), 7));
+    OK(s.Wait());
+    EXPECT(n == 0 || std::memcmp(in.data(), out.data(), n) == 0, "self unexpected payload of %d bytes", n);
+  }
+}
+
 void EarlyExit(const Comm& w) {
   if (w.rank() == 1) {
     std::fflush(stdout);
@@ -456,6 +474,7 @@ int main(int argc, char** argv) {
   else if (mode == "persistent") Persistent(w, **agent);
   else if (mode == "waitvariants") WaitVariants(w);
   else if (mode == "split") Split(w);
+  else if (mode == "self") Self(w);
   else if (mode == "killself") raise(SIGKILL);
   else {
     std::fprintf(stderr, "p2p_ranks: unknown mode '%s'\n", mode.c_str());
