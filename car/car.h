@@ -141,6 +141,7 @@ struct CarSignal {
   int32_t source = 0;     // sender rank (envelope)
   int32_t tag = 0;        // tag (envelope)
   void* buffer = nullptr;  // buffer supplied (buffer events)
+  const std::byte* data = nullptr;  // a whole eager message's bytes (eager events)
   Car* peer = nullptr;    // the other CAR (matching)
   absl::Status error;     // error events
 };

@@ -142,6 +142,7 @@ bool CarActions::AllPredecessorsDone(const Car& c, const CarSignal&) {
   return c.preds_pending_ == 0;
 }
 bool CarActions::LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
+bool CarActions::FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
 
 // ---- Dependencies ------------------------------------------------------------
 
@@ -235,7 +236,42 @@ void CarActions::FailTruncated(Car& c, const CarSignal& s, CarStep& step) {
   FailCar(c, failure, step);
 }
 
+namespace {
+// Copies the part of a whole eager message that fits the CAR's landing zone.
+void Land(Car& c, const CarSignal& s) {
+  std::span<std::byte> zone = c.LandingZone();
+  const uint64_t n = std::min<uint64_t>(zone.size(), s.bytes);
+  if (n > 0) std::memcpy(zone.data(), s.data, n);
+}
+}  // namespace
+
+void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarStep& step) {
+  BeginReceive(c, s, step);
+  Land(c, s);
+  FinishReceive(c, s, step);
+}
+
+void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step) {
+  BeginReceive(c, s, step);
+  Land(c, s);
+  FailTruncated(c, s, step);
+}
+
 // ---- Unexpected messages -----------------------------------------------------
+
+void CarActions::StashEager(Car& c, const CarSignal& s, CarStep&) {
+  c.bytes_total_ = s.bytes;
+  c.proto_ = s.proto;
+  Land(c, s);
+  c.bytes_done_ = s.bytes;
+}
+
+void CarActions::DropOversize(Car& c, const CarSignal& s, CarStep& step) {
+  CarSignal failure;
+  failure.error = absl::ResourceExhaustedError(absl::StrFormat(
+      "%d-byte message does not fit the %d-byte temporary buffer", s.bytes, c.spec().pack_size));
+  Drop(c, failure, step);
+}
 
 void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarStep& step) {
   c.bytes_total_ = s.bytes;

@@ -33,6 +33,7 @@ struct CarActions {
   static bool MoreToCome(const Car& c, const CarSignal& s);         // not the last bytes
   static bool AllPredecessorsDone(const Car& c, const CarSignal& s);  // vertex can run now
   static bool LastPredecessor(const Car& c, const CarSignal& s);    // this one releases it
+  static bool FitsTemp(const Car& c, const CarSignal& s);           // a whole eager message fits
 
   // Dependencies.
   static void Arm(Car& c, const CarSignal& s, CarStep& step);         // offer buffer, then wait
@@ -52,10 +53,14 @@ struct CarActions {
   static void Account(Car& c, const CarSignal& s, CarStep& step);
   static void FinishReceive(Car& c, const CarSignal& s, CarStep& step);
   static void FailTruncated(Car& c, const CarSignal& s, CarStep& step);
+  static void ReceiveEager(Car& c, const CarSignal& s, CarStep& step);           // whole message
+  static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step);  // what fits, then fail
   // Unexpected messages.
   static void NoteEnvelope(Car& c, const CarSignal& s, CarStep& step);
   static void HandOff(Car& c, const CarSignal& s, CarStep& step);
   static void Drop(Car& c, const CarSignal& s, CarStep& step);
+  static void StashEager(Car& c, const CarSignal& s, CarStep& step);    // a whole message into the temp buffer
+  static void DropOversize(Car& c, const CarSignal& s, CarStep& step);  // it does not fit
   // Vertices.
   static void CountDown(Car& c, const CarSignal& s, CarStep& step);
   static void Launch(Car& c, const CarSignal& s, CarStep& step);

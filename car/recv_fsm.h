@@ -1,7 +1,9 @@
 // car_recv: the machine of a posted receive (CarKind::kRecv).
 // post -> posted (in the matcher's queues) -> envelope (matched) -> receiving
 // -> data... -> done. A rendezvous match sends CTS first; a message larger
-// than the buffer is drained into truncating and fails with kOutOfRange.
+// than the buffer is drained into truncating and fails with kOutOfRange. A
+// method that delivers an eager message whole raises one `eager` event
+// carrying envelope and bytes together.
 #ifndef CARTAGE_CAR_RECV_FSM_H_
 #define CARTAGE_CAR_RECV_FSM_H_
 
@@ -20,7 +22,7 @@ struct RecvDef : CarMachineBase {
     kDone, kFailed, kCancelled, kCount
   };
   enum class Event : uint8_t {
-    kPost, kBufferSupplied, kProgress, kDepsMet, kEnvelope, kData, kCancel, kError, kCount
+    kPost, kBufferSupplied, kProgress, kDepsMet, kEnvelope, kData, kEager, kCancel, kError, kCount
   };
   static constexpr absl::string_view kName = "car_recv";
   static constexpr absl::string_view kSummary =
@@ -28,11 +30,12 @@ struct RecvDef : CarMachineBase {
   static constexpr std::array<absl::string_view, 9> kStates = {
       "idle", "wait_deps", "posted", "cts_sent", "receiving", "truncating",
       "done", "failed", "cancelled"};
-  static constexpr std::array<fsm::EventSpec, 8> kEvents = {{
+  static constexpr std::array<fsm::EventSpec, 9> kEvents = {{
       {"post", fsm::EventKind::kUser},         {"buffer_supplied", fsm::EventKind::kBuffer},
       {"progress", fsm::EventKind::kProgress}, {"deps_met", fsm::EventKind::kProgress},
       {"envelope", fsm::EventKind::kWire},     {"data", fsm::EventKind::kWire},
-      {"cancel", fsm::EventKind::kUser},       {"error", fsm::EventKind::kWire}}};
+      {"eager", fsm::EventKind::kWire},        {"cancel", fsm::EventKind::kUser},
+      {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kDone, State::kFailed, State::kCancelled};
 };
@@ -59,35 +62,39 @@ inline constexpr fsm::Action<D> kReceiveEmpty{"ReceiveEmpty", &A::ReceiveEmpty};
 inline constexpr fsm::Action<D> kAccount{"Account", &A::Account};
 inline constexpr fsm::Action<D> kFinishReceive{"FinishReceive", &A::FinishReceive};
 inline constexpr fsm::Action<D> kFailTruncated{"FailTruncated", &A::FailTruncated};
+inline constexpr fsm::Action<D> kReceiveEager{"ReceiveEager", &A::ReceiveEager};
+inline constexpr fsm::Action<D> kReceiveEagerTruncated{"ReceiveEagerTruncated", &A::ReceiveEagerTruncated};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
 inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
-// source          event               guard          action            target
-  {S::kIdle,       E::kPost,           kHasDeps,      kArm,             S::kWaitDeps},
-  {S::kIdle,       E::kPost,           {},            kPostToMatcher,   S::kPosted},
-  {S::kIdle,       E::kCancel,         {},            kCancel,          S::kCancelled},
-  {S::kWaitDeps,   E::kBufferSupplied, {},            kTakeBuffer,      S::kWaitDeps},
-  {S::kWaitDeps,   E::kProgress,       {},            kCountDep,        S::kWaitDeps},
-  {S::kWaitDeps,   E::kDepsMet,        {},            kPostToMatcher,   S::kPosted},
-  {S::kWaitDeps,   E::kCancel,         {},            kCancel,          S::kCancelled},
-  {S::kWaitDeps,   E::kError,          {},            kFail,            S::kFailed},
-  {S::kPosted,     E::kEnvelope,       kTruncates,    kBeginTruncated,  S::kTruncating},
-  {S::kPosted,     E::kEnvelope,       kIsRendezvous, kSendCts,         S::kCtsSent},
-  {S::kPosted,     E::kEnvelope,       kIsEmpty,      kReceiveEmpty,    S::kDone},
-  {S::kPosted,     E::kEnvelope,       {},            kBeginReceive,    S::kReceiving},
-  {S::kPosted,     E::kCancel,         {},            kUnpostAndCancel, S::kCancelled},
-  {S::kPosted,     E::kError,          {},            kFail,            S::kFailed},
-  {S::kCtsSent,    E::kData,           kMoreToCome,   kAccount,         S::kReceiving},
-  {S::kCtsSent,    E::kData,           {},            kFinishReceive,   S::kDone},
-  {S::kCtsSent,    E::kError,          {},            kFail,            S::kFailed},
-  {S::kReceiving,  E::kData,           kMoreToCome,   kAccount,         S::kReceiving},
-  {S::kReceiving,  E::kData,           {},            kFinishReceive,   S::kDone},
-  {S::kReceiving,  E::kError,          {},            kFail,            S::kFailed},
-  {S::kTruncating, E::kData,           kMoreToCome,   kAccount,         S::kTruncating},
-  {S::kTruncating, E::kData,           {},            kFailTruncated,   S::kFailed},
-  {S::kTruncating, E::kError,          {},            kFail,            S::kFailed},
+// source          event               guard          action                  target
+  {S::kIdle,       E::kPost,           kHasDeps,      kArm,                   S::kWaitDeps},
+  {S::kIdle,       E::kPost,           {},            kPostToMatcher,         S::kPosted},
+  {S::kIdle,       E::kCancel,         {},            kCancel,                S::kCancelled},
+  {S::kWaitDeps,   E::kBufferSupplied, {},            kTakeBuffer,            S::kWaitDeps},
+  {S::kWaitDeps,   E::kProgress,       {},            kCountDep,              S::kWaitDeps},
+  {S::kWaitDeps,   E::kDepsMet,        {},            kPostToMatcher,         S::kPosted},
+  {S::kWaitDeps,   E::kCancel,         {},            kCancel,                S::kCancelled},
+  {S::kWaitDeps,   E::kError,          {},            kFail,                  S::kFailed},
+  {S::kPosted,     E::kEnvelope,       kTruncates,    kBeginTruncated,        S::kTruncating},
+  {S::kPosted,     E::kEnvelope,       kIsRendezvous, kSendCts,               S::kCtsSent},
+  {S::kPosted,     E::kEnvelope,       kIsEmpty,      kReceiveEmpty,          S::kDone},
+  {S::kPosted,     E::kEnvelope,       {},            kBeginReceive,          S::kReceiving},
+  {S::kPosted,     E::kEager,          kTruncates,    kReceiveEagerTruncated, S::kFailed},
+  {S::kPosted,     E::kEager,          {},            kReceiveEager,          S::kDone},
+  {S::kPosted,     E::kCancel,         {},            kUnpostAndCancel,       S::kCancelled},
+  {S::kPosted,     E::kError,          {},            kFail,                  S::kFailed},
+  {S::kCtsSent,    E::kData,           kMoreToCome,   kAccount,               S::kReceiving},
+  {S::kCtsSent,    E::kData,           {},            kFinishReceive,         S::kDone},
+  {S::kCtsSent,    E::kError,          {},            kFail,                  S::kFailed},
+  {S::kReceiving,  E::kData,           kMoreToCome,   kAccount,               S::kReceiving},
+  {S::kReceiving,  E::kData,           {},            kFinishReceive,         S::kDone},
+  {S::kReceiving,  E::kError,          {},            kFail,                  S::kFailed},
+  {S::kTruncating, E::kData,           kMoreToCome,   kAccount,               S::kTruncating},
+  {S::kTruncating, E::kData,           {},            kFailTruncated,         S::kFailed},
+  {S::kTruncating, E::kError,          {},            kFail,                  S::kFailed},
 });
 // clang-format on
 }  // namespace recv_fsm

@@ -17,15 +17,16 @@ namespace cartage::car {
 
 struct UnexpectedDef : CarMachineBase {
   enum class State : uint8_t { kNew, kArriving, kBuffered, kRtsHeld, kHandedOff, kDropped, kCount };
-  enum class Event : uint8_t { kEnvelope, kData, kMatch, kError, kCount };
+  enum class Event : uint8_t { kEnvelope, kData, kEager, kMatch, kError, kCount };
   static constexpr absl::string_view kName = "car_unexpected";
   static constexpr absl::string_view kSummary =
       "an unmatched incoming message: buffered, then handed to the receive that matches it";
   static constexpr std::array<absl::string_view, 6> kStates = {
       "new", "arriving", "buffered", "rts_held", "handed_off", "dropped"};
-  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{
+  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{
       {"envelope", fsm::EventKind::kWire}, {"data", fsm::EventKind::kWire},
-      {"match", fsm::EventKind::kUser},    {"error", fsm::EventKind::kWire}}};
+      {"eager", fsm::EventKind::kWire},    {"match", fsm::EventKind::kUser},
+      {"error", fsm::EventKind::kWire}}};
   static constexpr State kInitial = State::kNew;
   static constexpr std::array kFinal = {State::kHandedOff, State::kDropped};
 };
@@ -42,6 +43,9 @@ inline constexpr fsm::Action<D> kNoteEnvelope{"NoteEnvelope", &A::NoteEnvelope};
 inline constexpr fsm::Action<D> kStash{"Stash", &A::Account};
 inline constexpr fsm::Action<D> kHandOff{"HandOff", &A::HandOff};
 inline constexpr fsm::Action<D> kDrop{"Drop", &A::Drop};
+inline constexpr fsm::Guard<D> kFitsTemp{"FitsTemp", &A::FitsTemp};
+inline constexpr fsm::Action<D> kStashEager{"StashEager", &A::StashEager};
+inline constexpr fsm::Action<D> kDropOversize{"DropOversize", &A::DropOversize};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
@@ -49,6 +53,8 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kNew,      E::kEnvelope, kIsRendezvous, kNoteEnvelope, S::kRtsHeld},
   {S::kNew,      E::kEnvelope, kIsEmpty,      kNoteEnvelope, S::kBuffered},
   {S::kNew,      E::kEnvelope, {},            kNoteEnvelope, S::kArriving},
+  {S::kNew,      E::kEager,    kFitsTemp,     kStashEager,   S::kBuffered},
+  {S::kNew,      E::kEager,    {},            kDropOversize, S::kDropped},
   {S::kArriving, E::kData,     kMoreToCome,   kStash,        S::kArriving},
   {S::kArriving, E::kData,     {},            kStash,        S::kBuffered},
   {S::kArriving, E::kMatch,    {},            kHandOff,      S::kHandedOff},

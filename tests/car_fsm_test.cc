@@ -5,6 +5,7 @@
 // The loopback is test scaffolding standing in for a method: it moves bytes
 // between a send CAR and a receive CAR in one process, one packet per
 // ProgressOne() call, so tests can interleave arrival and posting at will.
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -478,6 +479,67 @@ TEST_F(CarFsmTest, ZeroByteMessage) {
   ASSERT_TRUE(loop_.Drain().ok());
   EXPECT_EQ(RecvMachine::StateOf(*r), RecvState::kDone);
   EXPECT_EQ(recv_done_.bytes, 0u);
+}
+
+TEST_F(CarFsmTest, WholeEagerEventDeliversTruncatesStashesAndDrops) {
+  const std::vector<char> data = Pattern(50, 13);
+  CarSignal eager;
+  eager.bytes = 50;
+  eager.source = kSource;
+  eager.tag = 4;
+  eager.data = reinterpret_cast<const std::byte*>(data.data());
+  // To a posted receive that fits: done in one transition.
+  std::vector<char> buf(100, 0);
+  Car* r = Recv(buf, 4);
+  ASSERT_TRUE(Post(r).ok());
+  loop_.posted.clear();  // as if the method had matched it
+  ASSERT_TRUE(RecvMachine::Dispatch(*r, RecvEvent::kEager, eager).ok());
+  EXPECT_EQ(RecvMachine::StateOf(*r), RecvState::kDone);
+  EXPECT_EQ(std::vector<char>(buf.begin(), buf.begin() + 50), data);
+  EXPECT_EQ(recv_done_.bytes, 50u);
+  // To one that is too small: what fits lands, nothing past it, kOutOfRange.
+  std::vector<char> small(20, 'g');
+  Completion small_done;
+  CarSpec spec;
+  spec.kind = CarKind::kRecv;
+  spec.flags = CarFlag::kRecvData;
+  spec.envelope = {0, kSource, 4};
+  spec.segment = Segment::Of(small.data(), 10, BasicType::kByte);
+  spec.counter = &small_done;
+  spec.carrier = &kLoopback;
+  small_done.pending = 1;
+  Car* t = loop_.Make(spec);
+  ASSERT_TRUE(Post(t).ok());
+  loop_.posted.clear();
+  ASSERT_TRUE(RecvMachine::Dispatch(*t, RecvEvent::kEager, eager).ok());
+  EXPECT_EQ(RecvMachine::StateOf(*t), RecvState::kFailed);
+  EXPECT_EQ(small_done.status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(std::vector<char>(small.begin(), small.begin() + 10), std::vector<char>(data.begin(), data.begin() + 10));
+  EXPECT_TRUE(std::all_of(small.begin() + 10, small.end(), [](char c) { return c == 'g'; }));
+  // Unexpected: stashed whole in the temporary buffer, then handed to a receive.
+  std::vector<char> temp(64), out(50, 0);
+  CarSpec u;
+  u.kind = CarKind::kUnexpected;
+  u.flags = CarFlag::kRecvData;
+  u.envelope = {0, kSource, 4};
+  u.pack_buf = temp.data();
+  u.pack_size = temp.size();
+  Car* stash = loop_.Make(u);
+  ASSERT_TRUE(UnexpectedMachine::Dispatch(*stash, UnexpectedEvent::kEager, eager).ok());
+  EXPECT_EQ(UnexpectedMachine::StateOf(*stash), UnexpectedState::kBuffered);
+  loop_.unexpected.push_back(stash);
+  Completion out_done;
+  Car* late = Recv(out, 4, kSource, &out_done);
+  ASSERT_TRUE(Post(late).ok());
+  EXPECT_EQ(RecvMachine::StateOf(*late), RecvState::kDone);
+  EXPECT_EQ(out, data);
+  EXPECT_EQ(stash->bytes_copied(), 50u);
+  // A temporary buffer too small: dropped with kResourceExhausted.
+  u.pack_size = 16;
+  Car* tiny = loop_.Make(u);
+  ASSERT_TRUE(UnexpectedMachine::Dispatch(*tiny, UnexpectedEvent::kEager, eager).ok());
+  EXPECT_EQ(UnexpectedMachine::StateOf(*tiny), UnexpectedState::kDropped);
+  EXPECT_EQ(tiny->status().code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(CarFsmTest, CancelPostedReceive) {

@@ -446,12 +446,11 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
     s.peer = source;
     s.remote_handle = h.sender_handle;
     s.remote_address = rts.address;
-    (void)RecvMachine::Dispatch(*r, RecvEvent::kEnvelope, sig);
-    if (!rendezvous && h.length > 0 && !RecvMachine::IsFinal(*r)) {
-      CopyInto(r->LandingZone(), data, h.length);
-      CarSignal d;
-      d.bytes = h.length;
-      (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
+    if (rendezvous) {
+      (void)RecvMachine::Dispatch(*r, RecvEvent::kEnvelope, sig);
+    } else {
+      sig.data = data;  // the whole message: one event
+      (void)RecvMachine::Dispatch(*r, RecvEvent::kEager, sig);
     }
     FinishIfFinal(*r);
     return;
@@ -463,12 +462,11 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
   s.peer = source;
   s.remote_handle = h.sender_handle;
   s.remote_address = rts.address;
-  (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEnvelope, sig);
-  if (!rendezvous && h.length > 0) {
-    CopyInto((*u)->LandingZone(), data, h.length);
-    CarSignal d;
-    d.bytes = h.length;
-    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kData, d);
+  if (rendezvous) {
+    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEnvelope, sig);
+  } else {
+    sig.data = data;
+    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEager, sig);
   }
 }
 
