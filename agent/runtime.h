@@ -112,9 +112,10 @@ void Runtime::WaitUntil(Done done) {
       continue;
     }
     if (++idle < wait_.spin_rounds) {
-      // Polling with nothing to do: let an SMT sibling (perhaps the peer
-      // copying our data) have the core's pipeline.
-      __builtin_ia32_pause();
+      // Polling with nothing to do for a while: let an SMT sibling (perhaps
+      // the peer copying our data) have the core's pipeline. Not at first,
+      // so that a message arriving right away is seen at once.
+      if (idle > 64) __builtin_ia32_pause();
       continue;
     }
     const Clock::time_point now = Clock::now();

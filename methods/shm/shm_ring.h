@@ -4,12 +4,15 @@
 // Records are 64-byte aligned. Each starts with a 16-byte header: an 8-byte
 // stamp (the record's absolute position + 1, stored last with release
 // semantics), the payload length and a type. The consumer polls the stamp at
-// its head, so a small message costs one cache line moving between cores.
-// Before publishing a record the producer zeroes the stamp where the next
-// record will start (always free: the producer keeps 64 bytes of slack), so
-// stale bytes from an earlier lap can never look like a record. The consumer
-// publishes how far it has read in its own cache line; the producer re-reads
-// it only when the ring looks full.
+// its head, so a small message costs one cache line moving between cores and
+// nothing else: the ring's size is cached on both sides, and the consumer
+// publishes how far it has read lazily (after an eighth of the ring, and
+// whenever it finds the ring empty), in a line the producer reads only when
+// the ring looks full.
+// Stale bytes can never look like a record: after reading a record that
+// spans several lines, the consumer zeroes the first word of each line after
+// the first, so the first word of every line is either 0 or the stamp of an
+// older record (smaller than any position still to come).
 //
 //   // producer                               // consumer
 //   RingWriter w(ring);                        RingReader r(ring);
@@ -77,10 +80,11 @@ inline constexpr std::size_t RecordBytes(std::size_t len) {
 class RingWriter {
  public:
   RingWriter() = default;
-  explicit RingWriter(RingShared* ring) : ring_(ring), mask_(ring->bytes - 1) {}
+  explicit RingWriter(RingShared* ring)
+      : ring_(ring), data_(ring->data()), bytes_(ring->bytes), mask_(ring->bytes - 1) {}
 
   // Largest payload one record can carry.
-  std::size_t max_payload() const { return ring_->bytes / 4 - kRecordHeader; }
+  std::size_t max_payload() const { return bytes_ / 4 - kRecordHeader; }
 
   // Reserves a record of `len` payload bytes and returns where to write them,
   // or nullptr if the ring has no room now (try again after progress).
@@ -88,15 +92,15 @@ class RingWriter {
     using internal::RecordBytes;
     const std::size_t need = RecordBytes(len);
     const std::size_t offset = tail_ & mask_;
-    const std::size_t to_end = ring_->bytes - offset;
+    const std::size_t to_end = bytes_ - offset;
     const std::size_t pad = need > to_end ? to_end : 0;  // wrap: pad the end first
-    if (len > max_payload() || !Room(pad + need + kLine)) return nullptr;
+    if (len > max_payload() || !Room(pad + need)) return nullptr;
     if (pad != 0) {
       Publish(offset, pad - kRecordHeader, internal::kTypePad);
       tail_ += pad;
     }
     pending_len_ = static_cast<uint32_t>(len);
-    return ring_->data() + (tail_ & mask_) + kRecordHeader;
+    return data_ + (tail_ & mask_) + kRecordHeader;
   }
 
   // Publishes the record reserved by Begin.
@@ -108,22 +112,20 @@ class RingWriter {
 
  private:
   bool Room(std::size_t bytes) {
-    if (tail_ + bytes - cached_head_ <= ring_->bytes) return true;
+    if (tail_ + bytes - cached_head_ <= bytes_) return true;
     cached_head_ = ring_->head.load(std::memory_order_acquire);
-    return tail_ + bytes - cached_head_ <= ring_->bytes;
+    return tail_ + bytes - cached_head_ <= bytes_;
   }
   void Publish(std::size_t offset, std::size_t len, uint16_t type) {
-    auto* h = reinterpret_cast<internal::RecordHeader*>(ring_->data() + offset);
+    auto* h = reinterpret_cast<internal::RecordHeader*>(data_ + offset);
     h->len = static_cast<uint32_t>(len);
     h->type = type;
-    // The next record's stamp is zeroed before this one becomes visible.
-    const std::size_t next = (offset + internal::RecordBytes(len)) & mask_;
-    reinterpret_cast<internal::RecordHeader*>(ring_->data() + next)
-        ->stamp.store(0, std::memory_order_relaxed);
     h->stamp.store(tail_ + 1, std::memory_order_release);
   }
 
   RingShared* ring_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
   std::size_t mask_ = 0;
   uint64_t tail_ = 0;
   uint64_t cached_head_ = 0;
@@ -134,16 +136,20 @@ class RingWriter {
 class RingReader {
  public:
   RingReader() = default;
-  explicit RingReader(RingShared* ring) : ring_(ring), mask_(ring->bytes - 1) {}
+  explicit RingReader(RingShared* ring)
+      : ring_(ring), data_(ring->data()), mask_(ring->bytes - 1), publish_every_(ring->bytes / 8) {}
 
   // The next record, if one is there; padding is skipped.
   bool Peek(RingRecord* out) {
     for (;;) {
-      auto* h = reinterpret_cast<internal::RecordHeader*>(ring_->data() + (head_ & mask_));
-      if (h->stamp.load(std::memory_order_acquire) != head_ + 1) return false;
+      auto* h = reinterpret_cast<internal::RecordHeader*>(data_ + (head_ & mask_));
+      if (h->stamp.load(std::memory_order_acquire) != head_ + 1) {
+        // Empty: let a producer waiting for room see everything read so far.
+        if (published_ != head_) PublishHead();
+        return false;
+      }
       if (h->type == internal::kTypePad) {
-        head_ += internal::RecordBytes(h->len);
-        ring_->head.store(head_, std::memory_order_release);
+        Consume(h->len);
         continue;
       }
       out->type = h->type;
@@ -155,21 +161,37 @@ class RingReader {
   }
 
   // Releases the record returned by Peek.
-  void Pop() {
-    head_ += internal::RecordBytes(current_);
-    ring_->head.store(head_, std::memory_order_release);
-  }
+  void Pop() { Consume(current_); }
 
   // Whether a record is waiting (one load; for the progress engine's poll).
   bool HasRecord() const {
-    auto* h = reinterpret_cast<const internal::RecordHeader*>(ring_->data() + (head_ & mask_));
+    auto* h = reinterpret_cast<const internal::RecordHeader*>(data_ + (head_ & mask_));
     return h->stamp.load(std::memory_order_acquire) == head_ + 1;
   }
 
  private:
+  void Consume(std::size_t len) {
+    const std::size_t bytes = internal::RecordBytes(len);
+    // Lines after the first held payload: clear their first word (see top).
+    std::byte* first = data_ + (head_ & mask_);
+    for (std::size_t off = kLine; off < bytes; off += kLine) {
+      reinterpret_cast<internal::RecordHeader*>(first + off)->stamp.store(0, std::memory_order_relaxed);
+    }
+    head_ += bytes;
+    if (head_ - published_ >= publish_every_) PublishHead();
+  }
+  void PublishHead() {
+    // Release: the clears above happen before the producer may reuse the lines.
+    ring_->head.store(head_, std::memory_order_release);
+    published_ = head_;
+  }
+
   RingShared* ring_ = nullptr;
+  std::byte* data_ = nullptr;
   std::size_t mask_ = 0;
+  std::size_t publish_every_ = 0;
   uint64_t head_ = 0;
+  uint64_t published_ = 0;
   uint32_t current_ = 0;
 };
 
