@@ -1,5 +1,6 @@
 #include "agent/runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,8 +22,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   CARTAGE_ASSIGN_OR_RETURN(rt->boot_, Bootstrap::FromEnvironment());
   CARTAGE_ASSIGN_OR_RETURN(methods::shm::ShmOptions options, methods::shm::ShmOptions::FromEnvironment());
   CARTAGE_ASSIGN_OR_RETURN(rt->shm_, ShmMethod::Create(*rt->boot_, rt.get(), options));
-  rt->pool_ = std::make_unique<car::CarPool>(
-      car::CarPool::Options{.method_private_bytes = rt->shm_->private_bytes()});
+  rt->self_ = std::make_unique<methods::self::SelfMethod>(rt.get(), rt->rank());
+  rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{
+      .method_private_bytes = std::max(rt->shm_->private_bytes(), rt->self_->private_bytes())});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
   rt->dead_.assign(static_cast<std::size_t>(rt->size()), absl::OkStatus());
@@ -42,6 +44,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
                               &ShmMethod::SendCts,
                               &ShmMethod::SendAck,
                               nullptr};
+  rt->self_carrier_ = car::Carrier{"self",
+                                   &methods::self::SelfMethod::StartEager,
+                                   nullptr,  // no rendezvous: every size is eager
+                                   nullptr,
+                                   &Runtime::PostRecv,
+                                   &Runtime::UnpostRecv,
+                                   nullptr,
+                                   &methods::self::SelfMethod::SendAck,
+                                   nullptr};
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && rt->size() > cpus) rt->wait_.spin_rounds = 20;
@@ -61,14 +72,22 @@ Runtime::~Runtime() {
   for (void* b : free_large_) ::operator delete(b);
 }
 
+void Runtime::Bind(Car& car, int peer) {
+  if (peer == rank()) {
+    self_->Bind(car);
+  } else {
+    shm_->Bind(car, peer);
+  }
+}
+
 absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
   spec.counter = &req->done_;
-  spec.carrier = &carrier_;
+  spec.carrier = CarrierFor(peer);
   spec.owner = this;
-  spec.eager_limit = shm_->eager_limit();
+  spec.eager_limit = peer == rank() ? methods::self::SelfMethod::eager_limit() : shm_->eager_limit();
   absl::StatusOr<Car*> car = pool_->CreateUnchecked(spec);
   if (!car.ok()) return car.status();
-  shm_->Bind(**car, peer);
+  Bind(**car, peer);
   req->runtime_ = this;
   req->car_ = *car;
   req->peer_ = peer;
@@ -104,20 +123,22 @@ absl::Status Runtime::Cancel(Car* car) {
 }
 
 void* Runtime::TakeBuffer(uint64_t bytes) {
+  if (bytes > buffer_bytes_) return ::operator new(bytes);  // beyond eager (self): exact size
   std::vector<void*>& free = bytes <= kSmallBuffer ? free_small_ : free_large_;
   if (!free.empty()) {
     void* b = free.back();
     free.pop_back();
     return b;
   }
-  return ::operator new(bytes <= kSmallBuffer ? kSmallBuffer : std::max<uint64_t>(bytes, buffer_bytes_));
+  return ::operator new(bytes <= kSmallBuffer ? kSmallBuffer : buffer_bytes_);
 }
 
 void Runtime::ReleaseUnexpected(Car* u) {
   if (void* b = u->pack_buf()) {
+    const uint64_t size = u->spec().pack_size;
+    std::vector<void*>& free = size <= kSmallBuffer ? free_small_ : free_large_;
     // Keep a bounded number for reuse; a burst of unexpected messages is freed.
-    std::vector<void*>& free = u->spec().pack_size <= kSmallBuffer ? free_small_ : free_large_;
-    if (free.size() < 1024) {
+    if (size <= buffer_bytes_ && free.size() < 1024) {
       free.push_back(b);
     } else {
       ::operator delete(b);
@@ -128,6 +149,7 @@ void Runtime::ReleaseUnexpected(Car* u) {
 
 Car* Runtime::MatchIncoming(const car::Envelope& envelope) {
   Car* r = matcher_->MatchIncoming(envelope);
+  if (r != nullptr) r->Rebind(CarrierFor(envelope.rank));  // a wildcard receive learns its VC
   return r;
 }
 
@@ -137,6 +159,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
   spec.flags = car::CarFlag::kRecvData;
   spec.envelope = envelope;
   spec.owner = this;
+  spec.carrier = CarrierFor(envelope.rank);
   if (buffer_bytes > 0) {
     spec.pack_buf = TakeBuffer(buffer_bytes);
     spec.pack_size = buffer_bytes;
@@ -152,7 +175,8 @@ void Runtime::PostRecv(Car& c, car::CarStep& step) {
   Car* u = rt->matcher_->PostReceive(&c);
   if (u == nullptr) return;  // posted; an arriving envelope will match it
   // The unexpected message carries what the method knows of its sender.
-  std::memcpy(c.method_private(), u->method_private(), rt->shm_->private_bytes());
+  std::memcpy(c.method_private(), u->method_private(), rt->pool_->method_private_bytes());
+  c.Rebind(u->carrier());
   car::CarSignal match;
   match.peer = &c;
   step.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kMatch, match);

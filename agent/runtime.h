@@ -16,6 +16,7 @@
 #include "car/car.h"
 #include "car/car_pool.h"
 #include "methods/host.h"
+#include "methods/self/self_method.h"
 #include "methods/shm/shm_method.h"
 
 namespace cartage {
@@ -52,7 +53,10 @@ class Runtime : public methods::MethodHost {
   void Unregister(uint64_t token) { shm_->UnregisterMemory(token); }
   int registered() const { return shm_->registered(); }
   // Re-binds a persistent request's CAR to its peer before a restart.
-  void Rebind(car::Car& car, int peer) { shm_->Bind(car, peer); }
+  void Rebind(car::Car& car, int peer) { Bind(car, peer); }
+  // The carrier of the method that reaches world rank `peer` (-1: not known
+  // yet, e.g. a wildcard receive; rebound when it matches).
+  const car::Carrier* CarrierFor(int peer) const { return peer == rank() ? &self_carrier_ : &carrier_; }
   // One round of progress.
   int Progress();
   // Progresses until done() holds, spinning, then yielding, then blocking.
@@ -83,12 +87,15 @@ class Runtime : public methods::MethodHost {
   void FailPeer(int peer, absl::Status why);
   void ReleaseUnexpected(car::Car* u);
   void* TakeBuffer(uint64_t bytes);
+  void Bind(car::Car& car, int peer);
 
   std::unique_ptr<Bootstrap> boot_;
   std::unique_ptr<car::CarPool> pool_;
   std::unique_ptr<Matcher> matcher_;
   std::unique_ptr<methods::shm::ShmMethod> shm_;
-  car::Carrier carrier_;
+  std::unique_ptr<methods::self::SelfMethod> self_;
+  car::Carrier carrier_;       // shm: every other rank
+  car::Carrier self_carrier_;  // self: this rank
   WaitPolicy wait_;
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post

@@ -423,6 +423,32 @@ void Self(const Comm& w) {
     OK(s.Wait());
     EXPECT(n == 0 || std::memcmp(in.data(), out.data(), n) == 0, "self unexpected payload of %d bytes", n);
   }
+  // Synchronous sends to oneself complete only once matched, whichever comes first.
+  int v = 7, got = 0;
+  Request ss;
+  OK(w.Issend(&v, sizeof(v), w.rank(), 8, &ss));
+  EXPECT(!ss.Test() && !ss.Test(), "an ssend to oneself completed before its receive");
+  OK(w.Recv(&got, sizeof(got), w.rank(), 8));
+  OK(ss.Wait());
+  Request rr;
+  OK(w.Irecv(&got, sizeof(got), w.rank(), 9, &rr));
+  OK(w.Ssend(&v, sizeof(v), w.rank(), 9));
+  OK(rr.Wait());
+  // A wildcard receive is bound to no method until it matches a self message.
+  const int tag = 100 + w.rank();
+  Request any;
+  OK(w.Irecv(&got, sizeof(got), kAnySource, tag, &any));
+  v = 4242;
+  OK(w.Ssend(&v, sizeof(v), w.rank(), tag));
+  OK(any.Wait());
+  EXPECT(got == 4242 && any.source() == w.rank(), "wildcard got %d from %d", got, any.source());
+  // Truncation to oneself.
+  std::vector<unsigned char> big(1000, 9), small(16, 0);
+  Request tr;
+  OK(w.Irecv(small.data(), 8, w.rank(), 10, &tr));
+  OK(w.Send(big.data(), big.size(), w.rank(), 10));
+  EXPECT(tr.Wait().code() == absl::StatusCode::kOutOfRange, "truncation to oneself");
+  EXPECT(small[8] == 0, "wrote past the buffer");
 }
 
 void EarlyExit(const Comm& w) {

@@ -15,7 +15,8 @@ void PrintInfo(const fsm::Registry& reg) {
                                CARTAGE_BUILD_TYPE,
                                absl::string_view(CARTAGE_SANITIZE).empty() ? "none" : CARTAGE_SANITIZE);
   std::cout << "\nmethods compiled in:\n"
-               "  shm    reaches ranks on this host (and a rank itself); ordered, reliable;\n"
+               "  self   reaches the rank itself; ordered, reliable; every size eager, one copy\n"
+               "  shm    reaches the other ranks on this host; ordered, reliable;\n"
                "         eager up to EAGER_LIMIT, then rendezvous by one process_vm_readv copy\n"
                "         (CMA, probed at start-up) or a pipelined copy through the rings\n"
                "  parameters (environment CARTAGE_SHM_<NAME>):\n";

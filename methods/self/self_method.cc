@@ -1,0 +1,54 @@
+#include "methods/self/self_method.h"
+
+#include "car/car_actions.h"
+#include "car/recv_fsm.h"
+#include "car/send_fsm.h"
+#include "car/unexpected_fsm.h"
+
+namespace cartage::methods::self {
+
+using car::Car;
+using car::CarSignal;
+using car::CarStep;
+
+void SelfMethod::Bind(Car& car) {
+  SelfCarState& s = *new (car.method_private()) SelfCarState();
+  s.method = this;
+}
+
+void SelfMethod::StartEager(Car& send, CarStep& step) {
+  SelfMethod& m = *StateOf(send).method;
+  const car::Envelope& e = send.envelope();
+  const car::Envelope incoming{e.context_id, m.rank_, e.tag};
+  CarSignal sig;
+  sig.bytes = send.payload_bytes();
+  sig.proto = send.spec().synchronous ? car::kProtoSync : car::kProtoEager;
+  sig.source = m.rank_;
+  sig.tag = e.tag;
+  sig.data = send.pack_buf() != nullptr
+                 ? static_cast<const std::byte*>(send.pack_buf())
+                 : static_cast<const std::byte*>(send.segment().buf) + send.segment().first;
+  Car* sender = send.spec().synchronous ? &send : nullptr;
+  if (Car* r = m.host_->MatchIncoming(incoming)) {
+    m.Bind(*r);
+    StateOf(*r).sender = sender;
+    step.Raise<car::RecvMachine>(*r, car::RecvEvent::kEager, sig);
+  } else {
+    absl::StatusOr<Car*> u = m.host_->NewUnexpected(incoming, sig.bytes);
+    if (!u.ok()) {
+      car::CarActions::RaiseError(send, step, u.status());
+      return;
+    }
+    m.Bind(**u);
+    StateOf(**u).sender = sender;
+    step.Raise<car::UnexpectedMachine>(**u, car::UnexpectedEvent::kEager, sig);
+  }
+  // The bytes are copied while the raised events run, before this post returns.
+  step.Raise<car::SendMachine>(send, car::SendEvent::kLocalDone);
+}
+
+void SelfMethod::SendAck(Car& recv, CarStep& step) {
+  if (Car* sender = StateOf(recv).sender) step.Raise<car::SendMachine>(*sender, car::SendEvent::kAck);
+}
+
+}  // namespace cartage::methods::self
