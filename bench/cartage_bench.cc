@@ -38,33 +38,11 @@ ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (defau
 ABSL_FLAG(int, reps, 7, "timed repetitions per size");
 ABSL_FLAG(bool, json, false, "print one JSON object per line instead of a table");
 
-// Every heap allocation in this program (the runtime is linked in) goes
-// through these, so the timed loops can report allocations per operation.
-namespace {
-std::atomic<uint64_t> g_allocations{0};
-}  // namespace
-// The replacements pair malloc/aligned_alloc with free, which GCC's
-// -Wmismatched-new-delete cannot see through once it inlines them.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t align = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// Every heap allocation in this program (the runtime is linked in) is
+// counted, so the timed loops can report allocations per operation.
+#include "tests/counting_new.h"
+
+using cartage::test::g_allocations;
 
 namespace {
 

@@ -10,37 +10,7 @@
 #include "car/send_fsm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-// The replacements below pair malloc/aligned_alloc with free, which GCC's
-// -Wmismatched-new-delete cannot see through once it inlines them.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-// Every heap allocation of this test binary goes through these.
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t align = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#include "tests/counting_new.h"
 
 namespace cartage::car {
 namespace {
@@ -142,7 +112,7 @@ TEST(CarPool, SteadyStateTouchesNoAllocator) {
   for (Car*& c : window) c = *pool.Create(spec);
   for (Car* c : window) pool.Release(c);
 
-  const long before = g_allocations.load();
+  const long before = cartage::test::g_allocations.load();
   for (int round = 0; round < 2000; ++round) {
     for (Car*& c : window) {
       absl::StatusOr<Car*> got = pool.Create(spec);
@@ -152,16 +122,16 @@ TEST(CarPool, SteadyStateTouchesNoAllocator) {
       if (c != nullptr) pool.Release(c);
     }
   }
-  const long after = g_allocations.load();
+  const long after = cartage::test::g_allocations.load();
   EXPECT_EQ(after - before, 0) << "steady-state Create/Release allocated";
   EXPECT_EQ(pool.capacity(), 256u);
   EXPECT_EQ(pool.live(), 0u);
 
   // The counter itself works: growing past the reserve allocates a slab.
   std::vector<Car*> more(300);
-  const long grow_before = g_allocations.load();
+  const long grow_before = cartage::test::g_allocations.load();
   for (Car*& c : more) c = *pool.Create(spec);
-  EXPECT_GT(g_allocations.load() - grow_before, 0);
+  EXPECT_GT(cartage::test::g_allocations.load() - grow_before, 0);
   for (Car* c : more) pool.Release(c);
 }
 
@@ -177,7 +147,7 @@ TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
   CarSpec spec = SendSpec(&done, buf, sizeof(buf));
   spec.carrier = &instant;
   spec.eager_limit = 4096;
-  const long before = g_allocations.load();
+  const long before = cartage::test::g_allocations.load();
   int completed = 0;
   for (int i = 0; i < 10000; ++i) {
     done.pending = 1;
@@ -186,7 +156,7 @@ TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
     if (SendMachine::Dispatch(**car, SendEvent::kPost).ok() && done.done()) ++completed;
     pool.Release(*car);
   }
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(cartage::test::g_allocations.load() - before, 0);
   EXPECT_EQ(completed, 10000);
 }
 

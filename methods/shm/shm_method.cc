@@ -470,14 +470,17 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
   }
 }
 
+Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
+  Car* c = handles_.Find(handle);
+  return c != nullptr && c->kind() == kind && StateOf(*c).peer == source ? c : nullptr;
+}
+
 void ShmMethod::OnCts(int source, const RingRecord& rec) {
   CtsBody b;
   if (rec.len < sizeof(b)) return Malformed(source, "short CTS");
   std::memcpy(&b, rec.payload, sizeof(b));
-  Car* c = handles_.Find(b.sender_handle);
-  if (c == nullptr || c->kind() != car::CarKind::kSend || StateOf(*c).peer != source) {
-    return Malformed(source, "CTS for an unknown send");
-  }
+  Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
+  if (c == nullptr) return Malformed(source, "CTS for an unknown send");
   ShmCarState& s = StateOf(*c);
   if (b.copied == 2) {
     CarSignal err;
@@ -495,10 +498,8 @@ void ShmMethod::OnData(int source, const RingRecord& rec) {
   DataHeader h;
   if (rec.len < sizeof(h)) return Malformed(source, "short DATA");
   std::memcpy(&h, rec.payload, sizeof(h));
-  Car* r = handles_.Find(h.receiver_handle);
-  if (r == nullptr || r->kind() != car::CarKind::kRecv || StateOf(*r).peer != source) {
-    return Malformed(source, "DATA for an unknown receive");
-  }
+  Car* r = Lookup(h.receiver_handle, car::CarKind::kRecv, source);
+  if (r == nullptr) return Malformed(source, "DATA for an unknown receive");
   if (h.offset != r->bytes_done()) {
     return Malformed(source, absl::StrFormat("DATA at offset %d, expected %d", h.offset, r->bytes_done()));
   }
@@ -514,10 +515,8 @@ void ShmMethod::OnAck(int source, const RingRecord& rec) {
   AckBody b;
   if (rec.len < sizeof(b)) return Malformed(source, "short ACK");
   std::memcpy(&b, rec.payload, sizeof(b));
-  Car* c = handles_.Find(b.sender_handle);
-  if (c == nullptr || c->kind() != car::CarKind::kSend || StateOf(*c).peer != source) {
-    return Malformed(source, "ACK for an unknown send");
-  }
+  Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
+  if (c == nullptr) return Malformed(source, "ACK for an unknown send");
   (void)SendMachine::Dispatch(*c, SendEvent::kAck);
   FinishIfFinal(*c);
 }

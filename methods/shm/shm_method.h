@@ -119,6 +119,9 @@ class ShmMethod {
   void OnAck(int source, const RingRecord& rec);
   void Malformed(int source, absl::string_view what);
   void FinishIfFinal(car::Car& c);
+  // The CAR under a handle `source` sent, if it is of `kind` and bound to
+  // `source`; nullptr for a stale or forged handle.
+  car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
   const std::byte* SourceBytes(const car::Car& c) const;
 
   ShmOptions options_;
