@@ -17,7 +17,23 @@ enum class BasicType : uint8_t {
 };
 
 // Bytes per element.
-std::size_t SizeOf(BasicType t);
+constexpr std::size_t SizeOf(BasicType t) {
+  switch (t) {
+    case BasicType::kByte:
+    case BasicType::kInt8:
+    case BasicType::kUint8: return 1;
+    case BasicType::kInt16:
+    case BasicType::kUint16: return 2;
+    case BasicType::kInt32:
+    case BasicType::kUint32:
+    case BasicType::kFloat: return 4;
+    case BasicType::kInt64:
+    case BasicType::kUint64:
+    case BasicType::kDouble: return 8;
+    case BasicType::kCount: break;
+  }
+  return 0;
+}
 
 // "byte", "int32", "double", ...
 absl::string_view TypeName(BasicType t);

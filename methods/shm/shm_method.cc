@@ -341,6 +341,7 @@ int ShmMethod::Progress() {
   int work = 0;
   RingRecord rec;
   for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;  // a rank's messages to itself go by the self method
     RingReader& r = readers_[static_cast<std::size_t>(p)];
     for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
       Handle(p, rec);
@@ -397,7 +398,9 @@ void ShmMethod::Block(int timeout_us) {
   const uint32_t seen = me.doorbell.load(std::memory_order_acquire);
   me.sleeping.store(1, std::memory_order_seq_cst);
   bool ready = false;
-  for (int p = 0; p < size_ && !ready; ++p) ready = readers_[static_cast<std::size_t>(p)].HasRecord();
+  for (int p = 0; p < size_ && !ready; ++p) {
+    ready = p != rank_ && readers_[static_cast<std::size_t>(p)].HasRecord();
+  }
   if (!ready) {
     timespec ts{0, static_cast<long>(timeout_us) * 1000};
     ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, seen, &ts, nullptr, 0);
