@@ -97,6 +97,10 @@ class ShmMethod {
   static void SendAck(car::Car& c, car::CarStep& step);
 
   static ShmCarState& StateOf(car::Car& c) { return *static_cast<ShmCarState*>(c.method_private()); }
+  // The job segment (diagnostics and tests that write the rings directly).
+  ShmSegment& segment() { return *segment_; }
+  // Why `peer` is unusable (OK while it is fine).
+  const absl::Status& PeerStatus(int peer) const { return broken_[static_cast<std::size_t>(peer)]; }
 
  private:
   enum ParkedAs : uint32_t { kNotParked, kParkedEager, kParkedRts };
