@@ -1,6 +1,7 @@
 #include "car/car.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -184,6 +185,13 @@ std::span<std::byte> Car::LandingZone() {
   }
   if (base == nullptr || bytes_done_ >= size) return {};
   return {base + bytes_done_, size - bytes_done_};
+}
+
+uint64_t Car::Land(const void* from, uint64_t n) {
+  const std::span<std::byte> zone = LandingZone();
+  const uint64_t fit = std::min<uint64_t>(zone.size(), n);
+  if (fit > 0) std::memcpy(zone.data(), from, fit);
+  return fit;
 }
 
 }  // namespace cartage::car

@@ -246,6 +246,10 @@ class Car {
   // receive (after bytes_done), the temp buffer of an unexpected message, or
   // the receive an unexpected message was handed to (seed 002's switch).
   std::span<std::byte> LandingZone();
+  // Copies what fits of `n` arriving bytes into the landing zone (the rest of
+  // a truncated message is dropped); returns how many it copied. It does not
+  // account them: the machine's data event does.
+  uint64_t Land(const void* from, uint64_t n);
 
   // Binds a wildcard receive to the carrier of the VC it matched.
   void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }

@@ -236,24 +236,15 @@ void CarActions::FailTruncated(Car& c, const CarSignal& s, CarStep& step) {
   FailCar(c, failure, step);
 }
 
-namespace {
-// Copies the part of a whole eager message that fits the CAR's landing zone.
-void Land(Car& c, const CarSignal& s) {
-  std::span<std::byte> zone = c.LandingZone();
-  const uint64_t n = std::min<uint64_t>(zone.size(), s.bytes);
-  if (n > 0) std::memcpy(zone.data(), s.data, n);
-}
-}  // namespace
-
 void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarStep& step) {
   BeginReceive(c, s, step);
-  Land(c, s);
+  c.Land(s.data, s.bytes);
   FinishReceive(c, s, step);
 }
 
 void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step) {
   BeginReceive(c, s, step);
-  Land(c, s);
+  c.Land(s.data, s.bytes);
   FailTruncated(c, s, step);
 }
 
@@ -262,7 +253,7 @@ void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step
 void CarActions::StashEager(Car& c, const CarSignal& s, CarStep&) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
-  Land(c, s);
+  c.Land(s.data, s.bytes);
   c.bytes_done_ = s.bytes;
 }
 
@@ -287,10 +278,7 @@ void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarStep& step) {
 void CarActions::HandOff(Car& c, const CarSignal& s, CarStep& step) {
   Car& recv = *s.peer;
   // Copy what has arrived so far; from now on LandingZone() is the receive's.
-  std::span<std::byte> room = recv.LandingZone();
-  const uint64_t n = std::min<uint64_t>(c.bytes_done_, room.size());
-  if (n > 0) std::memcpy(room.data(), c.pack_buf(), n);
-  c.bytes_copied_ += n;
+  c.bytes_copied_ += recv.Land(c.pack_buf(), c.bytes_done_);
   c.matched_ = &recv;
   CarSignal envelope;
   envelope.bytes = c.bytes_total_;
