@@ -12,6 +12,7 @@
 #include <ctime>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
@@ -29,14 +30,6 @@ using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
-
-namespace {
-// Copies what fits of `n` arriving bytes; the rest of a truncated message is dropped.
-void CopyInto(std::span<std::byte> zone, const std::byte* from, std::size_t n) {
-  const std::size_t fit = std::min(zone.size(), n);
-  if (fit > 0) std::memcpy(zone.data(), from, fit);
-}
-}  // namespace
 
 // ---- Options -----------------------------------------------------------------
 
@@ -442,35 +435,25 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
   sig.proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
   sig.source = source;
   sig.tag = h.tag;
-  const std::byte* data = rec.payload + sizeof(h);
-  if (Car* r = host_->MatchIncoming(env)) {
-    ShmCarState& s = StateOf(*r);
-    s.method = this;
-    s.peer = source;
+  if (!rendezvous) sig.data = rec.payload + sizeof(h);  // the whole message: one event
+  // The CAR taking this message gets fresh method state naming its sender.
+  auto adopt = [&](Car& c) {
+    Bind(c, source);
+    ShmCarState& s = StateOf(c);
     s.remote_handle = h.sender_handle;
     s.remote_address = rts.address;
-    if (rendezvous) {
-      (void)RecvMachine::Dispatch(*r, RecvEvent::kEnvelope, sig);
-    } else {
-      sig.data = data;  // the whole message: one event
-      (void)RecvMachine::Dispatch(*r, RecvEvent::kEager, sig);
-    }
+  };
+  if (Car* r = host_->MatchIncoming(env)) {
+    adopt(*r);
+    (void)RecvMachine::Dispatch(*r, rendezvous ? RecvEvent::kEnvelope : RecvEvent::kEager, sig);
     FinishIfFinal(*r);
     return;
   }
   absl::StatusOr<Car*> u = host_->NewUnexpected(env, rendezvous ? 0 : h.length);
   if (!u.ok()) return FailPeer(source, u.status());
-  ShmCarState& s = StateOf(**u);
-  s.method = this;
-  s.peer = source;
-  s.remote_handle = h.sender_handle;
-  s.remote_address = rts.address;
-  if (rendezvous) {
-    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEnvelope, sig);
-  } else {
-    sig.data = data;
-    (void)car::UnexpectedMachine::Dispatch(**u, car::UnexpectedEvent::kEager, sig);
-  }
+  adopt(**u);
+  (void)car::UnexpectedMachine::Dispatch(
+      **u, rendezvous ? car::UnexpectedEvent::kEnvelope : car::UnexpectedEvent::kEager, sig);
 }
 
 Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
@@ -478,10 +461,19 @@ Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
   return c != nullptr && c->kind() == kind && StateOf(*c).peer == source ? c : nullptr;
 }
 
+template <class Body>
+bool ShmMethod::ReadBody(int source, const RingRecord& rec, absl::string_view what, Body* out) {
+  if (rec.len < sizeof(Body)) {
+    Malformed(source, absl::StrCat("short ", what));
+    return false;
+  }
+  std::memcpy(out, rec.payload, sizeof(Body));
+  return true;
+}
+
 void ShmMethod::OnCts(int source, const RingRecord& rec) {
   CtsBody b;
-  if (rec.len < sizeof(b)) return Malformed(source, "short CTS");
-  std::memcpy(&b, rec.payload, sizeof(b));
+  if (!ReadBody(source, rec, "CTS", &b)) return;
   Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
   if (c == nullptr) return Malformed(source, "CTS for an unknown send");
   ShmCarState& s = StateOf(*c);
@@ -499,15 +491,14 @@ void ShmMethod::OnCts(int source, const RingRecord& rec) {
 
 void ShmMethod::OnData(int source, const RingRecord& rec) {
   DataHeader h;
-  if (rec.len < sizeof(h)) return Malformed(source, "short DATA");
-  std::memcpy(&h, rec.payload, sizeof(h));
+  if (!ReadBody(source, rec, "DATA", &h)) return;
   Car* r = Lookup(h.receiver_handle, car::CarKind::kRecv, source);
   if (r == nullptr) return Malformed(source, "DATA for an unknown receive");
   if (h.offset != r->bytes_done()) {
     return Malformed(source, absl::StrFormat("DATA at offset %d, expected %d", h.offset, r->bytes_done()));
   }
   const std::size_t n = rec.len - sizeof(h);
-  CopyInto(r->LandingZone(), rec.payload + sizeof(h), n);
+  r->Land(rec.payload + sizeof(h), n);
   CarSignal d;
   d.bytes = n;
   (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
@@ -516,8 +507,7 @@ void ShmMethod::OnData(int source, const RingRecord& rec) {
 
 void ShmMethod::OnAck(int source, const RingRecord& rec) {
   AckBody b;
-  if (rec.len < sizeof(b)) return Malformed(source, "short ACK");
-  std::memcpy(&b, rec.payload, sizeof(b));
+  if (!ReadBody(source, rec, "ACK", &b)) return;
   Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
   if (c == nullptr) return Malformed(source, "ACK for an unknown send");
   (void)SendMachine::Dispatch(*c, SendEvent::kAck);

@@ -122,6 +122,9 @@ class ShmMethod {
   void OnData(int source, const RingRecord& rec);
   void OnAck(int source, const RingRecord& rec);
   void Malformed(int source, absl::string_view what);
+  // Copies a fixed-size body out of `rec`, or fails the peer if it is short.
+  template <class Body>
+  bool ReadBody(int source, const RingRecord& rec, absl::string_view what, Body* out);
   void FinishIfFinal(car::Car& c);
   // The CAR under a handle `source` sent, if it is of `kind` and bound to
   // `source`; nullptr for a stale or forged handle.
