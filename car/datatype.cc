@@ -3,21 +3,13 @@
 namespace cartage::car {
 
 absl::string_view TypeName(BasicType t) {
-  switch (t) {
-    case BasicType::kByte: return "byte";
-    case BasicType::kInt8: return "int8";
-    case BasicType::kUint8: return "uint8";
-    case BasicType::kInt16: return "int16";
-    case BasicType::kUint16: return "uint16";
-    case BasicType::kInt32: return "int32";
-    case BasicType::kUint32: return "uint32";
-    case BasicType::kInt64: return "int64";
-    case BasicType::kUint64: return "uint64";
-    case BasicType::kFloat: return "float";
-    case BasicType::kDouble: return "double";
-    case BasicType::kCount: break;
-  }
-  return "?";
+  static constexpr absl::string_view kNames[] = {
+      "byte",          "int8",           "uint8",      "int16",   "uint16",    "int32",
+      "uint32",        "int64",          "uint64",     "float",   "double",    "long_double",
+      "bool",          "complex_float",  "complex_double",        "complex_long_double",
+      "float_int",     "double_int",     "long_int",   "2int",    "short_int", "long_double_int"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(BasicType::kCount));
+  return t < BasicType::kCount ? kNames[static_cast<std::size_t>(t)] : "?";
 }
 
 }  // namespace cartage::car

@@ -119,7 +119,8 @@ Datatype Datatype::Basic(BasicType t) {
   TypeNode leaf;
   leaf.bytes = static_cast<int64_t>(SizeOf(t));
   leaf.basic = t;
-  return Make({leaf}, std::string(TypeName(t)));
+  // A pair type's trailing padding counts in its extent (the C struct's size).
+  return Make({leaf}, std::string(TypeName(t)), true, 0, static_cast<int64_t>(ExtentOf(t)));
 }
 
 bool Datatype::homogeneous(BasicType* type) const {

@@ -27,7 +27,7 @@ struct RefType {
 RefType RefBasic(BasicType t) {
   RefType r;
   for (int64_t i = 0; i < static_cast<int64_t>(SizeOf(t)); ++i) r.bytes.push_back(i);
-  r.extent = static_cast<int64_t>(SizeOf(t));
+  r.extent = static_cast<int64_t>(ExtentOf(t));  // pair types: the C struct's size
   return r;
 }
 // Blocks of bl[i] copies of `olds[i]` at byte displacement d[i], MPI bounds.
@@ -56,10 +56,11 @@ struct Pair {
 };
 
 Pair RandomType(std::mt19937_64& g, int depth) {
-  static constexpr BasicType kBasics[] = {BasicType::kByte, BasicType::kInt16, BasicType::kInt32,
-                                          BasicType::kDouble};
+  static constexpr BasicType kBasics[] = {BasicType::kByte,      BasicType::kInt16,     BasicType::kInt32,
+                                          BasicType::kDouble,    BasicType::kDoubleInt, BasicType::kShortInt,
+                                          BasicType::kLongDouble};
   if (depth == 0 || g() % 4 == 0) {
-    const BasicType t = kBasics[g() % 4];
+    const BasicType t = kBasics[g() % std::size(kBasics)];
     return {Datatype::Basic(t), RefBasic(t)};
   }
   Pair old = RandomType(g, depth - 1);
@@ -197,6 +198,17 @@ TEST(Datatype, KnownLayouts) {
   EXPECT_EQ(r->true_extent(), column->true_extent());
   EXPECT_EQ(column->name(), "vector(5, 1, 7, double)");
   EXPECT_EQ(column->Dup().size(), 40);
+  // Pair types: value and index packed, the C struct's padding in the extent.
+  const Datatype di = Datatype::Basic(BasicType::kDoubleInt);
+  EXPECT_EQ(di.size(), 12);
+  EXPECT_EQ(di.extent(), 16);
+  EXPECT_FALSE(di.contiguous());
+  EXPECT_EQ(Datatype::Basic(BasicType::kTwoInt).extent(), 8);
+  EXPECT_TRUE(Datatype::Basic(BasicType::kTwoInt).contiguous());
+  EXPECT_EQ(Datatype::Basic(BasicType::kShortInt).size(), 8);  // the inner gap travels
+  EXPECT_EQ(Datatype::Basic(BasicType::kLongDoubleInt).extent(), 32);
+  EXPECT_EQ(Datatype::Basic(BasicType::kComplexDouble).size(), 16);
+  EXPECT_EQ(TypeName(BasicType::kLongDoubleInt), "long_double_int");
 }
 
 TEST(Datatype, BadArgumentsNameTheConstructor) {
