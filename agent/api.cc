@@ -1,5 +1,6 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -156,8 +157,9 @@ absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> req
 
 // ---- Comm ----------------------------------------------------------------------
 
-absl::Status Comm::Start(bool send, bool sync, void* buf, std::size_t bytes, int peer, int tag,
-                         Request* req, bool persistent, uint32_t context) const {
+absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, bool persistent,
+                         uint32_t context) const {
+  void* const buf = data.buf;
   const char* op = send ? (sync ? "ssend" : "send") : "recv";
   const char* dir = send ? "to" : "from";
   if (req == nullptr || req->active() || req->persistent()) {
@@ -175,6 +177,13 @@ absl::Status Comm::Start(bool send, bool sync, void* buf, std::size_t bytes, int
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s rank %d: invalid tag %d (0..%d)", op, dir, peer, tag, kMaxTag));
   }
+  const int64_t unit = data.type != nullptr ? data.type->size() : 1;
+  if (data.count < 0 || (unit > 0 && data.count > std::numeric_limits<int64_t>::max() / unit)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s %s rank %d (tag %d): invalid count %d of %s", op, dir,
+                                                      peer, tag, data.count,
+                                                      data.type != nullptr ? data.type->name() : "bytes"));
+  }
+  const int64_t bytes = data.count * unit;
   if (buf == nullptr && bytes > 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s rank %d (tag %d): null buffer for %d bytes", op, dir, peer, tag, bytes));
@@ -188,32 +197,84 @@ absl::Status Comm::Start(bool send, bool sync, void* buf, std::size_t bytes, int
   spec.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
   spec.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
   spec.envelope = {context == kOwnContext ? context_ : context, world, tag};
-  spec.segment = car::Segment::Of(buf, bytes, car::BasicType::kByte);
+  const auto n = static_cast<uint64_t>(bytes);
+  const void* span_start = buf;  // the memory the data lies in, for registration
+  uint64_t span = n;
+  if (data.type != nullptr && !data.type->contiguous()) {
+    req->type_ = *data.type;  // the CAR's segment points here while it lives
+    spec.segment = car::Segment::Of(buf, static_cast<uint64_t>(data.count), *req->type_);
+    const Datatype& t = *req->type_;
+    span_start = static_cast<const std::byte*>(buf) + t.true_lb();
+    span = data.count == 0 ? 0 : static_cast<uint64_t>((data.count - 1) * t.extent() + t.true_extent());
+  } else {
+    req->type_.reset();
+    spec.segment = car::Segment::Of(buf, n, car::BasicType::kByte);
+  }
   spec.synchronous = sync;
   req->group_ = group_;
   CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
   if (persistent) {
     req->persistent_ = true;
-    req->registration_ = rt_->Register(buf, bytes);
+    req->registration_ = rt_->Register(span_start, span);
     return absl::OkStatus();
   }
   return rt_->Post(req);
 }
 
+namespace {
+// A byte count as the signed count Buffer takes (a size_t past INT64_MAX
+// becomes negative and is refused as an invalid count).
+int64_t Bytes(std::size_t n) { return static_cast<int64_t>(n); }
+}  // namespace
+
 absl::Status Comm::Isend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, false, const_cast<void*>(buf), bytes, dest, tag, req);
+  return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
 }
 absl::Status Comm::Issend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, true, const_cast<void*>(buf), bytes, dest, tag, req);
+  return Start(true, true, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
 }
 absl::Status Comm::Irecv(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
-  return Start(false, false, buf, bytes, source, tag, req);
+  return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req);
 }
 absl::Status Comm::SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, false, const_cast<void*>(buf), bytes, dest, tag, req, /*persistent=*/true);
+  return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req, /*persistent=*/true);
 }
 absl::Status Comm::RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
-  return Start(false, false, buf, bytes, source, tag, req, /*persistent=*/true);
+  return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req, /*persistent=*/true);
+}
+
+absl::Status Comm::Isend(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
+                         Request* req) const {
+  return Start(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, req);
+}
+absl::Status Comm::Issend(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
+                          Request* req) const {
+  return Start(true, true, {const_cast<void*>(buf), count, &type}, dest, tag, req);
+}
+absl::Status Comm::Irecv(void* buf, int64_t count, const Datatype& type, int source, int tag,
+                         Request* req) const {
+  return Start(false, false, {buf, count, &type}, source, tag, req);
+}
+absl::Status Comm::SendInit(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
+                            Request* req) const {
+  return Start(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, req, /*persistent=*/true);
+}
+absl::Status Comm::RecvInit(void* buf, int64_t count, const Datatype& type, int source, int tag,
+                            Request* req) const {
+  return Start(false, false, {buf, count, &type}, source, tag, req, /*persistent=*/true);
+}
+absl::Status Comm::Send(const void* buf, int64_t count, const Datatype& type, int dest, int tag) const {
+  Request r;
+  CARTAGE_RETURN_IF_ERROR(Isend(buf, count, type, dest, tag, &r));
+  return r.Wait();
+}
+absl::Status Comm::Recv(void* buf, int64_t count, const Datatype& type, int source, int tag,
+                        ProbeResult* status) const {
+  Request r;
+  CARTAGE_RETURN_IF_ERROR(Irecv(buf, count, type, source, tag, &r));
+  const absl::Status s = r.Wait();
+  if (status != nullptr) *status = {r.source(), r.tag(), r.bytes()};
+  return s;
 }
 
 absl::Status Comm::Send(const void* buf, std::size_t bytes, int dest, int tag) const {
@@ -273,9 +334,9 @@ absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
   std::vector<int> all(2 * static_cast<std::size_t>(size_));
   std::vector<Request> reqs(2 * static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    CARTAGE_RETURN_IF_ERROR(Start(false, false, &all[2 * static_cast<std::size_t>(r)], sizeof(mine), r,
+    CARTAGE_RETURN_IF_ERROR(Start(false, false, {&all[2 * static_cast<std::size_t>(r)], sizeof(mine), nullptr}, r,
                                   kSplitTag, &reqs[static_cast<std::size_t>(r)], false, collective));
-    CARTAGE_RETURN_IF_ERROR(Start(true, false, const_cast<int*>(mine), sizeof(mine), r, kSplitTag,
+    CARTAGE_RETURN_IF_ERROR(Start(true, false, {const_cast<int*>(mine), sizeof(mine), nullptr}, r, kSplitTag,
                                   &reqs[static_cast<std::size_t>(size_ + r)], false, collective));
   }
   for (Request& r : reqs) {

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "car/recv_fsm.h"
+#include "car/segment_walk.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "car/vertex_fsm.h"
@@ -71,6 +73,19 @@ absl::Status ValidateSpec(const CarSpec& s) {
   if (f.has(CarFlag::kMop) && !f.has(CarFlag::kPack) && !f.has(CarFlag::kUnpack)) {
     return Reject(s, "MOP needs PACK or UNPACK to apply it");
   }
+  if (f.has(CarFlag::kMop) && f.has(CarFlag::kPack)) {
+    return Reject(s, "MOP while packing is not supported: reduce where the data is unpacked (UNPACK|MOP)");
+  }
+  if (f.has(CarFlag::kMop) && s.pack_buf == nullptr && !f.has(CarFlag::kPackedBufDependency)) {
+    return Reject(s, "UNPACK|MOP needs a packed buffer to receive into before it reduces");
+  }
+  if (f.has(CarFlag::kMop)) {
+    std::optional<Datatype> basic;
+    if (s.segment.dtype == nullptr) basic = Datatype::Basic(s.segment.type);
+    if (absl::Status why = s.mop->Check(s.segment.dtype != nullptr ? *s.segment.dtype : *basic); !why.ok()) {
+      return Reject(s, why.message());
+    }
+  }
 
   // Dependencies: a dependent names an existing supplier.
   const bool supplies_buf = f.has(CarFlag::kSupplyPackedBuf);
@@ -107,9 +122,9 @@ absl::Status ValidateSpec(const CarSpec& s) {
   const Segment& g = s.segment;
   if (g.type >= BasicType::kCount) return Reject(s, "unknown element type");
   if (g.first > g.last) return Reject(s, "segment range first > last");
-  if (g.last > g.count * SizeOf(g.type)) {
+  if (g.last > g.total()) {
     return Reject(s, absl::StrFormat("segment range ends at byte %d past the %d-byte buffer",
-                                     g.last, g.count * SizeOf(g.type)));
+                                     g.last, g.total()));
   }
   if (g.buf == nullptr && g.bytes() > 0) return Reject(s, "segment of non-zero length without a buffer");
   if (f.has(CarFlag::kPack) && g.buf == nullptr) return Reject(s, "PACK without a segment to pack");
@@ -174,6 +189,7 @@ absl::string_view Car::state_name() const {
 
 std::span<std::byte> Car::LandingZone() {
   if (matched_ != nullptr) return matched_->LandingZone();
+  if (!LandsContiguous()) return {};
   std::byte* base = nullptr;
   uint64_t size = 0;
   if (spec_.pack_buf != nullptr) {
@@ -187,11 +203,59 @@ std::span<std::byte> Car::LandingZone() {
   return {base + bytes_done_, size - bytes_done_};
 }
 
+bool Car::LandsContiguous() const {
+  if (matched_ != nullptr) return matched_->LandsContiguous();
+  return spec_.pack_buf != nullptr || spec_.segment.contiguous();
+}
+
 uint64_t Car::Land(const void* from, uint64_t n) {
+  if (matched_ != nullptr) return matched_->Land(from, n);
+  const Segment& g = spec_.segment;
+  if (spec_.pack_buf == nullptr && spec_.kind == CarKind::kRecv && !g.contiguous()) {
+    const uint64_t at = g.first + bytes_done_;
+    const uint64_t fit = at < g.last ? std::min<uint64_t>(g.last - at, n) : 0;
+    if (fit > 0) {
+      Unpack(from, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(at),
+             static_cast<int64_t>(at + fit), g.buf);
+    }
+    return fit;
+  }
   const std::span<std::byte> zone = LandingZone();
   const uint64_t fit = std::min<uint64_t>(zone.size(), n);
   if (fit > 0) std::memcpy(zone.data(), from, fit);
   return fit;
+}
+
+void Car::Gather(uint64_t offset, void* to, uint64_t n) const {
+  if (n == 0) return;
+  if (const std::byte* from = ContiguousSource()) {
+    std::memcpy(to, from + offset, n);
+    return;
+  }
+  const Segment& g = spec_.segment;
+  Pack(g.buf, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(g.first + offset),
+       static_cast<int64_t>(g.first + offset + n), to);
+}
+
+const std::byte* Car::ContiguousSource() const {
+  if (spec_.pack_buf != nullptr) return static_cast<const std::byte*>(spec_.pack_buf);
+  if (!spec_.segment.contiguous()) return nullptr;
+  return static_cast<const std::byte*>(spec_.segment.buf) + spec_.segment.first;
+}
+
+absl::Status Car::UnpackArrived() {
+  const Segment& g = spec_.segment;
+  const uint64_t n = std::min(bytes_done_, spec_.pack_size);
+  if (!spec_.flags.has(CarFlag::kUnpack) || spec_.pack_buf == nullptr || n == 0) return absl::OkStatus();
+  std::optional<Datatype> basic;
+  if (g.dtype == nullptr) basic = Datatype::Basic(g.type);
+  const Datatype& type = g.dtype != nullptr ? *g.dtype : *basic;
+  const auto count = static_cast<int64_t>(g.count);
+  const auto first = static_cast<int64_t>(g.first);
+  const auto last = static_cast<int64_t>(std::min<uint64_t>(g.last, g.first + n));
+  if (spec_.mop != nullptr) return ReduceUnpack(*spec_.mop, spec_.pack_buf, count, type, first, last, g.buf);
+  Unpack(spec_.pack_buf, count, type, first, last, g.buf);
+  return absl::OkStatus();
 }
 
 }  // namespace cartage::car

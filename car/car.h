@@ -27,6 +27,8 @@
 
 #include "absl/status/status.h"
 #include "car/datatype.h"
+#include "car/op.h"
+#include "car/type.h"
 #include "fsm/machine.h"
 
 namespace cartage::car {
@@ -96,26 +98,36 @@ struct Envelope {
 
 // Buffer, count and element type, and the byte range [first, last) of the
 // packed message this CAR covers (a message may be cut into several CARs).
+// The elements are `dtype` when set (any layout: car/type.h; whoever builds
+// the CAR keeps it alive), else contiguous elements of `type`.
 struct Segment {
   void* buf = nullptr;
   uint64_t count = 0;
   BasicType type = BasicType::kByte;
   uint64_t first = 0;
   uint64_t last = 0;
+  const Datatype* dtype = nullptr;
 
   // The whole of `count` elements at `buf`.
   static Segment Of(void* buf, uint64_t count, BasicType type) {
-    return {buf, count, type, 0, count * SizeOf(type)};
+    return {buf, count, type, 0, count * SizeOf(type), nullptr};
   }
   static Segment Of(const void* buf, uint64_t count, BasicType type) {
     return Of(const_cast<void*>(buf), count, type);
   }
+  static Segment Of(const void* buf, uint64_t count, const Datatype& type) {
+    return {const_cast<void*>(buf), count, BasicType::kByte, 0, count * static_cast<uint64_t>(type.size()),
+            &type};
+  }
   // Bytes in [first, last).
   uint64_t bytes() const { return last - first; }
+  // Packed bytes of all `count` elements.
+  uint64_t total() const {
+    return dtype != nullptr ? count * static_cast<uint64_t>(dtype->size()) : count * SizeOf(type);
+  }
+  // Whether [first, last) is one run of memory at buf + first.
+  bool contiguous() const { return dtype == nullptr || dtype->contiguous(); }
 };
-
-// A reduction applied to `count` elements: inout[i] = inout[i] op in[i].
-using MopFn = void (*)(const void* in, void* inout, uint64_t count, BasicType type);
 
 // What the user waits on: a counter that CARs count down, plus the outcome.
 struct Completion {
@@ -176,7 +188,7 @@ struct CarSpec {
   Car* progress_dep = nullptr;  // PROGRESS_DEPENDENCY: whose completion starts this CAR
   void* pack_buf = nullptr;
   uint64_t pack_size = 0;
-  MopFn mop = nullptr;
+  const Op* mop = nullptr;      // MOP: the reduction UNPACK applies (kept alive by the builder)
   uint64_t eager_limit = 0;     // messages above it go by rendezvous
   bool synchronous = false;     // ssend: complete only once matched
   const Carrier* carrier = nullptr;
@@ -245,11 +257,24 @@ class Car {
   // Where the next arriving bytes go and how many fit: the user buffer of a
   // receive (after bytes_done), the temp buffer of an unexpected message, or
   // the receive an unexpected message was handed to (seed 002's switch).
+  // Empty where the zone is not one run of memory (LandsContiguous()).
   std::span<std::byte> LandingZone();
-  // Copies what fits of `n` arriving bytes into the landing zone (the rest of
-  // a truncated message is dropped); returns how many it copied. It does not
-  // account them: the machine's data event does.
+  // Whether arriving bytes land in one run of memory (a single-copy method
+  // may then write them there itself).
+  bool LandsContiguous() const;
+  // Copies what fits of `n` arriving bytes into the landing zone, unpacking
+  // them into a non-contiguous segment (the rest of a truncated message is
+  // dropped); returns how many it copied. It does not account them: the
+  // machine's data event does.
   uint64_t Land(const void* from, uint64_t n);
+  // Copies bytes [offset, offset + n) of what this CAR sends (its packed
+  // buffer, or its segment packed on the fly) to `to`.
+  void Gather(uint64_t offset, void* to, uint64_t n) const;
+  // What this CAR sends, when it is one run of memory; else null.
+  const std::byte* ContiguousSource() const;
+  // UNPACK from a packed buffer (with MOP: reduce) into the segment, for the
+  // bytes that arrived; fails for a reduction that cuts an element.
+  absl::Status UnpackArrived();
 
   // Binds a wildcard receive to the carrier of the VC it matched.
   void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }

@@ -400,6 +400,59 @@ TEST_F(CarFsmChunkedTest, IfWeBufferYouSuffer) {
   EXPECT_EQ(u->bytes_done(), 300u) << "the rest bypassed the unexpected CAR";
 }
 
+// UNPACK|MOP (seed 002's recv_mop): the message lands in the packed buffer
+// in chunks cut anywhere, then is reduced into every other int32 of the user
+// buffer; a message that ends inside an element fails the receive.
+TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
+  constexpr int kN = 250;
+  std::vector<int32_t> incoming(kN);
+  for (int i = 0; i < kN; ++i) incoming[static_cast<std::size_t>(i)] = i * 3 - 100;
+  std::vector<char> data(kN * sizeof(int32_t));
+  std::memcpy(data.data(), incoming.data(), data.size());
+  std::vector<int32_t> accum(2 * kN);
+  for (int i = 0; i < 2 * kN; ++i) accum[static_cast<std::size_t>(i)] = 1000 + i;
+  const Datatype every_other = *Datatype::Vector(kN, 1, 2, Datatype::Basic(BasicType::kInt32));
+  const Op sum(OpKind::kSum);
+  std::vector<char> temp(data.size());
+  auto reduce_recv = [&](int32_t tag, Completion* done) {
+    CarSpec s;
+    s.kind = CarKind::kRecv;
+    s.flags = CarFlag::kRecvData | CarFlag::kUnpack | CarFlag::kMop;
+    s.envelope = {0, kSource, tag};
+    s.segment = Segment::Of(accum.data(), 1, every_other);
+    s.pack_buf = temp.data();
+    s.pack_size = temp.size();
+    s.mop = &sum;
+    s.counter = done;
+    done->pending++;
+    s.carrier = &kLoopback;
+    return loop_.Make(s);
+  };
+  Completion done;
+  Car* r = reduce_recv(8, &done);
+  ASSERT_NE(r, nullptr);
+  ASSERT_TRUE(Post(r).ok());
+  ASSERT_TRUE(Post(Send(data, 8)).ok());
+  ASSERT_TRUE(loop_.Drain().ok());
+  ASSERT_TRUE(done.done());
+  ASSERT_TRUE(done.status.ok()) << done.status;
+  for (int i = 0; i < 2 * kN; ++i) {
+    const int32_t want = i % 2 == 0 ? 1000 + i + incoming[static_cast<std::size_t>(i / 2)] : 1000 + i;
+    ASSERT_EQ(accum[static_cast<std::size_t>(i)], want) << "element " << i;
+  }
+  // 998 bytes: the last element is cut.
+  const std::vector<int32_t> before = accum;
+  Completion cut;
+  Car* r2 = reduce_recv(9, &cut);
+  ASSERT_TRUE(Post(r2).ok());
+  ASSERT_TRUE(Post(Send(std::vector<char>(data.begin(), data.end() - 2), 9)).ok());
+  ASSERT_TRUE(loop_.Drain().ok());
+  ASSERT_TRUE(cut.done());
+  EXPECT_EQ(cut.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cut.status.message(), HasSubstr("bytes [0, 998) cut an element of 4 bytes"));
+  EXPECT_EQ(accum, before) << "a refused reduction writes nothing";
+}
+
 TEST_F(CarFsmChunkedTest, FullyBufferedUnexpectedIsDeliveredOnPost) {
   const std::vector<char> data = Pattern(250, 6);
   std::vector<char> buf(250);

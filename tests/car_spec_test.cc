@@ -16,8 +16,8 @@ namespace {
 using ::testing::HasSubstr;
 
 const Carrier kCarrier{"test"};
-void NoOpMop(const void*, void*, uint64_t, BasicType) {}
-constexpr MopFn kSum = &NoOpMop;
+const Op kSumOp(OpKind::kSum);
+const Op* const kSum = &kSumOp;
 
 struct Case {
   std::string name;
@@ -62,7 +62,8 @@ TEST_F(CarSpecTest, EveryRule) {
       {"function without mop", [](CarSpec& s) { s.mop = kSum; }, "MOP and a reduction function go together"},
       {"mop without pack", [](CarSpec& s) { s.flags = CarFlag::kSendData | CarFlag::kMop; s.mop = kSum; },
        "MOP needs PACK or UNPACK"},
-      {"pack with mop", [](CarSpec& s) { s.flags = CarFlag::kSendData | CarFlag::kPack | CarFlag::kMop; s.mop = kSum; }, ""},
+      {"pack with mop", [](CarSpec& s) { s.flags = CarFlag::kSendData | CarFlag::kPack | CarFlag::kMop; s.mop = kSum; },
+       "MOP while packing is not supported"},
       {"buffer dep without supplier", [](CarSpec& s) { s.flags = CarFlag::kSendData | CarFlag::kPackedBufDependency; },
        "PACKED_BUF_DEPENDENCY without a supplier (buf_dep)"},
       {"supplier without buffer", [](CarSpec& s) { s.flags = CarFlag::kSendData | CarFlag::kSupplyPackedBuf; },
@@ -114,8 +115,19 @@ TEST_F(CarSpecTest, ReceiveRules) {
   r.synchronous = true;
   EXPECT_THAT(ValidateSpec(r).message(), HasSubstr("only a send can be synchronous"));
   r = Recv();
-  r.segment = Segment{nullptr, 0, BasicType::kByte, 0, 0};
+  r.segment = Segment{nullptr, 0, BasicType::kByte, 0, 0, nullptr};
   EXPECT_TRUE(ValidateSpec(r).ok()) << "a zero-byte receive needs no buffer";
+  // Reduce while unpacking: into a packed buffer first, on a type the op is defined on.
+  r = Recv();
+  r.flags = CarFlag::kRecvData | CarFlag::kUnpack | CarFlag::kMop;
+  r.mop = kSum;
+  EXPECT_THAT(ValidateSpec(r).message(), HasSubstr("UNPACK|MOP needs a packed buffer"));
+  char temp[64];
+  r.pack_buf = temp;
+  r.pack_size = sizeof(temp);
+  EXPECT_THAT(ValidateSpec(r).message(), HasSubstr("sum is not defined on byte"));
+  r.segment = Segment::Of(buf_, 16, BasicType::kInt32);
+  EXPECT_TRUE(ValidateSpec(r).ok()) << ValidateSpec(r);
 }
 
 TEST_F(CarSpecTest, DependentsNameTheirSuppliers) {

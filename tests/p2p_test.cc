@@ -52,7 +52,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"ssend", 2, ""}, Case{"ssend", 2, "CARTAGE_SHM_CMA_MIN=0"},
                       Case{"probe", 2, ""}, Case{"dup", 3, ""}, Case{"badargs", 2, ""},
                       Case{"earlyexit", 2, ""}, Case{"persistent", 2, ""},
-                      Case{"waitvariants", 2, ""}, Case{"split", 5, ""}, Case{"self", 1, ""}, Case{"self", 2, ""}),
+                      Case{"waitvariants", 2, ""}, Case{"split", 5, ""}, Case{"self", 1, ""}, Case{"self", 2, ""},
+                      Case{"datatypes", 2, ""}, Case{"datatypes", 2, "CARTAGE_SHM_CMA_MIN=0"},
+                      Case{"datatypes", 1, ""}),
     Name);
 
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).

@@ -25,9 +25,13 @@ void SelfMethod::StartEager(Car& send, CarStep& step) {
   sig.proto = send.spec().synchronous ? car::kProtoSync : car::kProtoEager;
   sig.source = m.rank_;
   sig.tag = e.tag;
-  sig.data = send.pack_buf() != nullptr
-                 ? static_cast<const std::byte*>(send.pack_buf())
-                 : static_cast<const std::byte*>(send.segment().buf) + send.segment().first;
+  sig.data = send.ContiguousSource();
+  if (sig.data == nullptr && sig.bytes > 0) {
+    // A non-contiguous message: pack it once into scratch kept for reuse.
+    if (m.scratch_.size() < sig.bytes) m.scratch_.resize(sig.bytes);
+    send.Gather(0, m.scratch_.data(), sig.bytes);
+    sig.data = m.scratch_.data();
+  }
   Car* sender = send.spec().synchronous ? &send : nullptr;
   if (Car* r = m.host_->MatchIncoming(incoming)) {
     m.Bind(*r);

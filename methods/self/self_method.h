@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "car/car.h"
 #include "methods/host.h"
@@ -38,6 +39,7 @@ class SelfMethod {
  private:
   MethodHost* host_;
   int rank_;
+  std::vector<std::byte> scratch_;  // a non-contiguous message, packed (reused)
 };
 
 }  // namespace cartage::methods::self

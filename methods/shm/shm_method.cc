@@ -145,11 +145,6 @@ bool ShmMethod::PeerGone(int peer) {
 
 // ---- Writing -----------------------------------------------------------------
 
-const std::byte* ShmMethod::SourceBytes(const Car& c) const {
-  if (c.pack_buf() != nullptr) return static_cast<const std::byte*>(c.pack_buf());
-  return static_cast<const std::byte*>(c.segment().buf) + c.segment().first;
-}
-
 void ShmMethod::Wake(int peer) {
   // No fence here: a waiter that misses this wake-up sleeps at most one
   // futex timeout (Block), and only after it has spun and yielded.
@@ -169,7 +164,7 @@ bool ShmMethod::TryEager(Car& c) {
   const MatchHeader h{e.context_id, e.tag, len, s.local_handle,
                       c.spec().synchronous ? car::kProtoSync : car::kProtoEager, 0};
   std::memcpy(p, &h, sizeof(h));
-  if (len > 0) std::memcpy(p + sizeof(h), SourceBytes(c), len);
+  c.Gather(0, p + sizeof(h), len);  // packs a non-contiguous segment straight into the ring
   writers_[static_cast<std::size_t>(s.peer)].Commit(kRecEager);
   Wake(s.peer);
   return true;
@@ -182,7 +177,9 @@ bool ShmMethod::TryRts(Car& c) {
   const car::Envelope& e = c.envelope();
   const uint32_t proto = car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{car::kProtoSync} : 0u);
   const MatchHeader h{e.context_id, e.tag, c.payload_bytes(), s.local_handle, proto, 0};
-  const RtsBody body{reinterpret_cast<uint64_t>(SourceBytes(c))};
+  // A non-contiguous message announces no address: the receiver cannot read
+  // it in one copy (CMA) and asks for the pipelined stream instead.
+  const RtsBody body{reinterpret_cast<uint64_t>(c.ContiguousSource())};
   std::memcpy(p, &h, sizeof(h));
   std::memcpy(p + sizeof(h), &body, sizeof(body));
   writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts);
@@ -232,7 +229,7 @@ bool ShmMethod::PumpStream(Car& c) {
     if (p == nullptr) return false;
     const DataHeader h{s.remote_handle, s.offset};
     std::memcpy(p, &h, sizeof(h));
-    std::memcpy(p + sizeof(h), SourceBytes(c) + s.offset, chunk);
+    c.Gather(s.offset, p + sizeof(h), chunk);
     w.Commit(kRecData);
     s.offset += chunk;
   }
@@ -295,7 +292,7 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
   ShmMethod& m = *s.method;
   const auto peer = static_cast<std::size_t>(s.peer);
   const uint64_t total = c.bytes_total();
-  if (!m.cma_[peer] || total < m.options_.cma_min) {
+  if (!m.cma_[peer] || total < m.options_.cma_min || s.remote_address == 0 || !c.LandsContiguous()) {
     s.local_handle = m.handles_.Insert(&c);
     m.SendControl(s.peer, {kRecCts, s.remote_handle, s.local_handle, 0});
     return;

@@ -129,7 +129,6 @@ class ShmMethod {
   // The CAR under a handle `source` sent, if it is of `kind` and bound to
   // `source`; nullptr for a stale or forged handle.
   car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
-  const std::byte* SourceBytes(const car::Car& c) const;
 
   ShmOptions options_;
   MethodHost* host_ = nullptr;

@@ -44,6 +44,16 @@ inline constexpr int kAnyTag = car::kAnyTag;
 // The largest tag.
 inline constexpr int kMaxTag = (1 << 30) - 1;
 
+// Datatypes: any memory layout (halo faces, columns, structs), built with
+// MPI's constructors (car/type.h). The typed forms of Comm's operations send
+// and receive `count` elements of one; the data travels packed, so sender and
+// receiver may use different types with the same type signature.
+//
+//   auto column = cartage::Datatype::Vector(rows, 1, cols, cartage::Datatype::Basic(cartage::BasicType::kDouble));
+//   world.Send(&matrix[0][3], 1, *column, /*dest=*/1, /*tag=*/0);
+using Datatype = car::Datatype;
+using BasicType = car::BasicType;
+
 // An operation in flight. Not copyable or movable while active: its CAR
 // counts down the completion it holds.
 class Request {
@@ -92,6 +102,7 @@ class Request {
   bool persistent_ = false;
   int peer_ = 0;                               // the world rank a persistent CAR is bound to
   uint64_t registration_ = 0;                  // the method's registration of the buffer
+  std::optional<car::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
   std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
 };
 
@@ -136,6 +147,18 @@ class Comm {
   absl::Status Recv(void* buf, std::size_t bytes, int source, int tag,
                     ProbeResult* status = nullptr) const;
 
+  // `count` elements of `type` (the request keeps its own reference to the
+  // type). A receive's bytes() need not be a whole number of elements.
+  absl::Status Isend(const void* buf, int64_t count, const Datatype& type, int dest, int tag, Request* req) const;
+  absl::Status Issend(const void* buf, int64_t count, const Datatype& type, int dest, int tag, Request* req) const;
+  absl::Status Irecv(void* buf, int64_t count, const Datatype& type, int source, int tag, Request* req) const;
+  absl::Status Send(const void* buf, int64_t count, const Datatype& type, int dest, int tag) const;
+  absl::Status Recv(void* buf, int64_t count, const Datatype& type, int source, int tag,
+                    ProbeResult* status = nullptr) const;
+  absl::Status SendInit(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
+                        Request* req) const;
+  absl::Status RecvInit(void* buf, int64_t count, const Datatype& type, int source, int tag,
+                        Request* req) const;
   // Typed conveniences over the byte forms.
   template <class T>
   absl::Status Isend(absl::Span<const T> data, int dest, int tag, Request* req) const {
@@ -169,8 +192,14 @@ class Comm {
   Comm(agent::Runtime* rt, int rank, int size, uint32_t context,
        std::shared_ptr<const std::vector<int>> group = nullptr)
       : rt_(rt), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
-  absl::Status Start(bool send, bool sync, void* buf, std::size_t bytes, int peer, int tag,
-                     Request* req, bool persistent = false, uint32_t context = kOwnContext) const;
+  // What an operation moves: `count` bytes (type null) or elements of `type`.
+  struct Buffer {
+    void* buf;
+    int64_t count;
+    const Datatype* type;
+  };
+  absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
+                     bool persistent = false, uint32_t context = kOwnContext) const;
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
   static constexpr uint32_t kOwnContext = ~0u;
   agent::Runtime* rt_;
