@@ -8,7 +8,9 @@
 # (`apt-get install mpich libmpich-dev openmpi-bin libopenmpi-dev`); a missing
 # MPI is skipped with a note. Prints a Markdown table: per case, each system's
 # median over the rounds of its per-round medians, the range of those, and
-# best-MPI / cartage (> 1: cartage is faster). All in one core, no launcher.
+# best-MPI / cartage (< 1: cartage is faster), for the medians and for each
+# system's best round (launches here land in a fast or a slow memory state
+# at random, about 1.35x apart). All on one core, no launcher.
 # usage: bench/run-pack.sh [build dir, default build/release] [rounds, default 5] [out.jsonl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,15 +50,18 @@ for r in rows:
 systems = [s for s in ("cartage", "mpich", "openmpi") if any(k[2] == s for k in cell)]
 def fmt(v):
     return f"{statistics.median(v):.2f} [{min(v):.2f}–{max(v):.2f}]"
-print("| case | block | " + " | ".join(f"{s} GB/s" for s in systems) + " | memcpy GB/s | best MPI / cartage |")
-print("|---|---|" + "---|" * len(systems) + "---|---|")
+print("| case | block | " + " | ".join(f"{s} GB/s" for s in systems) +
+      " | memcpy GB/s | best MPI / cartage (medians) | (best rounds) |")
+print("|---|---|" + "---|" * len(systems) + "---|---|---|")
 for case in ("pack", "unpack"):
     for block in (8, 64, 1024):
         v = {s: cell.get((case, block, s)) for s in systems}
         mine = statistics.median(v["cartage"])
         mpis = [statistics.median(v[s]) for s in systems if s != "cartage" and v[s]]
         ratio = f"{max(mpis) / mine:.2f}" if mpis else "-"
+        peaks = [max(v[s]) for s in systems if s != "cartage" and v[s]]
+        peak = f"{max(peaks) / max(v['cartage']):.2f}" if peaks else "-"
         mem = cell.get(("memcpy", block, "memcpy"))
         print(f"| {case} | {block} B | " + " | ".join(fmt(v[s]) if v[s] else "-" for s in systems) +
-              f" | {fmt(mem) if mem else '-'} | {ratio} |")
+              f" | {fmt(mem) if mem else '-'} | {ratio} | {peak} |")
 PY

@@ -27,10 +27,10 @@ __extension__ typedef __int128 I128;
 __extension__ typedef unsigned __int128 U128;
 
 template <class T>
-T Wrap(I128 v) {
+T Wrap(U128 v) {
   // Reduce modulo 2^bits into T's range by hand.
   constexpr int kBits = 8 * sizeof(T);
-  const U128 m = static_cast<U128>(v) & ((static_cast<U128>(1) << kBits) - 1);
+  const U128 m = v & ((static_cast<U128>(1) << kBits) - 1);
   if constexpr (std::is_signed_v<T>) {
     const I128 half = static_cast<I128>(1) << (kBits - 1);
     I128 s = static_cast<I128>(m);
@@ -45,8 +45,8 @@ T Wrap(I128 v) {
 template <class T>
 T RefInteger(OpKind op, T a, T b) {
   switch (op) {
-    case OpKind::kSum: return Wrap<T>(static_cast<I128>(a) + static_cast<I128>(b));
-    case OpKind::kProd: return Wrap<T>(static_cast<I128>(a) * static_cast<I128>(b));
+    case OpKind::kSum: return Wrap<T>(static_cast<U128>(static_cast<I128>(a)) + static_cast<U128>(static_cast<I128>(b)));
+    case OpKind::kProd: return Wrap<T>(static_cast<U128>(static_cast<I128>(a)) * static_cast<U128>(static_cast<I128>(b)));
     case OpKind::kMin: return a < b ? a : b;
     case OpKind::kMax: return a > b ? a : b;
     case OpKind::kLand: return (a && b) ? 1 : 0;

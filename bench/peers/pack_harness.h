@@ -19,6 +19,7 @@ typedef void (*pack_harness_fn)(void* ctx);
  * (page placement otherwise makes whole launches differ by 1.4x here). */
 static void* pack_harness_alloc(size_t bytes) {
   void* p = NULL;
+  bytes = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* whole huge pages */
   if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0) abort();
   madvise(p, bytes, MADV_HUGEPAGE);
   memset(p, 1, bytes);
