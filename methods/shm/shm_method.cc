@@ -239,37 +239,39 @@ bool ShmMethod::PumpStream(Car& c) {
 
 // ---- Carrier operations ------------------------------------------------------
 
+bool ShmMethod::FailIfBroken(Car& c, CarStep& step) {
+  const absl::Status& why = broken_[static_cast<std::size_t>(StateOf(c).peer)];
+  if (why.ok()) return false;
+  car::CarActions::RaiseError(c, step, why);
+  return true;
+}
+
+void ShmMethod::Park(Car& c, ParkedAs why) {
+  ShmCarState& s = StateOf(c);
+  s.parked = why;
+  parked_[static_cast<std::size_t>(s.peer)].PushBack(&c);
+  ++backlog_;
+}
+
 void ShmMethod::StartEager(Car& c, CarStep& step) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = *s.method;
-  const auto peer = static_cast<std::size_t>(s.peer);
-  if (!m.broken_[peer].ok()) {
-    car::CarActions::RaiseError(c, step, m.broken_[peer]);
-    return;
-  }
+  if (m.FailIfBroken(c, step)) return;
   if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
-  if (m.parked_[peer].empty() && m.TryEager(c)) {
+  if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryEager(c)) {
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
     return;
   }
-  s.parked = kParkedEager;
-  m.parked_[peer].PushBack(&c);
-  ++m.backlog_;
+  m.Park(c, kParkedEager);
 }
 
 void ShmMethod::StartRendezvous(Car& c, CarStep& step) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = *s.method;
-  const auto peer = static_cast<std::size_t>(s.peer);
-  if (!m.broken_[peer].ok()) {
-    car::CarActions::RaiseError(c, step, m.broken_[peer]);
-    return;
-  }
+  if (m.FailIfBroken(c, step)) return;
   s.local_handle = m.handles_.Insert(&c);
-  if (m.parked_[peer].empty() && m.TryRts(c)) return;
-  s.parked = kParkedRts;
-  m.parked_[peer].PushBack(&c);
-  ++m.backlog_;
+  if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryRts(c)) return;
+  m.Park(c, kParkedRts);
 }
 
 void ShmMethod::StartData(Car& c, CarStep& step) {

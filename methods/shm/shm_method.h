@@ -110,6 +110,10 @@ class ShmMethod {
     uint32_t c;
   };
   ShmMethod() = default;
+  // A VC in the error state fails the CAR at once (true); else false.
+  bool FailIfBroken(car::Car& c, car::CarStep& step);
+  // Queues a send whose record did not fit the ring, behind its peer's others.
+  void Park(car::Car& c, ParkedAs why);
   bool TryEager(car::Car& c);
   bool TryRts(car::Car& c);
   bool TryControl(int peer, const Control& k);
