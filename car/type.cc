@@ -111,6 +111,23 @@ Datatype Datatype::Make(std::vector<TypeNode> nodes, std::string name, bool has_
   rep->contiguous = rep->nodes.size() == 1 && rep->nodes[0].leaf() && rep->nodes[0].count == 1 &&
                     rep->nodes[0].offset == 0 && rep->lb == 0 && rep->extent == rep->size;
   if (rep->size == 0) rep->contiguous = rep->extent == 0;
+  // One basic type under every leaf (reductions need it): decided once here.
+  bool first = true;
+  rep->homogeneous = true;
+  auto visit = [&](auto&& self, const std::vector<TypeNode>& seq) -> void {
+    for (const TypeNode& n : seq) {
+      if (!n.leaf()) {
+        self(self, n.body);
+      } else if (first) {
+        rep->basic = n.basic;
+        first = false;
+      } else if (n.basic != rep->basic) {
+        rep->homogeneous = false;
+      }
+    }
+  };
+  visit(visit, rep->nodes);
+  rep->homogeneous = rep->homogeneous && !first;
   rep->name = std::move(name);
   return Datatype(std::move(rep));
 }
@@ -124,21 +141,8 @@ Datatype Datatype::Basic(BasicType t) {
 }
 
 bool Datatype::homogeneous(BasicType* type) const {
-  bool first = true, same = true;
-  auto visit = [&](auto&& self, const std::vector<TypeNode>& nodes) -> void {
-    for (const TypeNode& n : nodes) {
-      if (!n.leaf()) {
-        self(self, n.body);
-      } else if (first) {
-        *type = n.basic;
-        first = false;
-      } else if (n.basic != *type) {
-        same = false;
-      }
-    }
-  };
-  visit(visit, rep_->nodes);
-  return !first && same;
+  if (rep_->homogeneous) *type = rep_->basic;
+  return rep_->homogeneous;
 }
 
 absl::StatusOr<Datatype> Datatype::Contiguous(int64_t count, const Datatype& old) {

@@ -90,7 +90,7 @@ class Datatype {
   bool contiguous() const { return rep_->contiguous; }
   // The committed tree for one element.
   const std::vector<TypeNode>& nodes() const { return rep_->nodes; }
-  // The basic type every byte holds, if it is one (for reductions).
+  // The basic type every byte holds, if it is one (for reductions); O(1).
   bool homogeneous(BasicType* type) const;
   // "vector(3, 1, 4, double)": how it was built.
   const std::string& name() const { return rep_->name; }
@@ -100,6 +100,8 @@ class Datatype {
     std::vector<TypeNode> nodes;
     int64_t size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
     bool contiguous = false;
+    bool homogeneous = false;  // every leaf holds `basic`
+    BasicType basic = BasicType::kByte;
     std::string name;
   };
   explicit Datatype(std::shared_ptr<const Rep> rep) : rep_(std::move(rep)) {}
