@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -53,6 +52,9 @@ absl::Status Reject(const CarSpec& s, absl::string_view why) {
       s.envelope.context_id, s.envelope.rank, s.envelope.tag, FlagsToString(s.flags), why));
 }
 
+// A segment's elements as a Datatype (cold paths: reductions, validation).
+Datatype TypeOf(const Segment& g) { return g.dtype != nullptr ? *g.dtype : Datatype::Basic(g.type); }
+
 }  // namespace
 
 absl::Status ValidateSpec(const CarSpec& s) {
@@ -80,11 +82,7 @@ absl::Status ValidateSpec(const CarSpec& s) {
     return Reject(s, "UNPACK|MOP needs a packed buffer to receive into before it reduces");
   }
   if (f.has(CarFlag::kMop)) {
-    std::optional<Datatype> basic;
-    if (s.segment.dtype == nullptr) basic = Datatype::Basic(s.segment.type);
-    if (absl::Status why = s.mop->Check(s.segment.dtype != nullptr ? *s.segment.dtype : *basic); !why.ok()) {
-      return Reject(s, why.message());
-    }
+    if (absl::Status why = s.mop->Check(TypeOf(s.segment)); !why.ok()) return Reject(s, why.message());
   }
 
   // Dependencies: a dependent names an existing supplier.
@@ -247,9 +245,7 @@ absl::Status Car::UnpackArrived() {
   const Segment& g = spec_.segment;
   const uint64_t n = std::min(bytes_done_, spec_.pack_size);
   if (!spec_.flags.has(CarFlag::kUnpack) || spec_.pack_buf == nullptr || n == 0) return absl::OkStatus();
-  std::optional<Datatype> basic;
-  if (g.dtype == nullptr) basic = Datatype::Basic(g.type);
-  const Datatype& type = g.dtype != nullptr ? *g.dtype : *basic;
+  const Datatype type = TypeOf(g);
   const auto count = static_cast<int64_t>(g.count);
   const auto first = static_cast<int64_t>(g.first);
   const auto last = static_cast<int64_t>(std::min<uint64_t>(g.last, g.first + n));
