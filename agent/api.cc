@@ -264,35 +264,29 @@ absl::Status Comm::RecvInit(void* buf, int64_t count, const Datatype& type, int 
   return Start(false, false, {buf, count, &type}, source, tag, req, /*persistent=*/true);
 }
 absl::Status Comm::Send(const void* buf, int64_t count, const Datatype& type, int dest, int tag) const {
-  Request r;
-  CARTAGE_RETURN_IF_ERROR(Isend(buf, count, type, dest, tag, &r));
-  return r.Wait();
+  return Blocking(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, nullptr);
 }
 absl::Status Comm::Recv(void* buf, int64_t count, const Datatype& type, int source, int tag,
                         ProbeResult* status) const {
+  return Blocking(false, false, {buf, count, &type}, source, tag, status);
+}
+
+absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const {
   Request r;
-  CARTAGE_RETURN_IF_ERROR(Irecv(buf, count, type, source, tag, &r));
+  CARTAGE_RETURN_IF_ERROR(Start(send, sync, data, peer, tag, &r));
   const absl::Status s = r.Wait();
   if (status != nullptr) *status = {r.source(), r.tag(), r.bytes()};
   return s;
 }
 
 absl::Status Comm::Send(const void* buf, std::size_t bytes, int dest, int tag) const {
-  Request r;
-  CARTAGE_RETURN_IF_ERROR(Isend(buf, bytes, dest, tag, &r));
-  return r.Wait();
+  return Blocking(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, nullptr);
 }
 absl::Status Comm::Ssend(const void* buf, std::size_t bytes, int dest, int tag) const {
-  Request r;
-  CARTAGE_RETURN_IF_ERROR(Issend(buf, bytes, dest, tag, &r));
-  return r.Wait();
+  return Blocking(true, true, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, nullptr);
 }
 absl::Status Comm::Recv(void* buf, std::size_t bytes, int source, int tag, ProbeResult* status) const {
-  Request r;
-  CARTAGE_RETURN_IF_ERROR(Irecv(buf, bytes, source, tag, &r));
-  const absl::Status s = r.Wait();
-  if (status != nullptr) *status = {r.source(), r.tag(), r.bytes()};
-  return s;
+  return Blocking(false, false, {buf, Bytes(bytes), nullptr}, source, tag, status);
 }
 
 absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) const {

@@ -200,6 +200,8 @@ class Comm {
   };
   absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
                      bool persistent = false, uint32_t context = kOwnContext) const;
+  // Start, then wait; `status` (optional) gets source, tag and byte count.
+  absl::Status Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const;
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
   static constexpr uint32_t kOwnContext = ~0u;
   agent::Runtime* rt_;
