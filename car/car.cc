@@ -224,21 +224,10 @@ uint64_t Car::Land(const void* from, uint64_t n) {
   return fit;
 }
 
-void Car::Gather(uint64_t offset, void* to, uint64_t n) const {
-  if (n == 0) return;
-  if (const std::byte* from = ContiguousSource()) {
-    std::memcpy(to, from + offset, n);
-    return;
-  }
+void Car::GatherPacked(uint64_t offset, void* to, uint64_t n) const {
   const Segment& g = spec_.segment;
   Pack(g.buf, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(g.first + offset),
        static_cast<int64_t>(g.first + offset + n), to);
-}
-
-const std::byte* Car::ContiguousSource() const {
-  if (spec_.pack_buf != nullptr) return static_cast<const std::byte*>(spec_.pack_buf);
-  if (!spec_.segment.contiguous()) return nullptr;
-  return static_cast<const std::byte*>(spec_.segment.buf) + spec_.segment.first;
 }
 
 absl::Status Car::UnpackArrived() {

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -268,10 +269,22 @@ class Car {
   // machine's data event does.
   uint64_t Land(const void* from, uint64_t n);
   // Copies bytes [offset, offset + n) of what this CAR sends (its packed
-  // buffer, or its segment packed on the fly) to `to`.
-  void Gather(uint64_t offset, void* to, uint64_t n) const;
+  // buffer, or its segment packed on the fly) to `to`. Inline: the eager
+  // path of every contiguous message goes through it.
+  void Gather(uint64_t offset, void* to, uint64_t n) const {
+    if (n == 0) return;  // an empty message may have no buffer at all
+    if (const std::byte* from = ContiguousSource()) {
+      std::memcpy(to, from + offset, n);
+    } else {
+      GatherPacked(offset, to, n);
+    }
+  }
   // What this CAR sends, when it is one run of memory; else null.
-  const std::byte* ContiguousSource() const;
+  const std::byte* ContiguousSource() const {
+    if (spec_.pack_buf != nullptr) return static_cast<const std::byte*>(spec_.pack_buf);
+    if (!spec_.segment.contiguous()) return nullptr;
+    return static_cast<const std::byte*>(spec_.segment.buf) + spec_.segment.first;
+  }
   // UNPACK from a packed buffer (with MOP: reduce) into the segment, for the
   // bytes that arrived; fails for a reduction that cuts an element.
   absl::Status UnpackArrived();
@@ -284,6 +297,7 @@ class Car {
 
  private:
   friend struct CarActions;
+  void GatherPacked(uint64_t offset, void* to, uint64_t n) const;  // a non-contiguous segment
   friend class CarPool;
 
   CarSpec spec_;
