@@ -178,7 +178,8 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
         absl::StrFormat("%s %s rank %d: invalid tag %d (0..%d)", op, dir, peer, tag, kMaxTag));
   }
   const int64_t unit = data.type != nullptr ? data.type->size() : 1;
-  if (data.count < 0 || (unit > 0 && data.count > std::numeric_limits<int64_t>::max() / unit)) {
+  if (data.count < 0 ||
+      (data.type != nullptr && unit > 0 && data.count > std::numeric_limits<int64_t>::max() / unit)) {
     return absl::InvalidArgumentError(absl::StrFormat("%s %s rank %d (tag %d): invalid count %d of %s", op, dir,
                                                       peer, tag, data.count,
                                                       data.type != nullptr ? data.type->name() : "bytes"));
