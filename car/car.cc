@@ -187,7 +187,10 @@ absl::string_view Car::state_name() const {
 
 std::span<std::byte> Car::LandingZone() {
   if (matched_ != nullptr) return matched_->LandingZone();
-  if (!LandsContiguous()) return {};
+  return LandsContiguous() ? ContiguousZone() : std::span<std::byte>();
+}
+
+std::span<std::byte> Car::ContiguousZone() {
   std::byte* base = nullptr;
   uint64_t size = 0;
   if (spec_.pack_buf != nullptr) {
@@ -209,7 +212,7 @@ bool Car::LandsContiguous() const {
 uint64_t Car::Land(const void* from, uint64_t n) {
   if (matched_ != nullptr) return matched_->Land(from, n);
   const Segment& g = spec_.segment;
-  if (spec_.pack_buf == nullptr && spec_.kind == CarKind::kRecv && !g.contiguous()) {
+  if (spec_.pack_buf == nullptr && spec_.kind == CarKind::kRecv && !g.contiguous()) {  // into the user's layout
     const uint64_t at = g.first + bytes_done_;
     const uint64_t fit = at < g.last ? std::min<uint64_t>(g.last - at, n) : 0;
     if (fit > 0) {
@@ -218,7 +221,7 @@ uint64_t Car::Land(const void* from, uint64_t n) {
     }
     return fit;
   }
-  const std::span<std::byte> zone = LandingZone();
+  const std::span<std::byte> zone = ContiguousZone();
   const uint64_t fit = std::min<uint64_t>(zone.size(), n);
   if (fit > 0) std::memcpy(zone.data(), from, fit);
   return fit;

@@ -298,6 +298,7 @@ class Car {
  private:
   friend struct CarActions;
   void GatherPacked(uint64_t offset, void* to, uint64_t n) const;  // a non-contiguous segment
+  std::span<std::byte> ContiguousZone();  // LandingZone once the zone is known to be one run
   friend class CarPool;
 
   CarSpec spec_;

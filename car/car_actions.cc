@@ -225,7 +225,7 @@ void CarActions::Account(Car& c, const CarSignal& s, CarStep&) { c.bytes_done_ +
 void CarActions::FinishReceive(Car& c, const CarSignal& s, CarStep& step) {
   Account(c, s, step);
   // UNPACK (and MOP) from the packed buffer the message arrived in.
-  if (absl::Status why = c.UnpackArrived(); !why.ok()) {
+  if (absl::Status why = c.flags().has(CarFlag::kUnpack) ? c.UnpackArrived() : absl::OkStatus(); !why.ok()) {
     CarSignal failure;
     failure.error = why;
     FailCar(c, failure, step);
