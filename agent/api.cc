@@ -216,7 +216,14 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
   if (persistent) {
     req->persistent_ = true;
-    req->registration_ = rt_->Register(span_start, span);
+    absl::StatusOr<uint64_t> token = rt_->Register(any_source ? -1 : world, span_start, span);
+    if (!token.ok()) {
+      rt_->Release(req->car_);
+      req->car_ = nullptr;
+      return absl::Status(token.status().code(), absl::StrFormat("%s %s rank %d (tag %d): registering the buffer: %s",
+                                                                 op, dir, peer, tag, token.status().message()));
+    }
+    req->registration_ = *token;
     return absl::OkStatus();
   }
   return rt_->Post(req);

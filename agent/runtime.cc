@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
@@ -15,44 +17,33 @@ namespace cartage::agent {
 
 using car::Car;
 using car::CarKind;
-using methods::shm::ShmMethod;
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
   CARTAGE_ASSIGN_OR_RETURN(rt->boot_, Bootstrap::FromEnvironment());
-  CARTAGE_ASSIGN_OR_RETURN(methods::shm::ShmOptions options, methods::shm::ShmOptions::FromEnvironment());
-  CARTAGE_ASSIGN_OR_RETURN(rt->shm_, ShmMethod::Create(*rt->boot_, rt.get(), options));
-  rt->self_ = std::make_unique<methods::self::SelfMethod>(rt.get(), rt->rank());
-  rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{
-      .method_private_bytes = std::max(rt->shm_->private_bytes(), rt->self_->private_bytes())});
+  rt->InstallAgentOps(rt->any_carrier_);
+  rt->any_carrier_.name = "any";
+  CARTAGE_RETURN_IF_ERROR(rt->OpenMethods());
+  std::size_t private_bytes = 0;
+  for (const auto& m : rt->methods_) private_bytes = std::max(private_bytes, m->private_bytes());
+  rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = private_bytes});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
   rt->dead_.assign(static_cast<std::size_t>(rt->size()), absl::OkStatus());
-  rt->buffer_bytes_ = rt->shm_->eager_limit();
+  // Temporary buffers for unexpected eager messages: the largest finite
+  // eager limit of the methods in use (self's is unbounded: exact sizes).
+  rt->buffer_bytes_ = kSmallBuffer;
+  for (const Route& r : rt->routes_) {
+    if (r.eager_limit != std::numeric_limits<uint64_t>::max()) {
+      rt->buffer_bytes_ = std::max<std::size_t>(rt->buffer_bytes_, r.eager_limit);
+    }
+  }
   // A few temporary buffers up front, so steady state never allocates.
   rt->handed_off_.reserve(64);
   rt->free_small_.reserve(1024);
   rt->free_large_.reserve(1024);
   for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
   for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
-  rt->carrier_ = car::Carrier{"shm",
-                              &ShmMethod::StartEager,
-                              &ShmMethod::StartRendezvous,
-                              &ShmMethod::StartData,
-                              &Runtime::PostRecv,
-                              &Runtime::UnpostRecv,
-                              &ShmMethod::SendCts,
-                              &ShmMethod::SendAck,
-                              nullptr};
-  rt->self_carrier_ = car::Carrier{"self",
-                                   &methods::self::SelfMethod::StartEager,
-                                   nullptr,  // no rendezvous: every size is eager
-                                   nullptr,
-                                   &Runtime::PostRecv,
-                                   &Runtime::UnpostRecv,
-                                   nullptr,
-                                   &methods::self::SelfMethod::SendAck,
-                                   nullptr};
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && rt->size() > cpus) rt->wait_.spin_rounds = 20;
@@ -60,10 +51,54 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   return rt;
 }
 
+absl::Status Runtime::OpenMethods() {
+  CARTAGE_ASSIGN_OR_RETURN(methods::Registry reg, methods::Registry::Load());
+  registry_ = std::make_unique<methods::Registry>(std::move(reg));
+  CARTAGE_ASSIGN_OR_RETURN(std::vector<const methods::Descriptor*> chosen, registry_->Chosen());
+  // Every rank opens the same list in the same order (CARTAGE_METHODS is the
+  // job's), so the methods' own exchanges and fences line up.
+  for (const methods::Descriptor* d : chosen) {
+    absl::StatusOr<std::unique_ptr<methods::Method>> m = d->open({boot_.get(), this});
+    if (!m.ok()) {
+      return absl::Status(m.status().code(),
+                          absl::StrFormat("opening method %s: %s", d->name, m.status().message()));
+    }
+    methods_.push_back(*std::move(m));
+  }
+  routes_.resize(static_cast<std::size_t>(size()));
+  for (int p = 0; p < size(); ++p) {
+    Route& r = routes_[static_cast<std::size_t>(p)];
+    for (const auto& m : methods_) {
+      if (!m->Reaches(p)) continue;
+      r.method = m.get();
+      r.vc = m->Vc(p);
+      r.eager_limit = m->caps().eager_limit;
+      break;
+    }
+    if (r.method == nullptr) {
+      std::vector<std::string> names;
+      for (const auto& m : methods_) names.emplace_back(m->name());
+      return absl::UnavailableError(absl::StrFormat("no method of [%s] reaches rank %d (CARTAGE_METHODS)",
+                                                    absl::StrJoin(names, ","), p));
+    }
+  }
+  for (const auto& m : methods_) {
+    const bool used = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.method == m.get(); });
+    if (!m->caps().needs_polling) continue;
+    (used ? polled_ : idle_).push_back(m.get());
+  }
+  return absl::OkStatus();
+}
+
+void Runtime::InstallAgentOps(car::Carrier& vc) {
+  vc.post_recv = &Runtime::PostRecv;
+  vc.unpost_recv = &Runtime::UnpostRecv;
+}
+
 Runtime::~Runtime() {
   // Every rank reaches finalize before anyone detaches.
   (void)boot_->Fence();
-  shm_->Finalize();
+  for (const auto& m : methods_) m->Close();
   // Messages nobody received: their CARs and buffers go back.
   std::vector<Car*> left;
   matcher_->TakeAllUnexpected(&left);
@@ -73,18 +108,39 @@ Runtime::~Runtime() {
 }
 
 void Runtime::Bind(Car& car, int peer) {
-  if (peer == rank()) {
-    self_->Bind(car);
-  } else {
-    shm_->Bind(car, peer);
+  // A wildcard receive is bound by the method whose message it matches.
+  if (peer >= 0) MethodFor(peer).Bind(car, peer);
+}
+
+absl::StatusOr<uint64_t> Runtime::Register(int peer, const void* buf, std::size_t bytes) {
+  std::size_t index = 0;
+  if (peer >= 0) {
+    while (methods_[index].get() != &MethodFor(peer)) ++index;
+  } else if (!polled_.empty()) {
+    while (methods_[index].get() != polled_.front()) ++index;
   }
+  CARTAGE_ASSIGN_OR_RETURN(uint64_t token, methods_[index]->RegisterMemory(buf, bytes));
+  return (static_cast<uint64_t>(index) << 56) | token;
+}
+
+void Runtime::Unregister(uint64_t token) {
+  const std::size_t index = token >> 56;
+  if (index < methods_.size()) methods_[index]->UnregisterMemory(token & ((uint64_t{1} << 56) - 1));
+}
+
+int Runtime::registered() const {
+  int n = 0;
+  for (const auto& m : methods_) n += m->registered();
+  return n;
 }
 
 absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
   spec.counter = &req->done_;
   spec.carrier = CarrierFor(peer);
   spec.owner = this;
-  spec.eager_limit = peer == rank() ? methods::self::SelfMethod::eager_limit() : shm_->eager_limit();
+  // A wildcard receive takes its sender's limit when it matches; the limit
+  // matters to sends only.
+  spec.eager_limit = peer >= 0 ? routes_[static_cast<std::size_t>(peer)].eager_limit : 0;
   absl::StatusOr<Car*> car = pool_->CreateUnchecked(spec);
   if (!car.ok()) return car.status();
   Bind(**car, peer);
@@ -109,7 +165,20 @@ absl::Status Runtime::Post(Request* req) {
   return s;
 }
 
-int Runtime::Progress() { return shm_->Progress(); }
+int Runtime::Progress() {
+  int work = 0;
+  for (methods::Method* m : polled_) work += m->Progress();
+  if (!idle_.empty() && ++round_ % kIdlePollEvery == 0) {
+    for (methods::Method* m : idle_) work += m->Progress();
+  }
+  return work;
+}
+
+void Runtime::Block(int timeout_us) {
+  if (polled_.empty()) return;
+  const int share = std::max(1, timeout_us / static_cast<int>(polled_.size()));
+  for (methods::Method* m : polled_) m->Block(share);
+}
 
 void Runtime::Release(Car* car) { pool_->Release(car); }
 
@@ -190,15 +259,21 @@ void Runtime::UnpostRecv(Car& c, car::CarStep&) {
 void Runtime::CheckPeers() {
   last_peer_check_ = std::chrono::steady_clock::now();
   for (int p = 0; p < size(); ++p) {
-    if (p == rank() || !dead_[static_cast<std::size_t>(p)].ok() || !shm_->PeerGone(p)) continue;
-    shm_->Progress();  // what it sent before it went is still delivered
+    if (p == rank() || !dead_[static_cast<std::size_t>(p)].ok()) continue;
+    methods::Method& m = MethodFor(p);
+    if (m.StateOf(p) == methods::VcState::kError) {  // the method failed the VC (lost, malformed)
+      FailPeer(p, m.PeerStatus(p));
+      continue;
+    }
+    if (!m.PeerGone(p)) continue;
+    m.Progress();  // what it sent before it went is still delivered
     FailPeer(p, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized", p)));
   }
 }
 
 void Runtime::FailPeer(int peer, absl::Status why) {
   dead_[static_cast<std::size_t>(peer)] = why;
-  shm_->FailPeer(peer, why);
+  MethodFor(peer).FailPeer(peer, why);
   std::vector<Car*> posted, unexpected;
   matcher_->TakeAllFrom(peer, &posted, &unexpected);
   car::CarSignal err;

@@ -16,8 +16,8 @@
 #include "car/car.h"
 #include "car/car_pool.h"
 #include "methods/host.h"
-#include "methods/self/self_method.h"
-#include "methods/shm/shm_method.h"
+#include "methods/method.h"
+#include "methods/registry.h"
 
 namespace cartage {
 class Request;
@@ -48,15 +48,23 @@ class Runtime : public methods::MethodHost {
   absl::Status Create(car::CarSpec& spec, int peer, Request* req);
   // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
   absl::Status Post(Request* req);
-  // Persistent requests: register / unregister a buffer with the method.
-  uint64_t Register(const void* buf, std::size_t bytes) { return shm_->RegisterMemory(buf, bytes); }
-  void Unregister(uint64_t token) { shm_->UnregisterMemory(token); }
-  int registered() const { return shm_->registered(); }
+  // Persistent requests: register / unregister a buffer with the method that
+  // reaches `peer` (-1: the first network or host method chosen). The token
+  // names the method too.
+  absl::StatusOr<uint64_t> Register(int peer, const void* buf, std::size_t bytes);
+  void Unregister(uint64_t token);
+  int registered() const;
   // Re-binds a persistent request's CAR to its peer before a restart.
   void Rebind(car::Car& car, int peer) { Bind(car, peer); }
   // The carrier of the method that reaches world rank `peer` (-1: not known
   // yet, e.g. a wildcard receive; rebound when it matches).
-  const car::Carrier* CarrierFor(int peer) const { return peer == rank() ? &self_carrier_ : &carrier_; }
+  const car::Carrier* CarrierFor(int peer) const {
+    return peer < 0 ? &any_carrier_ : routes_[static_cast<std::size_t>(peer)].vc;
+  }
+  // The method that reaches world rank `peer`.
+  methods::Method& MethodFor(int peer) const { return *routes_[static_cast<std::size_t>(peer)].method; }
+  // The methods opened, in order of preference.
+  const std::vector<std::unique_ptr<methods::Method>>& methods() const { return methods_; }
   // One round of progress.
   int Progress();
   // Progresses until done() holds, spinning, then yielding, then blocking.
@@ -76,6 +84,7 @@ class Runtime : public methods::MethodHost {
   // methods::MethodHost
   car::Car* MatchIncoming(const car::Envelope& envelope) override;
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
+  void InstallAgentOps(car::Carrier& vc) override;
 
   // Carrier operations the agent provides (car::Carrier::post_recv / unpost_recv).
   static void PostRecv(car::Car& c, car::CarStep& step);
@@ -88,14 +97,28 @@ class Runtime : public methods::MethodHost {
   void ReleaseUnexpected(car::Car* u);
   void* TakeBuffer(uint64_t bytes);
   void Bind(car::Car& car, int peer);
+  // Blocks on the polled methods (each its share of `timeout_us`).
+  void Block(int timeout_us);
+  absl::Status OpenMethods();
+
+  // Per peer: the method that reaches it and its VC there.
+  struct Route {
+    methods::Method* method = nullptr;
+    car::Carrier* vc = nullptr;
+    uint64_t eager_limit = 0;
+  };
 
   std::unique_ptr<Bootstrap> boot_;
   std::unique_ptr<car::CarPool> pool_;
   std::unique_ptr<Matcher> matcher_;
-  std::unique_ptr<methods::shm::ShmMethod> shm_;
-  std::unique_ptr<methods::self::SelfMethod> self_;
-  car::Carrier carrier_;       // shm: every other rank
-  car::Carrier self_carrier_;  // self: this rank
+  std::unique_ptr<methods::Registry> registry_;            // keeps plugin libraries loaded
+  std::vector<std::unique_ptr<methods::Method>> methods_;  // opened, in order of preference
+  std::vector<methods::Method*> polled_;  // methods some peer goes through: polled every round
+  std::vector<methods::Method*> idle_;    // the others: polled every kIdlePollEvery rounds
+  static constexpr uint32_t kIdlePollEvery = 64;
+  uint32_t round_ = 0;
+  std::vector<Route> routes_;
+  car::Carrier any_carrier_;  // a wildcard receive before it matches: the agent's operations only
   WaitPolicy wait_;
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
@@ -130,7 +153,7 @@ void Runtime::WaitUntil(Done done) {
     if (now - idle_since < wait_.yield_for) {
       sched_yield();
     } else {
-      shm_->Block(wait_.block_us);
+      Block(wait_.block_us);
     }
     if (now - last_peer_check_ > wait_.peer_check) CheckPeers();
   }

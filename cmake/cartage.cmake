@@ -68,3 +68,15 @@ function(cartage_optional_dependency key module what)
   set(CARTAGE_HAVE_${key} ${have} PARENT_SCOPE)
   set(CARTAGE_${key}_VERSION "${${key}_VERSION}" PARENT_SCOPE)
 endfunction()
+
+# cartage_method(NAME <name> TARGET <library> HEADER <path> DESCRIPTOR <c++ name>)
+# Declares a built-in method from its own folder: methods/CMakeLists.txt
+# turns the declarations into the registry's list (generated
+# methods/builtin_methods.inc), in the order the folders are added.
+function(cartage_method)
+  cmake_parse_arguments(M "" "NAME;TARGET;HEADER;DESCRIPTOR" "" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY CARTAGE_METHOD_HEADERS "${M_HEADER}")
+  set_property(GLOBAL APPEND PROPERTY CARTAGE_METHOD_DESCRIPTORS "${M_DESCRIPTOR}")
+  set_property(GLOBAL APPEND PROPERTY CARTAGE_METHOD_TARGETS "${M_TARGET}")
+  set_property(GLOBAL APPEND PROPERTY CARTAGE_METHOD_NAMES "${M_NAME}")
+endfunction()

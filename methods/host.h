@@ -41,6 +41,9 @@ class MethodHost {
   // Its machine is still in `new`: the method dispatches the envelope.
   virtual absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope,
                                                   uint64_t buffer_bytes) = 0;
+  // Fills the agent's operations of a VC (post_recv, unpost_recv: matching
+  // against the unexpected queue). A method calls it once per VC it makes.
+  virtual void InstallAgentOps(car::Carrier& vc) = 0;
 };
 
 }  // namespace cartage::methods

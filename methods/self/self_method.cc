@@ -11,10 +11,36 @@ using car::Car;
 using car::CarSignal;
 using car::CarStep;
 
-void SelfMethod::Bind(Car& car) {
+SelfMethod::SelfMethod(MethodHost* host, int rank) : host_(host), rank_(rank) {
+  vc_.name = "self";
+  host_->InstallAgentOps(vc_);
+  vc_.start_eager = &StartEager;  // no rendezvous: every size is eager
+  vc_.send_ack = &SendAck;
+}
+
+Capabilities SelfMethod::Caps() {
+  Capabilities c;
+  c.eager_limit = std::numeric_limits<uint64_t>::max();
+  c.max_message = std::numeric_limits<uint64_t>::max();
+  c.reach = Reach::kProcess;
+  c.needs_polling = false;
+  return c;
+}
+
+void SelfMethod::Bind(Car& car, int) {
   SelfCarState& s = *new (car.method_private()) SelfCarState();
   s.method = this;
 }
+
+namespace {
+absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
+  return std::make_unique<SelfMethod>(args.host, args.exchange->rank());
+}
+std::vector<ParamInfo> NoParams() { return {}; }
+}  // namespace
+
+const Descriptor kDescriptor{"self", "the rank itself: in-process, one copy, every size eager",
+                             &SelfMethod::Caps, &NoParams, &Open};
 
 void SelfMethod::StartEager(Car& send, CarStep& step) {
   SelfMethod& m = *StateOf(send).method;
@@ -34,7 +60,7 @@ void SelfMethod::StartEager(Car& send, CarStep& step) {
   }
   Car* sender = send.spec().synchronous ? &send : nullptr;
   if (Car* r = m.host_->MatchIncoming(incoming)) {
-    m.Bind(*r);
+    m.Bind(*r, m.rank_);
     StateOf(*r).sender = sender;
     step.Raise<car::RecvMachine>(*r, car::RecvEvent::kEager, sig);
   } else {
@@ -43,7 +69,7 @@ void SelfMethod::StartEager(Car& send, CarStep& step) {
       car::CarActions::RaiseError(send, step, u.status());
       return;
     }
-    m.Bind(**u);
+    m.Bind(**u, m.rank_);
     StateOf(**u).sender = sender;
     step.Raise<car::UnexpectedMachine>(**u, car::UnexpectedEvent::kEager, sig);
   }

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "car/car.h"
 #include "methods/host.h"
+#include "methods/method.h"
 
 namespace cartage::methods::self {
 
@@ -21,14 +23,25 @@ struct SelfCarState {
   car::Car* sender = nullptr;  // receive of a synchronous send: whom to acknowledge
 };
 
-class SelfMethod {
+class SelfMethod final : public Method {
  public:
-  SelfMethod(MethodHost* host, int rank) : host_(host), rank_(rank) {}
+  SelfMethod(MethodHost* host, int rank);
 
-  // Every message to oneself is eager.
-  static constexpr uint64_t eager_limit() { return std::numeric_limits<uint64_t>::max(); }
-  std::size_t private_bytes() const { return sizeof(SelfCarState); }
-  void Bind(car::Car& car);
+  static Capabilities Caps();
+  absl::string_view name() const override { return "self"; }
+  const Capabilities& caps() const override { return caps_; }
+  bool Reaches(int peer) const override { return peer == rank_; }
+  car::Carrier* Vc(int peer) override { return peer == rank_ ? &vc_ : nullptr; }
+  VcState StateOf(int) const override { return VcState::kConnected; }
+  const absl::Status& PeerStatus(int) const override { return ok_; }
+  std::size_t private_bytes() const override { return sizeof(SelfCarState); }
+  void Bind(car::Car& car, int peer) override;
+  int Progress() override { return 0; }  // everything happens while a CAR is posted
+  bool Busy() const override { return false; }
+  void Block(int) override {}
+  bool PeerGone(int) override { return false; }
+  void FailPeer(int, const absl::Status&) override {}
+  void Close() override {}
 
   // Carrier operations (car::Carrier).
   static void StartEager(car::Car& c, car::CarStep& step);
@@ -39,8 +52,14 @@ class SelfMethod {
  private:
   MethodHost* host_;
   int rank_;
+  Capabilities caps_ = Caps();
+  car::Carrier vc_;
+  absl::Status ok_;
   std::vector<std::byte> scratch_;  // a non-contiguous message, packed (reused)
 };
+
+// The registry's entry (declared in methods/self/CMakeLists.txt).
+extern const Descriptor kDescriptor;
 
 }  // namespace cartage::methods::self
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -83,6 +84,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
                                                              const ShmOptions& options) {
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
+  m->caps_ = Caps(options);
   m->host_ = host;
   m->rank_ = ex.rank();
   m->size_ = ex.size();
@@ -96,6 +98,16 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   m->parked_.resize(n);
   m->streams_.resize(n);
   m->control_.resize(n);
+  m->vcs_.resize(n);
+  for (car::Carrier& vc : m->vcs_) {
+    vc.name = "shm";
+    host->InstallAgentOps(vc);
+    vc.start_eager = &StartEager;
+    vc.start_rendezvous = &StartRendezvous;
+    vc.start_data = &StartData;
+    vc.send_cts = &SendCts;
+    vc.send_ack = &SendAck;
+  }
   for (ControlQueue& q : m->control_) q.items.reserve(256);
   m->handles_.Reserve(4096);
   for (int p = 0; p < m->size_; ++p) {
@@ -118,23 +130,40 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
 
 ShmMethod::~ShmMethod() = default;
 
+Capabilities ShmMethod::Caps(const ShmOptions& o) {
+  Capabilities c;
+  c.eager_limit = o.eager_limit;
+  c.max_message = std::numeric_limits<uint64_t>::max();
+  c.reach = Reach::kHost;
+  c.min_buffer = 0;
+  c.max_buffer = 0;
+  return c;
+}
+
+namespace {
+Capabilities CapsFromEnvironment() {
+  absl::StatusOr<ShmOptions> o = ShmOptions::FromEnvironment();
+  return ShmMethod::Caps(o.ok() ? *o : ShmOptions{});
+}
+absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
+  CARTAGE_ASSIGN_OR_RETURN(ShmOptions options, ShmOptions::FromEnvironment());
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<ShmMethod> m, ShmMethod::Create(*args.exchange, args.host, options));
+  return std::unique_ptr<Method>(std::move(m));
+}
+}  // namespace
+
+const Descriptor kDescriptor{
+    "shm", "the other ranks on this host: lock-free rings, eager records, pipelined or CMA rendezvous",
+    &CapsFromEnvironment, &Params, &Open};
+
 void ShmMethod::Bind(Car& c, int peer) {
   ShmCarState& s = *new (c.method_private()) ShmCarState();
   s.method = this;
   s.peer = peer;
 }
 
-void ShmMethod::Finalize() {
+void ShmMethod::Close() {
   segment_->block(rank_).finalized.store(1, std::memory_order_release);
-}
-
-uint64_t ShmMethod::RegisterMemory(const void* buf, std::size_t bytes) {
-  registrations_.push_back({next_registration_, {buf, bytes}});
-  return next_registration_++;
-}
-
-void ShmMethod::UnregisterMemory(uint64_t token) {
-  std::erase_if(registrations_, [token](const auto& r) { return r.first == token; });
 }
 
 bool ShmMethod::PeerGone(int peer) {
@@ -239,11 +268,9 @@ bool ShmMethod::PumpStream(Car& c) {
 
 // ---- Carrier operations ------------------------------------------------------
 
-bool ShmMethod::FailIfBroken(Car& c, CarStep& step) {
-  const absl::Status& why = broken_[static_cast<std::size_t>(StateOf(c).peer)];
-  if (why.ok()) return false;
-  car::CarActions::RaiseError(c, step, why);
-  return true;
+void ShmMethod::FailAtOnce(Car& c, CarStep& step) {
+  ShmCarState& s = StateOf(c);
+  car::CarActions::RaiseError(c, step, s.method->broken_[static_cast<std::size_t>(s.peer)]);
 }
 
 void ShmMethod::Park(Car& c, ParkedAs why) {
@@ -256,7 +283,6 @@ void ShmMethod::Park(Car& c, ParkedAs why) {
 void ShmMethod::StartEager(Car& c, CarStep& step) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = *s.method;
-  if (m.FailIfBroken(c, step)) return;
   if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
   if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryEager(c)) {
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
@@ -265,10 +291,9 @@ void ShmMethod::StartEager(Car& c, CarStep& step) {
   m.Park(c, kParkedEager);
 }
 
-void ShmMethod::StartRendezvous(Car& c, CarStep& step) {
+void ShmMethod::StartRendezvous(Car& c, CarStep&) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = *s.method;
-  if (m.FailIfBroken(c, step)) return;
   s.local_handle = m.handles_.Insert(&c);
   if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryRts(c)) return;
   m.Park(c, kParkedRts);
@@ -516,6 +541,9 @@ void ShmMethod::OnAck(int source, const RingRecord& rec) {
 void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   const auto i = static_cast<std::size_t>(peer);
   if (broken_[i].ok()) broken_[i] = why;
+  // The VC's error state: whatever is posted to it from now on fails at once.
+  vcs_[i].start_eager = &FailAtOnce;
+  vcs_[i].start_rendezvous = &FailAtOnce;
   CarSignal err;
   err.error = why;
   while (Car* c = parked_[i].PopFront()) {

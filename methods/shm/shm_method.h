@@ -21,6 +21,7 @@
 #include "car/car_list.h"
 #include "methods/common/handle_table.h"
 #include "methods/host.h"
+#include "methods/method.h"
 #include "methods/shm/shm_ring.h"
 #include "methods/shm/shm_segment.h"
 
@@ -36,12 +37,6 @@ struct ShmOptions {
   static absl::StatusOr<ShmOptions> FromEnvironment();
 };
 
-// One parameter of the method, for `cartage info`.
-struct ParamInfo {
-  const char* name;
-  const char* default_value;
-  const char* help;
-};
 // The shm method's parameter table.
 std::vector<ParamInfo> Params();
 
@@ -56,38 +51,43 @@ struct ShmCarState {
   uint64_t offset = 0;           // pipelined send: bytes streamed so far
 };
 
-class ShmMethod {
+class ShmMethod final : public Method {
  public:
   static absl::StatusOr<std::unique_ptr<ShmMethod>> Create(Exchange& exchange, MethodHost* host,
                                                            const ShmOptions& options);
-  ~ShmMethod();
+  ~ShmMethod() override;
 
+  // The capabilities `options` give.
+  static Capabilities Caps(const ShmOptions& options);
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::size_t eager_limit() const { return options_.eager_limit; }
-  std::size_t private_bytes() const { return sizeof(ShmCarState); }
   bool cma(int peer) const { return cma_[static_cast<std::size_t>(peer)]; }
-  // Prepares a CAR's private area for talking to `peer` (-1: not yet known).
-  void Bind(car::Car& car, int peer);
 
+  // Method. Memory registration is the base class's bookkeeping: shared
+  // memory needs no pinning or keys.
+  absl::string_view name() const override { return "shm"; }
+  const Capabilities& caps() const override { return caps_; }
+  // Every other rank of the job: the launcher starts a job on one host.
+  bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
+  car::Carrier* Vc(int peer) override { return &vcs_[static_cast<std::size_t>(peer)]; }
+  VcState StateOf(int peer) const override {
+    return broken_[static_cast<std::size_t>(peer)].ok() ? VcState::kConnected : VcState::kError;
+  }
+  std::size_t private_bytes() const override { return sizeof(ShmCarState); }
+  void Bind(car::Car& car, int peer) override;
   // Reads what arrived and retries parked work; returns how much it did.
-  int Progress();
+  int Progress() override;
+  bool Busy() const override { return backlog_ > 0 || handles_.live() > 0; }
   // Blocks up to `timeout_us` unless something arrives (futex on the doorbell).
-  void Block(int timeout_us);
+  void Block(int timeout_us) override;
   // Whether `peer` finalized or its process is gone.
-  bool PeerGone(int peer);
-  // Fails every CAR waiting on `peer` (parked, streaming, or waiting for its
-  // ACK/CTS/DATA) with `why`.
-  void FailPeer(int peer, const absl::Status& why);
+  bool PeerGone(int peer) override;
+  // Puts `peer`'s VC in the error state and fails every CAR waiting on it
+  // (parked, streaming, or waiting for its ACK/CTS/DATA) with `why`.
+  void FailPeer(int peer, const absl::Status& why) override;
   // Marks this rank finalized for its peers.
-  void Finalize();
-
-  // Memory registration (seed 002's CA_register_mem), for persistent
-  // requests. Shared memory needs no pinning or keys, so shm only keeps the
-  // region; a registering method (ofi, verbs) pins it here once.
-  uint64_t RegisterMemory(const void* buf, std::size_t bytes);
-  void UnregisterMemory(uint64_t token);
-  int registered() const { return static_cast<int>(registrations_.size()); }
+  void Close() override;
 
   // Carrier operations (car::Carrier), found through ShmCarState::method.
   static void StartEager(car::Car& c, car::CarStep& step);
@@ -100,7 +100,7 @@ class ShmMethod {
   // The job segment (diagnostics and tests that write the rings directly).
   ShmSegment& segment() { return *segment_; }
   // Why `peer` is unusable (OK while it is fine).
-  const absl::Status& PeerStatus(int peer) const { return broken_[static_cast<std::size_t>(peer)]; }
+  const absl::Status& PeerStatus(int peer) const override { return broken_[static_cast<std::size_t>(peer)]; }
 
  private:
   enum ParkedAs : uint32_t { kNotParked, kParkedEager, kParkedRts };
@@ -110,8 +110,8 @@ class ShmMethod {
     uint32_t c;
   };
   ShmMethod() = default;
-  // A VC in the error state fails the CAR at once (true); else false.
-  bool FailIfBroken(car::Car& c, car::CarStep& step);
+  // A VC's operations in the error state: every CAR fails at once.
+  static void FailAtOnce(car::Car& c, car::CarStep& step);
   // Queues a send whose record did not fit the ring, behind its peer's others.
   void Park(car::Car& c, ParkedAs why);
   bool TryEager(car::Car& c);
@@ -135,7 +135,9 @@ class ShmMethod {
   car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
 
   ShmOptions options_;
+  Capabilities caps_;
   MethodHost* host_ = nullptr;
+  std::vector<car::Carrier> vcs_;  // per peer: its operations (swapped on error)
   int rank_ = 0;
   int size_ = 0;
   std::unique_ptr<ShmSegment> segment_;
@@ -165,10 +167,11 @@ class ShmMethod {
   };
   std::vector<ControlQueue> control_;
   HandleTable handles_;
-  int backlog_ = 0;
-  std::vector<std::pair<uint64_t, std::pair<const void*, std::size_t>>> registrations_;
-  uint64_t next_registration_ = 1;  // CARs parked or streaming and control records waiting, over all peers
+  int backlog_ = 0;  // CARs parked or streaming and control records waiting, over all peers
 };
+
+// The registry's entry (declared in methods/shm/CMakeLists.txt).
+extern const Descriptor kDescriptor;
 
 }  // namespace cartage::methods::shm
 

@@ -6,7 +6,8 @@
 #include "car/car_pool.h"
 #include "cartage/config.h"
 #include "fsm/registry.h"
-#include "methods/shm/shm_method.h"
+#include "absl/strings/ascii.h"
+#include "methods/registry.h"
 
 namespace cartage::tools {
 
@@ -14,16 +15,22 @@ void PrintInfo(const fsm::Registry& reg) {
   std::cout << absl::StrFormat("cartage %s (%s build, sanitizers: %s)\n", CARTAGE_VERSION,
                                CARTAGE_BUILD_TYPE,
                                absl::string_view(CARTAGE_SANITIZE).empty() ? "none" : CARTAGE_SANITIZE);
-  std::cout << "\nmethods compiled in:\n"
-               "  self   reaches the rank itself; ordered, reliable; every size eager, one copy\n"
-               "  shm    reaches the other ranks on this host; ordered, reliable;\n"
-               "         eager up to EAGER_LIMIT, then rendezvous by one process_vm_readv copy\n"
-               "         (CMA, probed at start-up) or a pipelined copy through the rings\n"
-               "  parameters (environment CARTAGE_SHM_<NAME>):\n";
-  for (const methods::shm::ParamInfo& p : methods::shm::Params()) {
-    std::cout << absl::StrFormat("    %-12s default %-7s %s\n", p.name, p.default_value, p.help);
+  absl::StatusOr<methods::Registry> registry = methods::Registry::Load();
+  if (!registry.ok()) {
+    std::cout << "\nmethods: " << registry.status().message() << "\n";
+  } else {
+    std::cout << absl::StrFormat("\nmethods (%d; CARTAGE_METHODS picks, default %s):\n", registry->all().size(),
+                                 methods::kDefaultMethods);
+    for (const methods::Descriptor* d : registry->all()) {
+      std::cout << absl::StrFormat("  %-6s %s (%s)\n", d->name, d->summary, registry->origin(d));
+      std::cout << absl::StrFormat("         %s\n", methods::Describe(d->caps()));
+      const std::string upper = absl::AsciiStrToUpper(d->name);
+      for (const methods::ParamInfo& p : d->params()) {
+        std::cout << absl::StrFormat("         CARTAGE_%s_%-12s default %-9s %s\n", upper, p.name,
+                                     *p.default_value ? p.default_value : "(none)", p.help);
+      }
+    }
   }
-  std::cout << "  tcp, ofi and verbs come with the method contract (see README.md).\n";
   std::cout << "\noptional method dependencies found at configure time:\n";
   std::cout << absl::StrFormat("  %-6s %-11s %s\n", "ofi", "libfabric",
                                CARTAGE_HAVE_OFI ? absl::StrCat("found, ", CARTAGE_OFI_VERSION)

@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "car/machines.h"
+#include "methods/tcp/tcp_method.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
 #include "tools/cartage/launcher.h"
@@ -83,7 +84,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   cartage::fsm::Registry reg;
-  if (const absl::Status s = cartage::car::RegisterCarMachines(reg); !s.ok()) {
+  absl::Status registered = cartage::car::RegisterCarMachines(reg);
+  registered.Update(cartage::methods::tcp::RegisterTcpMachines(reg));
+  if (const absl::Status& s = registered; !s.ok()) {
     std::cerr << "cartage: " << s.message() << "\n";
     return 1;
   }

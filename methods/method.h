@@ -1,0 +1,200 @@
+// The method contract: what a transport module implements so that the agent
+// can advance CARs through it. methods/README.md walks through writing one;
+// tests/conformance/ is the kit every method must pass.
+//
+// A method is opened once per process (Descriptor::open), with the job's
+// key-value exchange and the agent's matching hooks (host.h). For every peer
+// it reaches it keeps a VC (virtual connection): the car::Carrier whose
+// operations the CARs bound to that peer call. A method expresses a VC's
+// state by swapping those operations (seed 002): a TCP VC that is still
+// connecting queues what it is given, a connected one writes, and one in the
+// error state fails every CAR at once. CARs hold a pointer to their VC's
+// Carrier, so a swap reaches every CAR bound to it.
+//
+//   const Descriptor& d = ...;                  // from the registry
+//   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, d.open({&exchange, host}));
+//   if (m->Reaches(peer)) spec.carrier = m->Vc(peer);
+//   m->Bind(*car, peer);                        // its private area, for peer
+//   while (!done) m->Progress();
+#ifndef CARTAGE_METHODS_METHOD_H_
+#define CARTAGE_METHODS_METHOD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "car/car.h"
+#include "car/car_list.h"
+#include "methods/host.h"
+
+namespace cartage::methods {
+
+// How far a method reaches.
+enum class Reach : uint8_t {
+  kProcess,  // the rank itself
+  kHost,     // ranks on the same host
+  kNetwork,  // ranks anywhere the network reaches
+};
+absl::string_view ReachName(Reach r);
+
+// What a method can do. The agent reads these; it never asks a method's name.
+struct Capabilities {
+  uint64_t eager_limit = 0;        // larger messages go by rendezvous
+  uint64_t max_message = 0;        // the largest message it carries (bytes)
+  bool ordered = true;             // messages to one peer arrive in posting order
+  bool reliable = true;            // nothing is lost or duplicated
+  bool tag_matching = false;       // the method matches envelopes itself (native)
+  bool rma = false;                // one-sided put/get
+  bool atomics = false;            // remote atomics
+  bool needs_registration = false; // buffers must be registered before transfer
+  Reach reach = Reach::kHost;
+  bool needs_polling = true;       // false: all its work happens while CARs are posted (self)
+  std::size_t min_buffer = 0;      // method buffers (AllocBuffer): smallest size
+  std::size_t max_buffer = 0;      // ...and largest
+};
+// One line for `cartage info`: "eager 8192, max 16 EiB, ordered, reliable, ...".
+std::string Describe(const Capabilities& caps);
+
+// One tunable of a method, read from CARTAGE_<METHOD>_<NAME>.
+struct ParamInfo {
+  const char* name;
+  const char* default_value;
+  const char* help;
+};
+
+// A VC's state, as the method expresses it through its operations.
+enum class VcState : uint8_t { kIdle, kConnecting, kConnected, kError };
+absl::string_view VcStateName(VcState s);
+
+// Swaps the method's operations of a VC (start_eager, start_rendezvous,
+// start_data, send_cts, send_ack) for those of `ops`, keeping the agent's
+// (post_recv, unpost_recv: MethodHost::InstallAgentOps) and the name.
+inline void SwapOps(car::Carrier& vc, const car::Carrier& ops) {
+  vc.start_eager = ops.start_eager;
+  vc.start_rendezvous = ops.start_rendezvous;
+  vc.start_data = ops.start_data;
+  vc.send_cts = ops.send_cts;
+  vc.send_ack = ops.send_ack;
+}
+
+// A buffer a method lends (seed 002's method.alloc()): registered where the
+// method needs that, between the method's min_buffer and max_buffer bytes.
+struct MethodBuffer {
+  std::byte* data = nullptr;
+  std::size_t size = 0;
+};
+
+class Method {
+ public:
+  virtual ~Method() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual const Capabilities& caps() const = 0;
+
+  // ---- Peers and VCs -----------------------------------------------------
+  // Whether this method can talk to world rank `peer` (after open).
+  virtual bool Reaches(int peer) const = 0;
+  // The VC for `peer`: the operations CARs bound to it call. The method may
+  // change them at any time (and does, to express the VC's state). The
+  // returned pointer stays valid until the method closes. A VC connects
+  // lazily: on the first CAR it is given, not here.
+  virtual car::Carrier* Vc(int peer) = 0;
+  virtual VcState StateOf(int peer) const = 0;
+  // Why `peer`'s VC is in the error state (OK otherwise).
+  virtual const absl::Status& PeerStatus(int peer) const = 0;
+  // Bytes of per-CAR state the method keeps in the CAR's private area.
+  virtual std::size_t private_bytes() const = 0;
+  // Prepares a CAR's private area for talking to `peer` (-1: not known yet,
+  // a wildcard receive; the method binds it again when it matches).
+  virtual void Bind(car::Car& car, int peer) = 0;
+
+  // ---- Moving CARs ---------------------------------------------------------
+  // seed 002's vc->send(vc, car_list): posts each send CAR of `cars` to
+  // `peer`'s VC, in order, emptying the list. The default posts them one at a
+  // time through their machines; a method may batch them.
+  virtual absl::Status Send(int peer, car::CarList& cars);
+  // seed 002's vc->recv(vc, car_list): posts receive CARs bound to `peer`.
+  virtual absl::Status Recv(int peer, car::CarList& cars);
+  // Cancels a CAR the method holds (kFailedPrecondition once it is on the
+  // wire). The agent cancels posted receives itself.
+  virtual absl::Status Cancel(car::Car& car);
+
+  // ---- Progress ----------------------------------------------------------------
+  // Advances everything the method holds; returns how much work it did (0:
+  // nothing happened). Never blocks.
+  virtual int Progress() = 0;
+  // Whether the method holds work in flight (the engine then polls it every
+  // round; otherwise now and then, since messages can always arrive).
+  virtual bool Busy() const = 0;
+  // Sleeps up to `timeout_us` unless something arrives for this method. A
+  // method that cannot wait on anything returns at once.
+  virtual void Block(int timeout_us) = 0;
+  // Whether `peer` is known to be gone (exited, finalized, connection lost).
+  virtual bool PeerGone(int peer) = 0;
+  // Puts `peer`'s VC in the error state: every CAR on it completes with `why`.
+  virtual void FailPeer(int peer, const absl::Status& why) = 0;
+  // Called once every rank has reached finalize (after the job's fence).
+  virtual void Close() = 0;
+
+  // ---- Memory ------------------------------------------------------------------
+  // Registers [buf, buf + bytes) for transfers (seed 002's CA_register_mem);
+  // returns a token for Unregister. A method that needs no registration keeps
+  // the region only for accounting.
+  virtual absl::StatusOr<uint64_t> RegisterMemory(const void* buf, std::size_t bytes);
+  virtual void UnregisterMemory(uint64_t token);
+  int registered() const { return static_cast<int>(registrations_.size()); }
+  // A buffer of at least `min` bytes and at most caps().max_buffer, or an
+  // error (kResourceExhausted) the caller queues on and retries.
+  virtual absl::StatusOr<MethodBuffer> AllocBuffer(std::size_t min);
+  virtual void FreeBuffer(MethodBuffer buf);
+
+  // ---- Inter-method calls (seed 002) -------------------------------------------
+  // A receive on another method has matched the data `send` forwards: the
+  // send may go (its progress dependency is met).
+  virtual void RecvReady(car::Car& send);
+  // Another method supplies `send`'s packed buffer.
+  virtual void ProvideBufs(car::Car& send, void* buf, uint64_t bytes);
+  // Another method reports `bytes` more of `car`'s input ready.
+  virtual void ReportProgress(car::Car& car, uint64_t bytes);
+
+ private:
+  struct Registration {
+    uint64_t token;
+    const void* buf;
+    std::size_t bytes;
+  };
+  std::vector<Registration> registrations_;
+  uint64_t next_token_ = 1;
+};
+
+// Everything the agent needs to open a method.
+struct OpenArgs {
+  Exchange* exchange;
+  MethodHost* host;
+};
+
+// A method as the registry knows it, before it is opened: built-in methods
+// are listed in a generated table (each method folder declares its own with
+// cartage_method() in CMake); an out-of-tree method exports
+// `cartage_method_descriptor_v1` from a shared library.
+struct Descriptor {
+  absl::string_view name;
+  absl::string_view summary;  // one line for `cartage info`
+  Capabilities (*caps)();     // before opening (parameters from the environment applied)
+  std::vector<ParamInfo> (*params)();
+  absl::StatusOr<std::unique_ptr<Method>> (*open)(const OpenArgs& args);
+};
+
+// The symbol an out-of-tree method exports (extern "C"), and its type.
+inline constexpr const char* kPluginSymbol = "cartage_method_descriptor_v1";
+using PluginEntry = const Descriptor* (*)();
+
+}  // namespace cartage::methods
+
+#endif  // CARTAGE_METHODS_METHOD_H_

@@ -1,0 +1,122 @@
+// tcp_connection: one VC's connection, made lazily on the first CAR sent to
+// the peer. Both ranks may connect at once; the connection the lower rank
+// started wins (the higher rank answers the other one kDuplicate and waits),
+// so both ends keep the same socket. A lost connection or a failed connect
+// ends in `error`, where the VC's operations fail every CAR at once.
+//
+// The actions (ConnActions, tcp_method.cc) swap the VC's operations:
+//   idle, connecting, hello_sent, await_peer   queue what is sent
+//   connected                                  write it
+//   error                                      fail it
+#ifndef CARTAGE_METHODS_TCP_TCP_CONN_FSM_H_
+#define CARTAGE_METHODS_TCP_TCP_CONN_FSM_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fsm/machine.h"
+
+namespace cartage::methods::tcp {
+
+struct TcpVc;
+
+// What a connection event carries.
+struct ConnSignal {
+  int fd = -1;          // accepted: the peer's validated connection
+  absl::Status error;   // lost: why
+};
+
+struct ConnActions {
+  // Guards.
+  static bool PeerWins(const TcpVc& vc, const ConnSignal& s);  // the peer's rank is lower: its connection wins
+  // Actions.
+  static void StartConnect(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void SendHello(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void Adopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void DropOwnAndAdopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void Refuse(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void Welcomed(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void DropOwn(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void Fail(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void Shut(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+};
+
+struct ConnDef {
+  enum class State : uint8_t { kIdle, kConnecting, kHelloSent, kAwaitPeer, kConnected, kError, kClosed, kCount };
+  enum class Event : uint8_t { kSend, kConnectDone, kAccepted, kWelcome, kDuplicate, kLost, kClose, kCount };
+  using Context = TcpVc;
+  using Payload = ConnSignal;
+  static constexpr absl::string_view kName = "tcp_connection";
+  static constexpr absl::string_view kSummary =
+      "a tcp VC's connection: lazy connect, handshake, simultaneous connect won by the lower rank";
+  static constexpr std::array<absl::string_view, 7> kStates = {
+      "idle", "connecting", "hello_sent", "await_peer", "connected", "error", "closed"};
+  static constexpr std::array<fsm::EventSpec, 7> kEvents = {{
+      {"send", fsm::EventKind::kUser},        {"connect_done", fsm::EventKind::kWire},
+      {"accepted", fsm::EventKind::kWire},    {"welcome", fsm::EventKind::kWire},
+      {"duplicate", fsm::EventKind::kWire},   {"lost", fsm::EventKind::kWire},
+      {"close", fsm::EventKind::kUser}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kError, State::kClosed};
+  static fsm::StateWord& Cell(TcpVc& vc);
+  static uint64_t IdOf(const TcpVc& vc);
+};
+
+namespace conn_fsm {
+using D = ConnDef;
+using S = ConnDef::State;
+using E = ConnDef::Event;
+using A = ConnActions;
+inline constexpr fsm::Guard<D> kPeerWins{"PeerWins", &A::PeerWins};
+inline constexpr fsm::Action<D> kStartConnect{"StartConnect", &A::StartConnect};
+inline constexpr fsm::Action<D> kSendHello{"SendHello", &A::SendHello};
+inline constexpr fsm::Action<D> kAdopt{"Adopt", &A::Adopt};
+inline constexpr fsm::Action<D> kDropOwnAndAdopt{"DropOwnAndAdopt", &A::DropOwnAndAdopt};
+inline constexpr fsm::Action<D> kRefuse{"Refuse", &A::Refuse};
+inline constexpr fsm::Action<D> kWelcomed{"Welcomed", &A::Welcomed};
+inline constexpr fsm::Action<D> kDropOwn{"DropOwn", &A::DropOwn};
+inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
+inline constexpr fsm::Action<D> kShut{"Shut", &A::Shut};
+
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source          event             guard      action            target
+  {S::kIdle,       E::kSend,         {},        kStartConnect,    S::kConnecting},
+  {S::kIdle,       E::kAccepted,     {},        kAdopt,           S::kConnected},
+  {S::kIdle,       E::kLost,         {},        kFail,            S::kError},
+  {S::kIdle,       E::kClose,        {},        kShut,            S::kClosed},
+  {S::kConnecting, E::kSend,         {},        {},               S::kConnecting},
+  {S::kConnecting, E::kConnectDone,  {},        kSendHello,       S::kHelloSent},
+  {S::kConnecting, E::kAccepted,     kPeerWins, kDropOwnAndAdopt, S::kConnected},
+  {S::kConnecting, E::kAccepted,     {},        kRefuse,          S::kConnecting},
+  {S::kConnecting, E::kLost,         {},        kFail,            S::kError},
+  {S::kConnecting, E::kClose,        {},        kShut,            S::kClosed},
+  {S::kHelloSent,  E::kSend,         {},        {},               S::kHelloSent},
+  {S::kHelloSent,  E::kWelcome,      {},        kWelcomed,        S::kConnected},
+  {S::kHelloSent,  E::kDuplicate,    {},        kDropOwn,         S::kAwaitPeer},
+  {S::kHelloSent,  E::kAccepted,     kPeerWins, kDropOwnAndAdopt, S::kConnected},
+  {S::kHelloSent,  E::kAccepted,     {},        kRefuse,          S::kHelloSent},
+  {S::kHelloSent,  E::kLost,         {},        kFail,            S::kError},
+  {S::kHelloSent,  E::kClose,        {},        kShut,            S::kClosed},
+  {S::kAwaitPeer,  E::kSend,         {},        {},               S::kAwaitPeer},
+  {S::kAwaitPeer,  E::kAccepted,     {},        kAdopt,           S::kConnected},
+  {S::kAwaitPeer,  E::kLost,         {},        kFail,            S::kError},
+  {S::kAwaitPeer,  E::kClose,        {},        kShut,            S::kClosed},
+  {S::kConnected,  E::kSend,         {},        {},               S::kConnected},
+  {S::kConnected,  E::kAccepted,     {},        kRefuse,          S::kConnected},
+  {S::kConnected,  E::kLost,         {},        kFail,            S::kError},
+  {S::kConnected,  E::kClose,        {},        kShut,            S::kClosed},
+});
+// clang-format on
+}  // namespace conn_fsm
+
+// The dispatcher of tcp_connection.
+using ConnMachine = fsm::Machine<ConnDef, conn_fsm::kTable>;
+using ConnState = ConnDef::State;
+using ConnEvent = ConnDef::Event;
+
+}  // namespace cartage::methods::tcp
+
+#endif  // CARTAGE_METHODS_TCP_TCP_CONN_FSM_H_

@@ -1,0 +1,216 @@
+// The tcp method: ranks anywhere the network reaches, over one TCP
+// connection per pair, made lazily (tcp_conn_fsm.h) on non-blocking sockets.
+//   eager       EAGER frame: header and payload leave in one sendmsg
+//   rendezvous  RTS; the receiver answers CTS once matched; the sender streams
+//               one DATA frame straight from the user's buffer (no staging
+//               copy for a contiguous message), and the receiver reads it
+//               straight into the receive buffer where that is contiguous
+//   synchronous the receiver answers ACK when it matches
+// A send that does not fit the socket waits on its VC's queue (FIFO), and
+// progress writes the queue out, many frames per system call. Every field
+// from the wire is checked before use; a malformed frame or a lost
+// connection puts the VC in the error state, naming the peer.
+//
+// Progress reads connected sockets directly (one recv per VC, no epoll on the
+// hot path) and asks epoll now and then for connections being made and
+// accepted; Block waits in epoll on all of them.
+#ifndef CARTAGE_METHODS_TCP_TCP_METHOD_H_
+#define CARTAGE_METHODS_TCP_TCP_METHOD_H_
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "car/car.h"
+#include "fsm/machine.h"
+#include "fsm/registry.h"
+#include "methods/common/handle_table.h"
+#include "methods/host.h"
+#include "methods/method.h"
+#include "methods/tcp/tcp_conn_fsm.h"
+#include "methods/tcp/tcp_wire.h"
+
+namespace cartage::methods::tcp {
+
+// Parameters, each overridable by CARTAGE_TCP_<NAME> (see Params()).
+struct TcpOptions {
+  std::size_t eager_limit = 65536;  // larger messages go by rendezvous
+  std::string interface;            // "": listen on every interface; else this one (e.g. eth0)
+  static absl::StatusOr<TcpOptions> FromEnvironment();
+};
+std::vector<ParamInfo> Params();
+
+// What the method keeps in a CAR's method-private area.
+struct TcpCarState {
+  class TcpMethod* method = nullptr;
+  int32_t peer = -1;
+  uint64_t local_handle = 0;   // our handle for this CAR, while the peer may name it
+  uint64_t remote_handle = 0;  // the peer's handle (sender's send / receiver's receive)
+};
+
+// A frame waiting to be written.
+struct OutFrame {
+  FrameHeader h;
+  car::Car* car = nullptr;         // EAGER/DATA: whose bytes follow (completed when written)
+  const std::byte* payload = nullptr;  // the bytes that follow the header
+  uint64_t payload_bytes = 0;
+  uint64_t sent = 0;               // of header + payload
+  std::vector<std::byte> packed;   // a non-contiguous payload, packed
+};
+
+// One peer as the tcp method sees it.
+struct TcpVc {
+  class TcpMethod* method = nullptr;
+  int peer = -1;
+  fsm::StateWord state;   // tcp_connection
+  car::Carrier ops;       // what CARs bound to this VC call (swapped with the state)
+  absl::Status error;     // why it is in the error state
+  int fd = -1;            // the connection (connected), or the one we are making
+  bool live = false;      // on the method's list of connected VCs
+  bool cars_failed = false;
+  // Hello reply being read (hello_sent).
+  HelloReply reply{};
+  std::size_t reply_got = 0;
+  // Sending.
+  std::deque<OutFrame> out;
+  // Receiving: unparsed bytes are rx[head, tail).
+  std::vector<std::byte> rx;
+  std::size_t head = 0, tail = 0;
+  car::Car* data_car = nullptr;  // a DATA frame being read into this receive
+  uint64_t data_left = 0;
+};
+
+class TcpMethod final : public Method {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpMethod>> Create(Exchange& exchange, MethodHost* host,
+                                                           const TcpOptions& options);
+  ~TcpMethod() override;
+
+  static Capabilities Caps(const TcpOptions& options);
+  int rank() const { return rank_; }
+  // The port this rank listens on.
+  int port() const { return port_; }
+
+  // Method
+  absl::string_view name() const override { return "tcp"; }
+  const Capabilities& caps() const override { return caps_; }
+  bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
+  car::Carrier* Vc(int peer) override { return &vcs_[static_cast<std::size_t>(peer)].ops; }
+  VcState StateOf(int peer) const override;
+  const absl::Status& PeerStatus(int peer) const override { return vcs_[static_cast<std::size_t>(peer)].error; }
+  std::size_t private_bytes() const override { return sizeof(TcpCarState); }
+  void Bind(car::Car& car, int peer) override;
+  int Progress() override;
+  bool Busy() const override;
+  void Block(int timeout_us) override;
+  bool PeerGone(int peer) override;
+  void FailPeer(int peer, const absl::Status& why) override;
+  void Close() override;
+
+  // Carrier operations, by VC state.
+  static void QueueEager(car::Car& c, car::CarStep& step);       // not connected yet
+  static void QueueRendezvous(car::Car& c, car::CarStep& step);
+  static void StartEager(car::Car& c, car::CarStep& step);       // connected
+  static void StartRendezvous(car::Car& c, car::CarStep& step);
+  static void StartData(car::Car& c, car::CarStep& step);
+  static void SendCts(car::Car& c, car::CarStep& step);
+  static void SendAck(car::Car& c, car::CarStep& step);
+  static void FailAtOnce(car::Car& c, car::CarStep& step);       // error
+
+  static TcpCarState& StateOf(car::Car& c) { return *static_cast<TcpCarState*>(c.method_private()); }
+  TcpVc& vc(int peer) { return vcs_[static_cast<std::size_t>(peer)]; }
+
+ private:
+  friend struct ConnActions;
+  TcpMethod() = default;
+  // A connection accepted, its Hello not read yet.
+  struct Pending {
+    int fd = -1;
+    Hello hello{};
+    std::size_t got = 0;
+    std::string from;  // address, for the log
+  };
+
+  // Set-up.
+  absl::Status Listen();
+  absl::StatusOr<sockaddr_in> AddressOf(int peer);
+  // Operations swapped into a VC.
+  void SetQueueing(TcpVc& vc);
+  void SetConnected(TcpVc& vc);
+  void SetFailing(TcpVc& vc);
+  // Connection events, and what follows a transition (flush, fail CARs).
+  void Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s = {});
+  void AfterTransition(TcpVc& vc);
+  void Lost(TcpVc& vc, absl::Status why);
+  void CloseFd(int fd);
+  void Watch(int fd, uint32_t events, uint64_t tag);
+  // Sending.
+  OutFrame& Queue(TcpVc& vc, const FrameHeader& h, car::Car* payload_of);
+  void QueueControl(TcpVc& vc, const FrameHeader& h);
+  // Writes what the socket takes; completions through `step` (inside a CAR
+  // operation) or dispatched directly (progress). Returns frames completed.
+  int Flush(TcpVc& vc, car::CarStep* step);
+  void Complete(OutFrame& f, car::CarStep* step);
+  // Receiving.
+  int PumpRx(TcpVc& vc);
+  void Parse(TcpVc& vc);
+  bool OnFrame(TcpVc& vc, const FrameHeader& h);  // false: stop parsing (need more, or failed)
+  void OnEnvelope(TcpVc& vc, const FrameHeader& h, const std::byte* payload);
+  void Malformed(TcpVc& vc, absl::string_view what);
+  car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
+  void FinishIfFinal(car::Car& c);
+  // Events from epoll: connects finishing, connections arriving, hellos.
+  int PollEvents(int timeout_ms);
+  void OnListen();
+  void OnPending(std::size_t slot);
+  void OnConnecting(TcpVc& vc, uint32_t events);
+  void FailCars(TcpVc& vc);
+
+  TcpOptions options_;
+  Capabilities caps_;
+  Exchange* exchange_ = nullptr;
+  MethodHost* host_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  std::string job_key_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  int epoll_fd_ = -1;
+  std::vector<TcpVc> vcs_;
+  std::vector<TcpVc*> live_;        // connected VCs: read every round
+  std::vector<Pending> pending_;    // accepted connections waiting for their Hello
+  int connecting_ = 0;              // VCs making a connection (epoll every round meanwhile)
+  int in_op_ = 0;                   // inside a CAR's operation (OpScope): CAR failures wait
+  bool failed_later_ = false;       // a VC failed inside an operation: Progress fails its CARs
+  struct OpScope {
+    explicit OpScope(TcpMethod& m) : m_(m) { ++m_.in_op_; }
+    ~OpScope() { --m_.in_op_; }
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+    TcpMethod& m_;
+  };
+  uint32_t tick_ = 0;
+  HandleTable handles_;
+  std::string my_host_key_;         // boot id and pid namespace: who can see whose pids
+  std::vector<std::string> peer_host_keys_;
+  std::vector<int32_t> peer_pids_;
+  std::vector<bool> fetched_;       // peer's address record read from the exchange
+  std::vector<sockaddr_in> addresses_;
+};
+
+// Registers tcp_connection with the registry (diagrams, `cartage info`).
+absl::Status RegisterTcpMachines(fsm::Registry& registry);
+
+// The registry's entry (declared in methods/tcp/CMakeLists.txt).
+extern const Descriptor kDescriptor;
+
+}  // namespace cartage::methods::tcp
+
+#endif  // CARTAGE_METHODS_TCP_TCP_METHOD_H_

@@ -1,0 +1,92 @@
+// Two (or more) ranks of one job inside a test process: a shared key-value
+// exchange with a fence, and a MethodHost that matches nothing (every
+// arriving message becomes an unexpected CAR with a temporary buffer). Lets a
+// method's tests drive real method instances against each other.
+#ifndef CARTAGE_TESTS_IN_PROCESS_JOB_H_
+#define CARTAGE_TESTS_IN_PROCESS_JOB_H_
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "car/car_pool.h"
+#include "methods/host.h"
+
+namespace cartage::methods {
+
+// A job of two ranks inside this process: a shared map and a barrier.
+struct SharedJob {
+  std::mutex mu;
+  std::condition_variable cv;
+  absl::flat_hash_map<std::string, std::string> values;
+  int arrived = 0;
+  uint64_t generation = 0;
+  std::string id = absl::StrCat("test", getpid(), "x", std::random_device()());
+};
+
+class InProcessExchange : public Exchange {
+ public:
+  InProcessExchange(SharedJob* job, int rank) : job_(job), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  const std::string& job_id() const override { return job_->id; }
+  absl::Status Put(absl::string_view key, absl::string_view value) override {
+    std::lock_guard<std::mutex> l(job_->mu);
+    job_->values[key] = std::string(value);
+    return absl::OkStatus();
+  }
+  absl::Status Fence() override {
+    std::unique_lock<std::mutex> l(job_->mu);
+    const uint64_t gen = job_->generation;
+    if (++job_->arrived == 2) {
+      job_->arrived = 0;
+      ++job_->generation;
+      job_->cv.notify_all();
+    } else {
+      job_->cv.wait(l, [&] { return job_->generation != gen; });
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> Get(absl::string_view key) override {
+    std::lock_guard<std::mutex> l(job_->mu);
+    auto it = job_->values.find(key);
+    if (it == job_->values.end()) return absl::NotFoundError(key);
+    return it->second;
+  }
+
+ private:
+  SharedJob* job_;
+  int rank_;
+};
+
+// Matches nothing; unexpected messages get a CAR with a temporary buffer.
+class TestHost : public MethodHost {
+ public:
+  car::Car* MatchIncoming(const car::Envelope&) override { return nullptr; }
+  absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& e, uint64_t bytes) override {
+    buffers_.emplace_back(bytes);
+    car::CarSpec s;
+    s.kind = car::CarKind::kUnexpected;
+    s.flags = car::CarFlag::kRecvData;
+    s.envelope = e;
+    s.pack_buf = bytes > 0 ? buffers_.back().data() : nullptr;
+    s.pack_size = bytes;
+    return pool.Create(s);
+  }
+  void InstallAgentOps(car::Carrier&) override {}
+  car::CarPool pool{{.method_private_bytes = 128}};
+
+ private:
+  std::vector<std::vector<std::byte>> buffers_;
+};
+
+}  // namespace cartage::methods
+
+#endif  // CARTAGE_TESTS_IN_PROCESS_JOB_H_
