@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/types/span.h"
 #include "cartage/cartage.h"
 
 namespace {
@@ -475,6 +476,141 @@ void EarlyExit(const Comm& w) {
   }
 }
 
+
+// 10k operations outstanding at once in each direction (rank r sends to
+// r + 1 and receives from r - 1; one rank talks to itself), mixed sizes with
+// every 100th a rendezvous message; every payload checked.
+void Outstanding(const Comm& w) {
+  constexpr int kN = 10000;
+  const int to = (w.rank() + 1) % w.size();
+  const int from = (w.rank() + w.size() - 1) % w.size();
+  auto size_of = [](int i) -> std::size_t { return i % 100 == 99 ? 100000 : (i % 2 == 0 ? 8 : 1000); };
+  std::vector<std::vector<unsigned char>> in(kN), out(kN);
+  std::vector<Request> rr(kN), sr(kN);
+  for (int i = 0; i < kN; ++i) {
+    in[static_cast<std::size_t>(i)].assign(size_of(i), 0);
+    OK(w.Irecv(in[static_cast<std::size_t>(i)].data(), size_of(i), from, i % 7, &rr[static_cast<std::size_t>(i)]));
+  }
+  for (int i = 0; i < kN; ++i) {
+    out[static_cast<std::size_t>(i)].resize(size_of(i));
+    Fill(out[static_cast<std::size_t>(i)], static_cast<uint64_t>(w.rank() * kN + i));
+    OK(w.Isend(out[static_cast<std::size_t>(i)].data(), size_of(i), to, i % 7, &sr[static_cast<std::size_t>(i)]));
+  }
+  std::vector<Request*> all;
+  for (auto& r : rr) all.push_back(&r);
+  for (auto& r : sr) all.push_back(&r);
+  OK(cartage::WaitAll(absl::MakeConstSpan(all)));
+  for (int i = 0; i < kN; ++i) {
+    std::vector<unsigned char> want(size_of(i));
+    Fill(want, static_cast<uint64_t>(from * kN + i));
+    EXPECT(in[static_cast<std::size_t>(i)] == want, "operation %d of %d bytes from rank %d differs", i, size_of(i), from);
+  }
+}
+
+// The receiver is away while the sender posts 128 MiB of eager messages and
+// 64 rendezvous ones: the method's buffers and the wire fill up; every send
+// must queue and complete later, never fail, and every byte arrive in order.
+void Exhaustion(const Comm& w) {
+  constexpr int kEager = 2048, kRendezvous = 64;
+  constexpr std::size_t kEagerBytes = 4096, kRendezvousBytes = 1 << 20;
+  if (w.rank() == 0) {
+    std::vector<std::vector<unsigned char>> out(kEager + kRendezvous);
+    std::vector<Request> reqs(out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      out[i].resize(i < kEager ? kEagerBytes : kRendezvousBytes);
+      Fill(out[i], i);
+      OK(w.Isend(out[i].data(), out[i].size(), 1, 5, &reqs[i]));
+    }
+    std::vector<Request*> all;
+    for (auto& r : reqs) all.push_back(&r);
+    OK(cartage::WaitAll(absl::MakeConstSpan(all)));
+  } else if (w.rank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::vector<unsigned char> in(kRendezvousBytes), want;
+    for (std::size_t i = 0; i < kEager + kRendezvous; ++i) {
+      want.resize(i < kEager ? kEagerBytes : kRendezvousBytes);
+      Fill(want, i);
+      cartage::ProbeResult st;
+      OK(w.Recv(in.data(), in.size(), 0, 5, &st));
+      EXPECT(st.bytes == want.size() && std::memcmp(in.data(), want.data(), want.size()) == 0,
+             "message %d (%d bytes) differs or came out of order", i, st.bytes);
+    }
+  }
+}
+
+// Rank 0 dies while a 256 MiB message streams from it: the receiver gets an
+// error completion naming rank 0 within a bounded time, not a hang.
+void PeerDies(const Comm& w) {
+  constexpr std::size_t kBytes = 256u << 20;
+  std::vector<unsigned char> buf(kBytes, w.rank() == 0 ? 3 : 0);
+  if (w.rank() == 0) {
+    Ready(w, 99);
+    Request r;
+    OK(w.Isend(buf.data(), kBytes, 1, 1, &r));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    while (std::chrono::steady_clock::now() < until) (void)r.Test();
+    EXPECT(!r.Test(), "256 MiB left in 2 ms: the transfer was not interrupted");
+    std::fflush(stdout);
+    _exit(0);
+  }
+  if (w.rank() == 1) {
+    Request r;
+    OK(w.Irecv(buf.data(), kBytes, 0, 1, &r));
+    Ready(w, 99);
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s = r.Wait();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s.ok()) {
+      // A single-copy method may finish reading before the process is gone:
+      // then every byte must be there.
+      EXPECT(std::all_of(buf.begin(), buf.end(), [](unsigned char c) { return c == 3; }),
+             "the receive succeeded with wrong bytes");
+    } else {
+      EXPECT(s.code() == absl::StatusCode::kUnavailable, "%s", s.ToString());
+      EXPECT(s.message().find("rank 0") != std::string::npos, "the error does not name the peer: %s", s.ToString());
+    }
+    EXPECT(secs < 10, "took %f s to notice", secs);
+    std::printf("PASS %s\n", "peerdies");  // rank 0 is gone: the receiver reports
+    std::fflush(stdout);
+    _exit(0);
+  }
+}
+
+// Rank 2 exits; ranks 0 and 1 find its VC in the error state: new sends and
+// receives to it fail at once with a status naming it, while they still talk
+// to each other.
+void VcError(const Comm& w) {
+  if (w.rank() == 2) {
+    int v = 0;
+    OK(w.Send(&v, sizeof(v), 0, 1));  // the VC to rank 0 exists (connected) before it goes
+    std::fflush(stdout);
+    _exit(0);
+  }
+  int v = 0;
+  if (w.rank() == 0) OK(w.Recv(&v, sizeof(v), 2, 1));
+  // Wait until this rank has noticed (a blocked receive fails once it does).
+  const absl::Status gone = w.Recv(&v, sizeof(v), 2, 2);
+  EXPECT(gone.code() == absl::StatusCode::kUnavailable && gone.message().find("rank 2") != std::string::npos,
+         "receive from the dead rank gave %s", gone.ToString());
+  for (int i = 0; i < 3; ++i) {
+    Request r;
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s = i % 2 == 0 ? w.Isend(&v, sizeof(v), 2, 3, &r) : w.Irecv(&v, sizeof(v), 2, 3, &r);
+    const absl::Status done = s.ok() ? r.Wait() : s;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT(done.code() == absl::StatusCode::kUnavailable && done.message().find("rank 2") != std::string::npos,
+           "operation %d to the dead rank gave %s", i, done.ToString());
+    EXPECT(ms < 100, "operation %d to the dead rank took %f ms to fail", i, ms);
+  }
+  const int peer = 1 - w.rank();
+  int got = -1;
+  Request rr;
+  OK(w.Irecv(&got, sizeof(got), peer, 4, &rr));
+  const int mine = 40 + w.rank();
+  OK(w.Send(&mine, sizeof(mine), peer, 4));
+  OK(rr.Wait());
+  EXPECT(got == 40 + peer, "the healthy pair exchanged %d", got);
+}
 }  // namespace
 
 // ---- Datatypes ---------------------------------------------------------------
@@ -615,6 +751,10 @@ int main(int argc, char** argv) {
   else if (mode == "split") Split(w);
   else if (mode == "self") Self(w);
   else if (mode == "datatypes") Datatypes(w);
+  else if (mode == "outstanding") Outstanding(w);
+  else if (mode == "exhaustion") Exhaustion(w);
+  else if (mode == "peerdies") PeerDies(w);
+  else if (mode == "vcerror") VcError(w);
   else if (mode == "killself") raise(SIGKILL);
   else {
     std::fprintf(stderr, "p2p_ranks: unknown mode '%s'\n", mode.c_str());

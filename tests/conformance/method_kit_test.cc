@@ -1,0 +1,92 @@
+// The conformance kit: every method runs the same cases, each a real job of
+// processes under `cartage run` (tests/p2p_ranks.cc holds the rank side),
+// with CARTAGE_METHODS naming the method alone (self still carries a rank's
+// messages to itself). A method is supported when every case passes for it.
+//
+//   ordering, wildcards, unexpected messages, 0 B to 64 MiB both ways at once
+//   (every byte checked), truncation, cancel, synchronous send, probe,
+//   communicator isolation, bad arguments, persistent requests, wait
+//   variants, split, datatypes, 10k operations outstanding, resource
+//   exhaustion that must queue, a peer that exits, a peer that dies
+//   mid-transfer, and a VC in the error state failing new operations at once.
+//
+// Methods are the built-in ones (the registry's generated list) plus the
+// out-of-tree example method (examples/method), loaded by path.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "methods/registry.h"
+#include "tests/run_command.h"
+
+namespace cartage::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct KitCase {
+  const char* mode;
+  int ranks;
+};
+
+// Cases for methods that reach other ranks.
+constexpr KitCase kCases[] = {
+    {"order", 2},      {"wildcard", 2},     {"unexpected", 2},  {"anytag", 4},     {"sizes", 2},
+    {"truncation", 2}, {"cancel", 2},       {"ssend", 2},       {"probe", 2},      {"dup", 3},
+    {"badargs", 2},    {"persistent", 2},   {"waitvariants", 2}, {"split", 5},     {"datatypes", 2},
+    {"outstanding", 2}, {"exhaustion", 2},  {"earlyexit", 2},   {"peerdies", 2},   {"vcerror", 3},
+};
+// Cases for a method that reaches only the rank itself.
+constexpr KitCase kOneRankCases[] = {{"self", 1}, {"datatypes", 1}, {"outstanding", 1}};
+
+struct KitParam {
+  std::string method;
+  std::string plugin;  // a CARTAGE_METHOD_PATH entry, or ""
+  KitCase c;
+};
+
+void PrintTo(const KitParam& p, std::ostream* os) {
+  *os << p.c.mode << " on " << p.c.ranks << " ranks through " << p.method;
+}
+
+std::vector<KitParam> Params() {
+  std::vector<KitParam> out;
+  auto add = [&](const std::string& name, const std::string& plugin, bool one_rank) {
+    if (one_rank) {
+      for (const KitCase& c : kOneRankCases) out.push_back({name, plugin, c});
+    } else {
+      for (const KitCase& c : kCases) out.push_back({name, plugin, c});
+    }
+  };
+  for (const methods::Descriptor* d : methods::BuiltinMethods()) {
+    add(std::string(d->name), "", d->caps().reach == methods::Reach::kProcess);
+  }
+#ifdef EXAMPLE_METHOD_SO
+  add("example", EXAMPLE_METHOD_SO, false);
+#endif
+  return out;
+}
+
+class MethodKit : public ::testing::TestWithParam<KitParam> {};
+
+TEST_P(MethodKit, Passes) {
+  const KitParam& p = GetParam();
+  std::vector<std::string> env = {absl::StrCat("CARTAGE_METHODS=", p.method)};
+  if (!p.plugin.empty()) env.push_back(absl::StrCat("CARTAGE_METHOD_PATH=", p.plugin));
+  const CommandResult r = RunCommand(
+      {CARTAGE_BIN, "run", "-n", std::to_string(p.c.ranks), "--timeout", "120", RANKS_BIN, p.c.mode}, env);
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("PASS ", p.c.mode)));
+}
+
+std::string Name(const ::testing::TestParamInfo<KitParam>& param_info) {
+  const KitParam& p = param_info.param;
+  return absl::StrCat(p.method, "_", p.c.mode, "_np", p.c.ranks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kit, MethodKit, ::testing::ValuesIn(Params()), Name);
+
+}  // namespace
+}  // namespace cartage::test
