@@ -25,6 +25,9 @@ int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
 int Agent::Progress() { return rt_->Progress(); }
 int Agent::registered_buffers() const { return rt_->registered(); }
+std::string Agent::method_for(int rank) const {
+  return rank >= 0 && rank < rt_->size() ? std::string(rt_->MethodFor(rank).name()) : std::string();
+}
 
 // ---- Request -------------------------------------------------------------------
 

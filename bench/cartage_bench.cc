@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   SharedPage page(world);
   if (world.rank() == 0 && !json) {
     std::printf("# cartage-bench %s, method %s, %d reps; median [min-max]; hand-off = one-way cache-line transfer\n",
-                test.c_str(), (*agent)->method_name(), reps);
+                test.c_str(), (*agent)->method_for(1 - (*agent)->rank()).c_str(), reps);
     std::printf("%10s %14s %24s %12s %10s %12s\n", "bytes",
                 test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_s",
                 "[min-max]", "handoff_ns", "handoffs", "allocs/op");
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
       const char* key = test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_per_s";
       std::printf("{\"test\":\"%s\",\"size\":%zu,\"%s\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
                   "\"method\":\"%s\",\"handoff_ns\":%.1f,\"heap_allocs_per_op\":%.4g%s%s}\n",
-                  test.c_str(), bytes, key, s.median, s.min, s.max, reps, (*agent)->method_name(), handoff,
+                  test.c_str(), bytes, key, s.median, s.min, s.max, reps, (*agent)->method_for(1 - (*agent)->rank()).c_str(), handoff,
                   allocs_per_op,
                   cma_probe > 0 ? absl::StrFormat(",\"cma_probe_MBps\":%.6g", cma_probe).c_str() : "",
                   test == "pingpong" ? absl::StrFormat(",\"median_handoffs\":%.2f", handoffs).c_str() : "");

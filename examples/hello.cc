@@ -17,7 +17,8 @@ int main() {
     CARTAGE_CHECK_OK(world.Send(msg.data(), msg.size(), 0, /*tag=*/1));
     return 0;
   }
-  std::printf("rank 0 of %d: hello over %s\n", world.size(), (*agent)->method_name());
+  std::printf("rank 0 of %d: hello (rank 1 is reached by %s)\n", world.size(),
+              world.size() > 1 ? (*agent)->method_for(1).c_str() : "nobody");
   for (int i = 1; i < world.size(); ++i) {
     char buf[128];
     cartage::ProbeResult from;

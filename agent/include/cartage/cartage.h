@@ -225,8 +225,9 @@ class Agent {
   int size() const;
   // One round of progress; returns how much work it did.
   int Progress();
-  // "shm" today; the method each peer is reached by.
-  const char* method_name() const { return "shm"; }
+  // The name of the method world rank `rank` is reached by ("self", "shm",
+  // "tcp", ...; CARTAGE_METHODS chooses), or "" for no such rank.
+  std::string method_for(int rank) const;
   // Buffers currently registered with the methods (persistent requests).
   int registered_buffers() const;
 
