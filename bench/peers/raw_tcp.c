@@ -2,14 +2,15 @@
  * fork), pinned to CPUs 0 and 1 like `cartage run --bind`, one loopback TCP
  * connection with TCP_NODELAY, no runtime at all:
  *
- *   raw-tcp pingpong  non-blocking sockets polled in a busy loop (recv with
- *                     MSG_DONTWAIT until the whole message is in): one-way
- *                     latency = round trip / 2, in microseconds
- *   raw-tcp blocking  the same with blocking recv (what a runtime that sleeps
- *                     in the kernel pays)
+ *   raw-tcp pingpong  non-blocking sockets polled in a busy loop (send and
+ *                     recv with MSG_DONTWAIT, retried until the whole message
+ *                     is through): one-way latency = round trip / 2, in
+ *                     microseconds
+ *   raw-tcp blocking  the same with blocking send and recv (what a runtime
+ *                     that sleeps in the kernel pays)
  *   raw-tcp bw        a window of 64 messages written back to back, then a
  *                     4-byte ack (the receiver reads them straight into its
- *                     buffer): MB/s, 1 MB = 10^6 B
+ *                     buffer), busy-polled as above: MB/s, 1 MB = 10^6 B
  *
  * Sizes, iterations, warm-up and repetitions match cartage-bench; the output
  * is the same JSON lines (median, min, max over repetitions).
@@ -53,7 +54,7 @@ static int g_spin = 1;
 
 static void SendAll(int fd, const char* p, size_t n) {
   while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | (g_spin ? MSG_DONTWAIT : 0));
     if (k < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       Die("send");

@@ -48,6 +48,7 @@ uint64_t Tag(TagKind k, uint64_t id) { return (static_cast<uint64_t>(k) << 32) |
 
 constexpr std::size_t kRxMin = 256 * 1024;  // a VC's receive buffer, at least
 constexpr int kMaxIov = 64;                 // frames (x2 pieces) written per system call
+constexpr uint64_t kSmallFrame = 256;       // payloads copied behind their header for one send()
 
 std::string ErrnoText(int e) { return std::strerror(e); }
 
@@ -469,13 +470,23 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
       Envelope(c, kFrameEager, c.spec().synchronous ? car::kProtoSync : car::kProtoEager, s.local_handle);
   const std::byte* payload = c.ContiguousSource();
   if (vc.out.empty() && (payload != nullptr || h.length == 0)) {
-    // The common case: header and payload in one system call, nothing queued.
-    iovec iov[2] = {{const_cast<FrameHeader*>(&h), sizeof(h)},
-                    {const_cast<std::byte*>(payload), static_cast<std::size_t>(h.length)}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = h.length > 0 ? 2 : 1;
-    const ssize_t n = ::sendmsg(vc.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    // The common case: header and payload in one system call, nothing
+    // queued. A small message is copied behind its header (one plain send is
+    // cheaper than a gather); a larger one goes as an iovec pair.
+    ssize_t n;
+    if (h.length <= kSmallFrame) {
+      alignas(64) std::byte frame[sizeof(FrameHeader) + kSmallFrame];
+      std::memcpy(frame, &h, sizeof(h));
+      if (h.length > 0) std::memcpy(frame + sizeof(h), payload, h.length);
+      n = ::send(vc.fd, frame, sizeof(h) + h.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      iovec iov[2] = {{const_cast<FrameHeader*>(&h), sizeof(h)},
+                      {const_cast<std::byte*>(payload), static_cast<std::size_t>(h.length)}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      n = ::sendmsg(vc.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (n == static_cast<ssize_t>(sizeof(h) + h.length)) {
       step.Raise<SendMachine>(c, SendEvent::kLocalDone);
       return;
@@ -806,8 +817,9 @@ int TcpMethod::Progress() {
     if (vc.live) work += PumpRx(vc);
   }
   // Connections being made and accepted: every round while some are under
-  // way, else now and then (a peer may connect at any time).
-  if (connecting_ > 0 || !pending_.empty() || (++tick_ & 15) == 0) work += PollEvents(0);
+  // way, else now and then (a peer may connect at any time; rarely once
+  // connections are up, since each epoll_wait delays the next read).
+  if (connecting_ > 0 || !pending_.empty() || (++tick_ & (live_.empty() ? 15 : 127)) == 0) work += PollEvents(0);
   return work;
 }
 
