@@ -173,7 +173,9 @@ class Method {
   uint64_t next_token_ = 1;
 };
 
-// Everything the agent needs to open a method.
+// Everything the agent needs to open a method. Both outlive the method: a
+// method may read the exchange lazily (tcp looks a peer's address up on its
+// first connection).
 struct OpenArgs {
   Exchange* exchange;
   MethodHost* host;

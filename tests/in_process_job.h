@@ -78,10 +78,15 @@ class TestHost : public MethodHost {
     s.envelope = e;
     s.pack_buf = bytes > 0 ? buffers_.back().data() : nullptr;
     s.pack_size = bytes;
-    return pool.Create(s);
+    absl::StatusOr<car::Car*> c = pool.Create(s);
+    if (c.ok()) arrived.push_back(*c);
+    return c;
   }
   void InstallAgentOps(car::Carrier&) override {}
   car::CarPool pool{{.method_private_bytes = 128}};
+  std::vector<car::Car*> arrived;  // every unexpected CAR, in arrival order
+  // The temporary buffer of the i-th arrival.
+  const std::vector<std::byte>& buffer(std::size_t i) const { return buffers_[i]; }
 
  private:
   std::vector<std::vector<std::byte>> buffers_;

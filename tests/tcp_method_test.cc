@@ -1,0 +1,244 @@
+// The tcp method between two method instances (ranks 0 and 1) in one
+// process, over real loopback sockets: the handshake refuses strangers, a
+// simultaneous connect ends with one connection both ends agree on, and a
+// peer that writes nonsense gets a clear kDataLoss naming it, never a crash
+// (ASan and UBSan watch).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "car/car_pool.h"
+#include "car/send_fsm.h"
+#include "car/unexpected_fsm.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "methods/tcp/tcp_method.h"
+#include "methods/tcp/tcp_wire.h"
+#include "tests/in_process_job.h"
+
+namespace cartage::methods::tcp {
+namespace {
+
+using ::testing::HasSubstr;
+
+class TcpMethodTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_ = std::make_unique<SharedJob>();
+    // The exchanges outlive the methods: tcp reads addresses lazily.
+    ex0_ = std::make_unique<InProcessExchange>(job_.get(), 0);
+    ex1_ = std::make_unique<InProcessExchange>(job_.get(), 1);
+    std::thread other([&] {
+      auto m = TcpMethod::Create(*ex1_, &host1_, TcpOptions{});
+      ASSERT_TRUE(m.ok()) << m.status();
+      rank1_ = std::move(*m);
+    });
+    auto m = TcpMethod::Create(*ex0_, &host0_, TcpOptions{});
+    other.join();
+    ASSERT_TRUE(m.ok()) << m.status();
+    rank0_ = std::move(*m);
+  }
+
+  // An eager send of `bytes` from `from` to the other rank, posted.
+  car::Car* Send(TcpMethod& from, TestHost& host, const std::string& bytes, int tag) {
+    car::CarSpec s;
+    s.kind = car::CarKind::kSend;
+    s.flags = car::CarFlag::kSendData;
+    s.envelope = {0, 1 - from.rank(), tag};
+    payloads_.push_back(std::make_unique<std::string>(bytes));
+    s.segment = car::Segment::Of(payloads_.back()->data(), bytes.size(), car::BasicType::kByte);
+    completions_.push_back(std::make_unique<car::Completion>());
+    completions_.back()->pending = 1;
+    s.counter = completions_.back().get();
+    s.carrier = from.Vc(1 - from.rank());
+    s.eager_limit = 65536;
+    car::Car* c = *host.pool.Create(s);
+    from.Bind(*c, 1 - from.rank());
+    EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    return c;
+  }
+
+  // Progresses both ranks until `done` or 5 s pass.
+  template <class Done>
+  bool PumpUntil(Done done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      rank0_->Progress();
+      rank1_->Progress();
+    }
+    return true;
+  }
+
+  // A raw client speaking to rank 0 as `claimed_rank`, `key` as the job key;
+  // returns the socket and the verdict rank 0 answered (0: none, closed).
+  std::pair<int, uint32_t> Greet(int claimed_rank, const std::string& key) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(rank0_->port()));
+    EXPECT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    Hello h{};
+    h.magic = kHelloMagic;
+    h.version = kWireVersion;
+    h.key_len = static_cast<uint16_t>(key.size());
+    h.rank = claimed_rank;
+    h.size = 2;
+    std::memcpy(h.key, key.data(), key.size());
+    EXPECT_EQ(::send(fd, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+    HelloReply reply{};
+    std::size_t got = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (got < sizeof(reply) && std::chrono::steady_clock::now() < until) {
+      rank0_->Progress();
+      const ssize_t n = ::recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got, MSG_DONTWAIT);
+      if (n == 0) break;
+      if (n > 0) got += static_cast<std::size_t>(n);
+    }
+    return {fd, got == sizeof(reply) ? reply.verdict : 0u};
+  }
+
+  // Rank 0 reads `frame` from an impostor that passed the handshake as rank
+  // 1, and fails the VC; returns why.
+  absl::Status Forged(const void* frame, std::size_t n) {
+    auto [fd, verdict] = Greet(1, job_->id.substr(0, kJobKeyBytes));
+    EXPECT_EQ(verdict, kWelcome);
+    EXPECT_EQ(rank0_->StateOf(1), VcState::kConnected);
+    EXPECT_EQ(::send(fd, frame, n, 0), static_cast<ssize_t>(n));
+    EXPECT_TRUE(PumpUntil([&] { return rank0_->StateOf(1) == VcState::kError; }));
+    ::close(fd);
+    return rank0_->PeerStatus(1);
+  }
+
+  std::unique_ptr<SharedJob> job_;
+  std::unique_ptr<InProcessExchange> ex0_, ex1_;
+  TestHost host0_, host1_;
+  std::unique_ptr<TcpMethod> rank0_, rank1_;
+  std::vector<std::unique_ptr<std::string>> payloads_;
+  std::vector<std::unique_ptr<car::Completion>> completions_;
+};
+
+TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {
+  // Both ranks send first, before either has progressed: both connect.
+  for (int i = 0; i < 50; ++i) {
+    Send(*rank0_, host0_, absl::StrCat("from 0 #", i), i);
+    Send(*rank1_, host1_, absl::StrCat("from 1 #", i), i);
+  }
+  EXPECT_EQ(rank0_->StateOf(1), VcState::kConnecting);
+  EXPECT_EQ(rank1_->StateOf(0), VcState::kConnecting);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 50 && host1_.arrived.size() == 50; }));
+  EXPECT_EQ(rank0_->StateOf(1), VcState::kConnected);
+  EXPECT_EQ(rank1_->StateOf(0), VcState::kConnected);
+  // The lower rank's connection won: both ends hold the two ends of it.
+  sockaddr_in local0{}, peer1{};
+  socklen_t len = sizeof(local0);
+  ASSERT_EQ(::getsockname(rank0_->vc(1).fd, reinterpret_cast<sockaddr*>(&local0), &len), 0);
+  len = sizeof(peer1);
+  ASSERT_EQ(::getpeername(rank1_->vc(0).fd, reinterpret_cast<sockaddr*>(&peer1), &len), 0);
+  EXPECT_EQ(local0.sin_port, peer1.sin_port);
+  for (int i = 0; i < 50; ++i) {
+    for (auto [host, from] : {std::pair{&host0_, 1}, std::pair{&host1_, 0}}) {
+      const car::Car& u = *host->arrived[static_cast<std::size_t>(i)];
+      EXPECT_EQ(u.envelope().tag, i);
+      EXPECT_EQ(u.envelope().rank, from);
+      const std::string want = absl::StrCat("from ", from, " #", i);
+      const std::vector<std::byte>& got = host->buffer(static_cast<std::size_t>(i));
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(got.data()), got.size()), want);
+    }
+  }
+  for (const auto& c : completions_) EXPECT_TRUE(c->done() && c->status.ok()) << c->status;
+}
+
+TEST_F(TcpMethodTest, WrongJobKeyIsRefusedAndLogged) {
+  ::testing::internal::CaptureStderr();
+  auto [fd, verdict] = Greet(1, "not-this-job");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(verdict, kRefused);
+  EXPECT_THAT(log, HasSubstr("cartage tcp (rank 0): refused a connection from 127.0.0.1:"));
+  EXPECT_THAT(log, HasSubstr("wrong job key"));
+  EXPECT_EQ(rank0_->StateOf(1), VcState::kIdle);  // the real rank 1 can still connect
+  ::close(fd);
+  Send(*rank1_, host1_, "still welcome", 3);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1; }));
+}
+
+TEST_F(TcpMethodTest, ImpossibleRankIsRefused) {
+  ::testing::internal::CaptureStderr();
+  auto [fd, verdict] = Greet(7, job_->id.substr(0, kJobKeyBytes));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("claims rank 7 of 2"));
+  EXPECT_EQ(verdict, kRefused);
+  ::close(fd);
+}
+
+FrameHeader Header(uint8_t type) {
+  FrameHeader h{};
+  h.type = type;
+  return h;
+}
+
+TEST_F(TcpMethodTest, UnknownFrameTypeFailsThePeer) {
+  const FrameHeader h = Header(99);
+  const absl::Status s = Forged(&h, sizeof(h));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "tcp: malformed frame from rank 1: unknown frame type 99");
+}
+
+TEST_F(TcpMethodTest, OversizedEagerLengthFailsThePeer) {
+  FrameHeader h = Header(kFrameEager);
+  h.length = uint64_t{1} << 40;
+  const absl::Status s = Forged(&h, sizeof(h));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "tcp: malformed frame from rank 1: eager length 1099511627776 exceeds the 65536-byte eager limit");
+}
+
+TEST_F(TcpMethodTest, NegativeTagFailsThePeer) {
+  FrameHeader h = Header(kFrameRts);
+  h.tag = -7;
+  EXPECT_EQ(Forged(&h, sizeof(h)).message(), "tcp: malformed frame from rank 1: negative tag -7");
+}
+
+TEST_F(TcpMethodTest, ForgedHandlesFailThePeer) {
+  FrameHeader h = Header(kFrameCts);
+  h.a = 12345;
+  EXPECT_EQ(Forged(&h, sizeof(h)).message(), "tcp: malformed frame from rank 1: CTS for an unknown send");
+}
+
+TEST_F(TcpMethodTest, DataForUnknownReceiveFailsThePeer) {
+  FrameHeader h = Header(kFrameData);
+  h.a = 1;
+  h.length = 100;
+  EXPECT_EQ(Forged(&h, sizeof(h)).message(), "tcp: malformed frame from rank 1: DATA for an unknown receive");
+}
+
+TEST_F(TcpMethodTest, TruncatedFrameThenCloseIsALostPeer) {
+  const FrameHeader h = Header(kFrameEager);
+  auto [fd, verdict] = Greet(1, job_->id.substr(0, kJobKeyBytes));
+  ASSERT_EQ(verdict, kWelcome);
+  ASSERT_EQ(::send(fd, &h, 20, 0), 20);  // half a header
+  ::close(fd);
+  ASSERT_TRUE(PumpUntil([&] { return rank0_->StateOf(1) == VcState::kError; }));
+  EXPECT_EQ(rank0_->PeerStatus(1).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(rank0_->PeerStatus(1).message(), "rank 1 exited or finalized (tcp: connection closed)");
+}
+
+TEST_F(TcpMethodTest, VcInErrorFailsNewSendsAtOnce) {
+  const FrameHeader h = Header(99);
+  (void)Forged(&h, sizeof(h));
+  car::Car* c = Send(*rank0_, host0_, "too late", 1);
+  EXPECT_EQ(car::SendMachine::StateOf(*c), car::SendState::kFailed);
+  EXPECT_EQ(completions_.back()->status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(completions_.back()->status.message(), HasSubstr("malformed frame from rank 1"));
+}
+
+}  // namespace
+}  // namespace cartage::methods::tcp
