@@ -24,9 +24,12 @@ function(cartage_library)
   add_library(cartage::${L_NAME} ALIAS ${target})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>)
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
+    $<INSTALL_INTERFACE:include>)
   target_compile_options(${target} PRIVATE ${CARTAGE_WARNINGS})
   target_link_libraries(${target} PUBLIC ${L_DEPS})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${L_NAME})
+  install(TARGETS ${target} EXPORT cartageTargets ARCHIVE DESTINATION lib)
 endfunction()
 
 # cartage_test(NAME <name> SRCS ... [DEPS ...] [LABELS ...])
