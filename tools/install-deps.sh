@@ -12,6 +12,7 @@ packages=(
   libibverbs-dev                                    # the verbs method
   graphviz                                          # renders diagrams/*.svg from the DOT we emit
   python3                                           # summaries in the bench scripts
+  iproute2                                          # tcp across network namespaces (tests/netns_test.sh)
 )
 
 missing=()
