@@ -549,7 +549,7 @@ void PeerDies(const Comm& w) {
     OK(w.Isend(buf.data(), kBytes, 1, 1, &r));
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
     while (std::chrono::steady_clock::now() < until) (void)r.Test();
-    EXPECT(!r.Test(), "256 MiB left in 2 ms: the transfer was not interrupted");
+    EXPECT(!r.Test(), "256 MiB left in 2 ms (%s): the transfer was not interrupted", r.Wait().ToString());
     std::fflush(stdout);
     _exit(0);
   }

@@ -33,6 +33,7 @@
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
+#include "methods/common/fail_waiting.h"
 #include "methods/common/handle_table.h"
 #include "methods/method.h"
 
@@ -49,6 +50,7 @@ namespace methods = cartage::methods;
 
 constexpr std::size_t kEager = 16384;  // the eager limit
 constexpr std::size_t kChunk = 32768;  // DATA bytes per datagram
+constexpr int kPumpBudget = 64;        // DATA datagrams per peer per progress call
 
 enum Type : uint8_t { kEagerMsg = 1, kRts, kCts, kData, kAck };
 
@@ -143,6 +145,12 @@ class DgramMethod final : public methods::Method {
   int Try(int peer, const Header& h, const void* payload, std::size_t n);
   void Post(int peer, Outgoing o);  // sends now, or queues behind the others
   bool Pump(int peer);              // the peer's queue, in order; false: blocked
+  // Try's verdict: true if sent; false if there was no room, or the peer is
+  // gone (then its VC has failed).
+  bool Sent(int peer, int tried) {
+    if (tried < 0) FailPeer(peer, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (dgram)", peer)));
+    return tried == 1;
+  }
   void Handle(const Header& h, const std::byte* payload, std::size_t n);
   void Malformed(int source, absl::string_view what) {
     FailPeer(source, absl::DataLossError(absl::StrFormat("dgram: malformed datagram from rank %d: %s", source, what)));
@@ -254,12 +262,14 @@ void DgramMethod::Post(int peer, Outgoing o) {
 
 bool DgramMethod::Pump(int peer) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
+  int budget = kPumpBudget;  // progress returns promptly even while a peer keeps up
   while (!p.queue.empty()) {
     Outgoing& o = p.queue.front();
     if (o.h.type == kData) {  // a stream: chunks straight from the user's buffer
       CarState& s = S(*o.car);
       const uint64_t total = o.car->payload_bytes();
       while (s.offset < total) {
+        if (--budget < 0) return false;
         const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kChunk, total - s.offset));
         std::byte chunk[kChunk];
         const std::byte* from = o.car->ContiguousSource();  // one run: no staging copy
@@ -270,12 +280,7 @@ bool DgramMethod::Pump(int peer) {
           from = chunk;
         }
         o.h.b = s.offset;
-        const int r = Try(peer, o.h, from, n);
-        if (r == 0) return false;
-        if (r < 0) {
-          FailPeer(peer, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (dgram)", peer)));
-          return false;
-        }
+        if (!Sent(peer, Try(peer, o.h, from, n))) return false;
         s.offset += n;
       }
       Car* done = o.car;
@@ -286,12 +291,7 @@ bool DgramMethod::Pump(int peer) {
       (void)SendMachine::Dispatch(*done, SendEvent::kLocalDone);
       continue;
     }
-    const int r = Try(peer, o.h, o.payload.data(), o.payload.size());
-    if (r == 0) return false;
-    if (r < 0) {
-      FailPeer(peer, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (dgram)", peer)));
-      return false;
-    }
+    if (!Sent(peer, Try(peer, o.h, o.payload.data(), o.payload.size()))) return false;
     Car* done = o.car;
     p.queue.pop_front();
     --backlog_;
@@ -470,19 +470,8 @@ void DgramMethod::FailPeer(int peer, const absl::Status& why) {
   for (Outgoing& o : queue) {
     if (o.car != nullptr && !SendMachine::IsFinal(*o.car)) (void)SendMachine::Dispatch(*o.car, SendEvent::kError, err);
   }
-  std::vector<std::pair<uint64_t, Car*>> waiting;
-  handles_.ForEach([&](uint64_t h, Car* c) {
-    if (S(*c).peer == peer) waiting.emplace_back(h, c);
-  });
-  for (auto [h, c] : waiting) {
-    handles_.Remove(h);
-    S(*c).local_handle = 0;
-    if (c->kind() == cartage::car::CarKind::kSend) {
-      if (!SendMachine::IsFinal(*c)) (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
-    } else if (!RecvMachine::IsFinal(*c)) {
-      (void)RecvMachine::Dispatch(*c, RecvEvent::kError, err);
-    }
-  }
+  methods::FailWaiting(
+      handles_, peer, p.error, [](Car& c) { return S(c).peer; }, [](Car& c) { S(c).local_handle = 0; });
 }
 
 std::vector<methods::ParamInfo> NoParams() { return {}; }

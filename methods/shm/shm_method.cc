@@ -20,6 +20,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "fsm/check.h"
+#include "methods/common/fail_waiting.h"
 #include "methods/shm/shm_wire.h"
 
 namespace cartage::methods::shm {
@@ -557,19 +558,8 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   }
   backlog_ -= static_cast<int>(control_[i].size());
   control_[i].clear();
-  std::vector<std::pair<uint64_t, Car*>> waiting;
-  handles_.ForEach([&](uint64_t h, Car* c) {
-    if (StateOf(*c).peer == peer) waiting.emplace_back(h, c);
-  });
-  for (auto [h, c] : waiting) {
-    handles_.Remove(h);
-    StateOf(*c).local_handle = 0;
-    if (c->kind() == car::CarKind::kSend) {
-      if (!SendMachine::IsFinal(*c)) (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
-    } else if (!RecvMachine::IsFinal(*c)) {
-      (void)RecvMachine::Dispatch(*c, RecvEvent::kError, err);
-    }
-  }
+  FailWaiting(
+      handles_, peer, why, [](Car& c) { return StateOf(c).peer; }, [](Car& c) { StateOf(c).local_handle = 0; });
 }
 
 }  // namespace cartage::methods::shm

@@ -29,6 +29,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "fsm/check.h"
+#include "methods/common/fail_waiting.h"
 
 namespace cartage::methods::tcp {
 
@@ -221,7 +222,7 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
     vc.peer = p;
     vc.ops.name = "tcp";
     host->InstallAgentOps(vc.ops);
-    m->SetQueueing(vc);
+    SwapOps(vc.ops, kQueueingOps);
   }
   m->live_.reserve(n);
   m->handles_.Reserve(4096);
@@ -359,35 +360,18 @@ bool TcpMethod::PeerGone(int peer) {
 
 // ---- VC operations, by state -----------------------------------------------------
 
-void TcpMethod::SetQueueing(TcpVc& vc) {
-  car::Carrier ops;
-  ops.start_eager = &QueueEager;
-  ops.start_rendezvous = &QueueRendezvous;
-  ops.start_data = &StartData;
-  ops.send_cts = &SendCts;
-  ops.send_ack = &SendAck;
-  SwapOps(vc.ops, ops);
-}
+namespace {
+void NobodyToTell(Car&, CarStep&) {}  // an ACK for a peer that is gone: the receive completed
+}  // namespace
 
-void TcpMethod::SetConnected(TcpVc& vc) {
-  car::Carrier ops;
-  ops.start_eager = &StartEager;
-  ops.start_rendezvous = &StartRendezvous;
-  ops.start_data = &StartData;
-  ops.send_cts = &SendCts;
-  ops.send_ack = &SendAck;
-  SwapOps(vc.ops, ops);
-}
-
-void TcpMethod::SetFailing(TcpVc& vc) {
-  car::Carrier ops;
-  ops.start_eager = &FailAtOnce;
-  ops.start_rendezvous = &FailAtOnce;
-  ops.start_data = &FailAtOnce;
-  ops.send_cts = &FailAtOnce;
-  ops.send_ack = [](Car&, CarStep&) {};  // the receive completed; nobody to tell
-  SwapOps(vc.ops, ops);
-}
+// The VC's operations in each state of tcp_connection (SwapOps keeps the
+// agent's post_recv / unpost_recv and the name).
+const car::Carrier TcpMethod::kQueueingOps{"tcp",   &QueueEager, &QueueRendezvous, &StartData, nullptr,
+                                           nullptr, &SendCts,    &SendAck,         nullptr};
+const car::Carrier TcpMethod::kConnectedOps{"tcp",   &StartEager, &StartRendezvous, &StartData, nullptr,
+                                            nullptr, &SendCts,    &SendAck,         nullptr};
+const car::Carrier TcpMethod::kFailingOps{"tcp",   &FailAtOnce, &FailAtOnce,    &FailAtOnce, nullptr,
+                                          nullptr, &FailAtOnce, &NobodyToTell, nullptr};
 
 void TcpMethod::FailAtOnce(Car& c, CarStep& step) {
   TcpCarState& s = StateOf(c);
@@ -687,19 +671,9 @@ void TcpMethod::FailCars(TcpVc& vc) {
   }
   vc.data_car = nullptr;
   vc.data_left = 0;
-  std::vector<std::pair<uint64_t, Car*>> waiting;
-  handles_.ForEach([&](uint64_t h, Car* c) {
-    if (StateOf(*c).peer == vc.peer) waiting.emplace_back(h, c);
-  });
-  for (auto [h, c] : waiting) {
-    handles_.Remove(h);
-    StateOf(*c).local_handle = 0;
-    if (c->kind() == car::CarKind::kSend) {
-      if (!SendMachine::IsFinal(*c)) (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
-    } else if (!RecvMachine::IsFinal(*c)) {
-      (void)RecvMachine::Dispatch(*c, RecvEvent::kError, err);
-    }
-  }
+  FailWaiting(
+      handles_, vc.peer, vc.error, [](Car& c) { return StateOf(c).peer; },
+      [](Car& c) { StateOf(c).local_handle = 0; });
 }
 
 // The connection actions (tcp_conn_fsm.h).
@@ -758,7 +732,7 @@ void ConnActions::Adopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSig
     return;
   }
   m.Watch(vc.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
-  m.SetConnected(vc);
+  SwapOps(vc.ops, TcpMethod::kConnectedOps);
   if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, m.options_.eager_limit + sizeof(FrameHeader) + 4096));
 }
 
@@ -776,7 +750,7 @@ void ConnActions::Refuse(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSi
 
 void ConnActions::Welcomed(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
   TcpMethod& m = *vc.method;
-  m.SetConnected(vc);
+  SwapOps(vc.ops, TcpMethod::kConnectedOps);
   if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, m.options_.eager_limit + sizeof(FrameHeader) + 4096));
 }
 
@@ -790,14 +764,14 @@ void ConnActions::Fail(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSign
                           : s.error;
   vc.method->CloseFd(vc.fd);
   vc.fd = -1;
-  vc.method->SetFailing(vc);
+  SwapOps(vc.ops, TcpMethod::kFailingOps);
 }
 
 void ConnActions::Shut(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
   vc.method->CloseFd(vc.fd);
   vc.fd = -1;
   vc.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", vc.peer));
-  vc.method->SetFailing(vc);
+  SwapOps(vc.ops, TcpMethod::kFailingOps);
 }
 
 // ---- Progress ----------------------------------------------------------------

@@ -141,10 +141,8 @@ class TcpMethod final : public Method {
   // Set-up.
   absl::Status Listen();
   absl::StatusOr<sockaddr_in> AddressOf(int peer);
-  // Operations swapped into a VC.
-  void SetQueueing(TcpVc& vc);
-  void SetConnected(TcpVc& vc);
-  void SetFailing(TcpVc& vc);
+  // Operations swapped into a VC: queueing (idle, connecting), connected, error.
+  static const car::Carrier kQueueingOps, kConnectedOps, kFailingOps;
   // Connection events, and what follows a transition (flush, fail CARs).
   void Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s = {});
   void AfterTransition(TcpVc& vc);
