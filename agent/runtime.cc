@@ -1,5 +1,7 @@
 #include "agent/runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -175,7 +177,10 @@ int Runtime::Progress() {
 }
 
 void Runtime::Block(int timeout_us) {
-  if (polled_.empty()) return;
+  if (polled_.empty()) {  // nothing to wait on (a one-rank job): sleep instead of spinning
+    ::usleep(static_cast<useconds_t>(timeout_us));
+    return;
+  }
   const int share = std::max(1, timeout_us / static_cast<int>(polled_.size()));
   for (methods::Method* m : polled_) m->Block(share);
 }
