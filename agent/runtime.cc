@@ -98,12 +98,15 @@ void Runtime::InstallAgentOps(car::Carrier& vc) {
 }
 
 Runtime::~Runtime() {
+  // A runtime whose set-up failed part-way (a method that did not open, a
+  // plugin that did not load) has nothing to finalize with its peers.
+  const bool up = matcher_ != nullptr;
   // Every rank reaches finalize before anyone detaches.
-  (void)boot_->Fence();
+  if (up) (void)boot_->Fence();
   for (const auto& m : methods_) m->Close();
   // Messages nobody received: their CARs and buffers go back.
   std::vector<Car*> left;
-  matcher_->TakeAllUnexpected(&left);
+  if (up) matcher_->TakeAllUnexpected(&left);
   for (Car* u : left) ReleaseUnexpected(u);
   for (void* b : free_small_) ::operator delete(b);
   for (void* b : free_large_) ::operator delete(b);
