@@ -56,30 +56,31 @@ std::string Describe(const Capabilities& c) {
   return absl::StrJoin(f, ", ");
 }
 
-absl::Status Method::Send(int peer, car::CarList& cars) {
+namespace {
+// Posts every CAR of `cars` (each must be of `kind`) through machine M, in
+// order, emptying the list; the first error is returned, the rest still go.
+template <class M>
+absl::Status PostList(absl::string_view method, absl::string_view what, int peer, car::CarKind kind,
+                      car::CarList& cars) {
   absl::Status first;
   while (car::Car* c = cars.PopFront()) {
-    if (c->kind() != car::CarKind::kSend) {
-      first.Update(absl::InvalidArgumentError(
-          absl::StrFormat("%s send list to rank %d: CAR #%d is a %s", name(), peer, c->id(), car::KindName(c->kind()))));
+    if (c->kind() != kind) {
+      first.Update(absl::InvalidArgumentError(absl::StrFormat("%s %s rank %d: CAR #%d is a %s", method, what, peer,
+                                                              c->id(), car::KindName(c->kind()))));
       continue;
     }
-    first.Update(car::SendMachine::Dispatch(*c, car::SendEvent::kPost));
+    first.Update(M::Dispatch(*c, M::Event::kPost));
   }
   return first;
 }
+}  // namespace
+
+absl::Status Method::Send(int peer, car::CarList& cars) {
+  return PostList<car::SendMachine>(name(), "send list to", peer, car::CarKind::kSend, cars);
+}
 
 absl::Status Method::Recv(int peer, car::CarList& cars) {
-  absl::Status first;
-  while (car::Car* c = cars.PopFront()) {
-    if (c->kind() != car::CarKind::kRecv) {
-      first.Update(absl::InvalidArgumentError(
-          absl::StrFormat("%s receive list from rank %d: CAR #%d is a %s", name(), peer, c->id(), car::KindName(c->kind()))));
-      continue;
-    }
-    first.Update(car::RecvMachine::Dispatch(*c, car::RecvEvent::kPost));
-  }
-  return first;
+  return PostList<car::RecvMachine>(name(), "receive list from", peer, car::CarKind::kRecv, cars);
 }
 
 absl::Status Method::Cancel(car::Car& c) {

@@ -127,11 +127,10 @@ class Method {
 
   // ---- Progress ----------------------------------------------------------------
   // Advances everything the method holds; returns how much work it did (0:
-  // nothing happened). Never blocks.
+  // nothing happened). Never blocks. The engine calls it every round for a
+  // method some peer goes through, and now and then for the others (since
+  // messages can always arrive), unless caps().needs_polling is false.
   virtual int Progress() = 0;
-  // Whether the method holds work in flight (the engine then polls it every
-  // round; otherwise now and then, since messages can always arrive).
-  virtual bool Busy() const = 0;
   // Sleeps up to `timeout_us` unless something arrives for this method. A
   // method that cannot wait on anything returns at once.
   virtual void Block(int timeout_us) = 0;
@@ -192,6 +191,25 @@ struct Descriptor {
   std::vector<ParamInfo> (*params)();
   absl::StatusOr<std::unique_ptr<Method>> (*open)(const OpenArgs& args);
 };
+
+// Descriptor functions for a method `M` configured by `Options`
+// (`Options::FromEnvironment()`, `M::Caps(options)`,
+// `M::Create(exchange, host, options)`):
+//   const Descriptor kDescriptor{"tcp", "...", &CapsFromEnvironment<TcpMethod, TcpOptions>, &Params,
+//                                &OpenFromEnvironment<TcpMethod, TcpOptions>};
+template <class M, class Options>
+Capabilities CapsFromEnvironment() {
+  absl::StatusOr<Options> o = Options::FromEnvironment();
+  return M::Caps(o.ok() ? *o : Options{});
+}
+template <class M, class Options>
+absl::StatusOr<std::unique_ptr<Method>> OpenFromEnvironment(const OpenArgs& args) {
+  absl::StatusOr<Options> o = Options::FromEnvironment();
+  if (!o.ok()) return o.status();
+  absl::StatusOr<std::unique_ptr<M>> m = M::Create(*args.exchange, args.host, *o);
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<Method>(*std::move(m));
+}
 
 // The symbol an out-of-tree method exports (extern "C"), and its type.
 inline constexpr const char* kPluginSymbol = "cartage_method_descriptor_v1";

@@ -32,9 +32,8 @@
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
-#include "car/unexpected_fsm.h"
-#include "methods/common/fail_waiting.h"
 #include "methods/common/handle_table.h"
+#include "methods/common/wire_cars.h"
 #include "methods/method.h"
 
 namespace dgram {
@@ -109,7 +108,6 @@ class DgramMethod final : public methods::Method {
   std::size_t private_bytes() const override { return sizeof(CarState); }
   void Bind(Car& c, int peer) override { new (c.method_private()) CarState{this, peer, 0, 0, 0}; }
   int Progress() override;
-  bool Busy() const override { return backlog_ > 0 || handles_.live() > 0; }
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override {
     const int32_t pid = peers_[static_cast<std::size_t>(peer)].pid;
@@ -156,17 +154,9 @@ class DgramMethod final : public methods::Method {
     FailPeer(source, absl::DataLossError(absl::StrFormat("dgram: malformed datagram from rank %d: %s", source, what)));
   }
   Car* Lookup(uint64_t handle, cartage::car::CarKind kind, int source) const {
-    Car* c = handles_.Find(handle);
-    return c != nullptr && c->kind() == kind && S(*c).peer == source ? c : nullptr;
+    return methods::FindFrom(handles_, handle, kind, source, [](Car& c) { return S(c).peer; });
   }
-  void FinishIfFinal(Car& c) {
-    CarState& s = S(c);
-    const bool final = c.kind() == cartage::car::CarKind::kSend ? SendMachine::IsFinal(c) : RecvMachine::IsFinal(c);
-    if (s.local_handle != 0 && final) {
-      handles_.Remove(s.local_handle);
-      s.local_handle = 0;
-    }
-  }
+  void FinishIfFinal(Car& c) { methods::ForgetIfFinal(handles_, c, S(c).local_handle); }
 
   methods::Capabilities caps_ = Caps();
   methods::MethodHost* host_ = nullptr;
@@ -403,26 +393,15 @@ void DgramMethod::Handle(const Header& h, const std::byte* payload, std::size_t 
       const bool rts = h.type == kRts;
       if (h.tag < 0) return Malformed(source, absl::StrFormat("negative tag %d", h.tag));
       if (!rts && h.length != n) return Malformed(source, absl::StrFormat("eager length %d in %d bytes", h.length, n));
-      const cartage::car::Envelope env{h.context, source, h.tag};
-      CarSignal sig;
-      sig.bytes = h.length;
-      sig.proto = rts ? (h.proto | cartage::car::kProtoRendezvous) : (h.proto & ~cartage::car::kProtoRendezvous);
-      sig.source = source;
-      sig.tag = h.tag;
-      sig.data = rts ? nullptr : payload;
-      if (Car* r = host_->MatchIncoming(env)) {
-        Bind(*r, source);
-        S(*r).remote_handle = h.a;
-        (void)RecvMachine::Dispatch(*r, rts ? RecvEvent::kEnvelope : RecvEvent::kEager, sig);
-        FinishIfFinal(*r);
-        return;
-      }
-      absl::StatusOr<Car*> u = host_->NewUnexpected(env, rts ? 0 : h.length);
-      if (!u.ok()) return FailPeer(source, u.status());
-      Bind(**u, source);
-      S(**u).remote_handle = h.a;
-      (void)cartage::car::UnexpectedMachine::Dispatch(
-          **u, rts ? cartage::car::UnexpectedEvent::kEnvelope : cartage::car::UnexpectedEvent::kEager, sig);
+      const uint32_t proto =
+          rts ? (h.proto | cartage::car::kProtoRendezvous) : (h.proto & ~cartage::car::kProtoRendezvous);
+      absl::StatusOr<Car*> c = methods::DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto,
+                                                        rts ? nullptr : payload, [&](Car& taker) {
+                                                          Bind(taker, source);
+                                                          S(taker).remote_handle = h.a;
+                                                        });
+      if (!c.ok()) return FailPeer(source, c.status());
+      FinishIfFinal(**c);
       return;
     }
     case kCts: {

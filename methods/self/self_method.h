@@ -37,7 +37,6 @@ class SelfMethod final : public Method {
   std::size_t private_bytes() const override { return sizeof(SelfCarState); }
   void Bind(car::Car& car, int peer) override;
   int Progress() override { return 0; }  // everything happens while a CAR is posted
-  bool Busy() const override { return false; }
   void Block(int) override {}
   bool PeerGone(int) override { return false; }
   void FailPeer(int, const absl::Status&) override {}

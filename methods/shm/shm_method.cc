@@ -20,7 +20,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "fsm/check.h"
-#include "methods/common/fail_waiting.h"
+#include "methods/common/wire_cars.h"
 #include "methods/shm/shm_wire.h"
 
 namespace cartage::methods::shm {
@@ -136,26 +136,12 @@ Capabilities ShmMethod::Caps(const ShmOptions& o) {
   c.eager_limit = o.eager_limit;
   c.max_message = std::numeric_limits<uint64_t>::max();
   c.reach = Reach::kHost;
-  c.min_buffer = 0;
-  c.max_buffer = 0;
   return c;
 }
 
-namespace {
-Capabilities CapsFromEnvironment() {
-  absl::StatusOr<ShmOptions> o = ShmOptions::FromEnvironment();
-  return ShmMethod::Caps(o.ok() ? *o : ShmOptions{});
-}
-absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
-  CARTAGE_ASSIGN_OR_RETURN(ShmOptions options, ShmOptions::FromEnvironment());
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<ShmMethod> m, ShmMethod::Create(*args.exchange, args.host, options));
-  return std::unique_ptr<Method>(std::move(m));
-}
-}  // namespace
-
 const Descriptor kDescriptor{
     "shm", "the other ranks on this host: lock-free rings, eager records, pipelined or CMA rendezvous",
-    &CapsFromEnvironment, &Params, &Open};
+    &CapsFromEnvironment<ShmMethod, ShmOptions>, &Params, &OpenFromEnvironment<ShmMethod, ShmOptions>};
 
 void ShmMethod::Bind(Car& c, int peer) {
   ShmCarState& s = *new (c.method_private()) ShmCarState();
@@ -401,15 +387,7 @@ int ShmMethod::Progress() {
   return work;
 }
 
-void ShmMethod::FinishIfFinal(Car& c) {
-  ShmCarState& s = StateOf(c);
-  if (s.local_handle == 0) return;
-  const bool final = c.kind() == car::CarKind::kSend ? SendMachine::IsFinal(c) : RecvMachine::IsFinal(c);
-  if (final) {
-    handles_.Remove(s.local_handle);
-    s.local_handle = 0;
-  }
-}
+void ShmMethod::FinishIfFinal(Car& c) { ForgetIfFinal(handles_, c, StateOf(c).local_handle); }
 
 void ShmMethod::Block(int timeout_us) {
   RankBlock& me = segment_->block(rank_);
@@ -454,36 +432,21 @@ void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
   RtsBody rts{};
   if (rendezvous) std::memcpy(&rts, rec.payload + sizeof(h), sizeof(rts));
   if (h.tag < 0) return Malformed(source, absl::StrFormat("negative tag %d", h.tag));
-  const car::Envelope env{h.context, source, h.tag};
-  CarSignal sig;
-  sig.bytes = h.length;
-  sig.proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
-  sig.source = source;
-  sig.tag = h.tag;
-  if (!rendezvous) sig.data = rec.payload + sizeof(h);  // the whole message: one event
+  const uint32_t proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
   // The CAR taking this message gets fresh method state naming its sender.
-  auto adopt = [&](Car& c) {
-    Bind(c, source);
-    ShmCarState& s = StateOf(c);
-    s.remote_handle = h.sender_handle;
-    s.remote_address = rts.address;
-  };
-  if (Car* r = host_->MatchIncoming(env)) {
-    adopt(*r);
-    (void)RecvMachine::Dispatch(*r, rendezvous ? RecvEvent::kEnvelope : RecvEvent::kEager, sig);
-    FinishIfFinal(*r);
-    return;
-  }
-  absl::StatusOr<Car*> u = host_->NewUnexpected(env, rendezvous ? 0 : h.length);
-  if (!u.ok()) return FailPeer(source, u.status());
-  adopt(**u);
-  (void)car::UnexpectedMachine::Dispatch(
-      **u, rendezvous ? car::UnexpectedEvent::kEnvelope : car::UnexpectedEvent::kEager, sig);
+  absl::StatusOr<Car*> c = DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto,
+                                           rendezvous ? nullptr : rec.payload + sizeof(h), [&](Car& taker) {
+                                             Bind(taker, source);
+                                             ShmCarState& s = StateOf(taker);
+                                             s.remote_handle = h.sender_handle;
+                                             s.remote_address = rts.address;
+                                           });
+  if (!c.ok()) return FailPeer(source, c.status());
+  FinishIfFinal(**c);
 }
 
 Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
-  Car* c = handles_.Find(handle);
-  return c != nullptr && c->kind() == kind && StateOf(*c).peer == source ? c : nullptr;
+  return FindFrom(handles_, handle, kind, source, [](Car& c) { return StateOf(c).peer; });
 }
 
 template <class Body>

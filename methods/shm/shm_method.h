@@ -78,7 +78,6 @@ class ShmMethod final : public Method {
   void Bind(car::Car& car, int peer) override;
   // Reads what arrived and retries parked work; returns how much it did.
   int Progress() override;
-  bool Busy() const override { return backlog_ > 0 || handles_.live() > 0; }
   // Blocks up to `timeout_us` unless something arrives (futex on the doorbell).
   void Block(int timeout_us) override;
   // Whether `peer` finalized or its process is gone.

@@ -1,35 +1,25 @@
 #include "methods/tcp/tcp_method.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
-#include "car/unexpected_fsm.h"
 #include "fsm/check.h"
-#include "methods/common/fail_waiting.h"
+#include "methods/common/wire_cars.h"
 
 namespace cartage::methods::tcp {
 
@@ -43,108 +33,9 @@ using car::SendMachine;
 
 namespace {
 
-// epoll tags: what kind of descriptor, and which.
-enum TagKind : uint64_t { kTagListen = 1, kTagPending = 2, kTagVc = 3 };
-uint64_t Tag(TagKind k, uint64_t id) { return (static_cast<uint64_t>(k) << 32) | id; }
-
 constexpr std::size_t kRxMin = 256 * 1024;  // a VC's receive buffer, at least
 constexpr int kMaxIov = 64;                 // frames (x2 pieces) written per system call
 constexpr uint64_t kSmallFrame = 256;       // payloads copied behind their header for one send()
-
-std::string ErrnoText(int e) { return std::strerror(e); }
-
-std::string ReadFirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-uint64_t InodeOf(const char* path) {
-  struct stat st {};
-  return ::stat(path, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
-
-std::string Ipv4(in_addr a) {
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &a, text, sizeof(text));
-  return text;
-}
-
-// One IPv4 interface address of this host.
-struct Iface {
-  std::string name;
-  in_addr addr;
-  in_addr mask;
-  bool loopback;
-};
-
-std::vector<Iface> Interfaces() {
-  std::vector<Iface> out;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return out;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_UP) == 0) continue;
-    Iface f;
-    f.name = i->ifa_name;
-    std::memcpy(&f.addr, &reinterpret_cast<const sockaddr_in*>(static_cast<const void*>(i->ifa_addr))->sin_addr,
-                sizeof(in_addr));
-    f.mask.s_addr = 0;
-    if (i->ifa_netmask != nullptr) {
-      std::memcpy(&f.mask,
-                  &reinterpret_cast<const sockaddr_in*>(static_cast<const void*>(i->ifa_netmask))->sin_addr,
-                  sizeof(in_addr));
-    }
-    f.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
-    out.push_back(f);
-  }
-  ::freeifaddrs(list);
-  return out;
-}
-
-bool IsLoopback(in_addr a) { return (ntohl(a.s_addr) >> 24) == 127; }
-
-// A peer's published record: "pid;host key;net key;port;ip/mask,ip/mask".
-struct PeerRecord {
-  int32_t pid = 0;
-  std::string host_key;
-  std::string net_key;
-  int port = 0;
-  std::vector<std::pair<in_addr, in_addr>> addrs;
-};
-
-absl::StatusOr<PeerRecord> ParseRecord(int peer, const std::string& text) {
-  std::vector<std::string> f = absl::StrSplit(text, ';');
-  PeerRecord r;
-  if (f.size() != 5 || !absl::SimpleAtoi(f[0], &r.pid) || !absl::SimpleAtoi(f[3], &r.port)) {
-    return absl::DataLossError(absl::StrFormat("tcp: rank %d published a malformed address record '%s'", peer, text));
-  }
-  r.host_key = f[1];
-  r.net_key = f[2];
-  for (absl::string_view a : absl::StrSplit(f[4], ',', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> ip_mask = absl::StrSplit(a, '/');
-    in_addr ip{}, mask{};
-    if (::inet_pton(AF_INET, std::string(ip_mask.first).c_str(), &ip) != 1 ||
-        ::inet_pton(AF_INET, std::string(ip_mask.second).c_str(), &mask) != 1) {
-      return absl::DataLossError(absl::StrFormat("tcp: rank %d published a malformed address '%s'", peer, a));
-    }
-    r.addrs.emplace_back(ip, mask);
-  }
-  return r;
-}
-
-std::string HostKey() {
-  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/pid"));
-}
-std::string NetKey() {
-  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/net"));
-}
-
-// Sends all of a small set-up message on a fresh socket (it fits the empty
-// send buffer at once); false if it did not go.
-bool SendSmall(int fd, const void* p, std::size_t n) {
-  return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
-}
 
 bool IsConnecting(ConnState s) {
   return s == ConnState::kConnecting || s == ConnState::kHelloSent || s == ConnState::kAwaitPeer;
@@ -181,26 +72,11 @@ Capabilities TcpMethod::Caps(const TcpOptions& o) {
   return c;
 }
 
-namespace {
-Capabilities CapsFromEnvironment() {
-  absl::StatusOr<TcpOptions> o = TcpOptions::FromEnvironment();
-  return TcpMethod::Caps(o.ok() ? *o : TcpOptions{});
-}
-absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
-  CARTAGE_ASSIGN_OR_RETURN(TcpOptions options, TcpOptions::FromEnvironment());
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<TcpMethod> m, TcpMethod::Create(*args.exchange, args.host, options));
-  return std::unique_ptr<Method>(std::move(m));
-}
-}  // namespace
-
 const Descriptor kDescriptor{
     "tcp", "ranks anywhere on the network: one lazy TCP connection per pair, epoll, eager and rendezvous",
-    &CapsFromEnvironment, &Params, &Open};
+    &CapsFromEnvironment<TcpMethod, TcpOptions>, &Params, &OpenFromEnvironment<TcpMethod, TcpOptions>};
 
 absl::Status RegisterTcpMachines(fsm::Registry& registry) { return registry.Register(ConnMachine::Describe()); }
-
-fsm::StateWord& ConnDef::Cell(TcpVc& vc) { return vc.state; }
-uint64_t ConnDef::IdOf(const TcpVc& vc) { return static_cast<uint64_t>(vc.peer); }
 
 // ---- Set-up ------------------------------------------------------------------
 
@@ -226,88 +102,12 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
   }
   m->live_.reserve(n);
   m->handles_.Reserve(4096);
-  m->peer_host_keys_.resize(n);
-  m->peer_pids_.assign(n, 0);
-  m->fetched_.assign(n, false);
+  m->records_.resize(n);
   m->addresses_.resize(n);
-  m->my_host_key_ = HostKey();
   m->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (m->epoll_fd_ < 0) return absl::InternalError(absl::StrCat("tcp: epoll_create1: ", ErrnoText(errno)));
+  if (m->epoll_fd_ < 0) return absl::InternalError(absl::StrCat("tcp: epoll_create1: ", std::strerror(errno)));
   CARTAGE_RETURN_IF_ERROR(m->Listen());
   return m;
-}
-
-absl::Status TcpMethod::Listen() {
-  std::vector<Iface> ifaces = Interfaces();
-  in_addr bind_to{};
-  bind_to.s_addr = htonl(INADDR_ANY);
-  if (!options_.interface.empty()) {
-    auto it = std::find_if(ifaces.begin(), ifaces.end(), [&](const Iface& f) { return f.name == options_.interface; });
-    if (it == ifaces.end()) {
-      return absl::NotFoundError(absl::StrFormat("CARTAGE_TCP_IF=%s: no such interface with an IPv4 address that is up",
-                                                 options_.interface));
-    }
-    bind_to = it->addr;
-    ifaces = {*it};
-  }
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) return absl::InternalError(absl::StrCat("tcp: socket: ", ErrnoText(errno)));
-  const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr = bind_to;
-  a.sin_port = 0;
-  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0 || ::listen(listen_fd_, 256) != 0) {
-    return absl::UnavailableError(absl::StrFormat("tcp: rank %d cannot listen on %s: %s", rank_, Ipv4(bind_to),
-                                                  ErrnoText(errno)));
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
-  Watch(listen_fd_, EPOLLIN, Tag(kTagListen, 0));
-  std::vector<std::string> addrs;
-  for (const Iface& f : ifaces) addrs.push_back(absl::StrCat(Ipv4(f.addr), "/", Ipv4(f.mask)));
-  const std::string record =
-      absl::StrCat(::getpid(), ";", my_host_key_, ";", NetKey(), ";", port_, ";", absl::StrJoin(addrs, ","));
-  CARTAGE_RETURN_IF_ERROR(exchange_->Put(absl::StrCat("tcp.", rank_), record));
-  return exchange_->Fence();
-}
-
-absl::StatusOr<sockaddr_in> TcpMethod::AddressOf(int peer) {
-  const auto i = static_cast<std::size_t>(peer);
-  CARTAGE_ASSIGN_OR_RETURN(std::string text, exchange_->Get(absl::StrCat("tcp.", peer)));
-  CARTAGE_ASSIGN_OR_RETURN(PeerRecord r, ParseRecord(peer, text));
-  peer_host_keys_[i] = r.host_key;
-  peer_pids_[i] = r.pid;
-  fetched_[i] = true;
-  const bool same_net = r.net_key == NetKey();
-  const std::pair<in_addr, in_addr>* pick = nullptr;
-  if (same_net) {  // one network namespace: loopback if it listens there
-    for (const auto& a : r.addrs) {
-      if (IsLoopback(a.first)) pick = &a;
-    }
-  }
-  const std::vector<Iface> mine = Interfaces();
-  for (const auto& a : r.addrs) {  // else an address on a subnet we share
-    if (pick != nullptr) break;
-    if (IsLoopback(a.first)) continue;
-    for (const Iface& f : mine) {
-      if (!f.loopback && (f.addr.s_addr & f.mask.s_addr) == (a.first.s_addr & f.mask.s_addr)) pick = &a;
-    }
-  }
-  for (const auto& a : r.addrs) {  // else any address that is not loopback
-    if (pick == nullptr && (same_net || !IsLoopback(a.first))) pick = &a;
-  }
-  if (pick == nullptr) {
-    return absl::UnavailableError(absl::StrFormat("tcp: rank %d published no address this rank can reach", peer));
-  }
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr = pick->first;
-  sa.sin_port = htons(static_cast<uint16_t>(r.port));
-  addresses_[i] = sa;
-  return sa;
 }
 
 TcpMethod::~TcpMethod() {
@@ -344,18 +144,13 @@ VcState TcpMethod::StateOf(int peer) const {
   }
 }
 
-bool TcpMethod::Busy() const {
-  if (connecting_ > 0 || handles_.live() > 0) return true;
-  return std::any_of(live_.begin(), live_.end(), [](const TcpVc* vc) { return !vc->out.empty() || vc->data_left > 0; });
-}
-
 bool TcpMethod::PeerGone(int peer) {
   const auto i = static_cast<std::size_t>(peer);
   if (peer == rank_) return false;
   if (ConnMachine::StateOf(vcs_[i]) == ConnState::kError) return true;
-  if (!fetched_[i] && !AddressOf(peer).ok()) return false;
+  absl::StatusOr<const PeerRecord*> r = Record(peer);
   // A peer whose pid this rank can see (same boot, same pid namespace).
-  return peer_host_keys_[i] == my_host_key_ && peer_pids_[i] > 0 && ::kill(peer_pids_[i], 0) != 0 && errno == ESRCH;
+  return r.ok() && (*r)->host_key == host_key_ && (*r)->pid > 0 && ::kill((*r)->pid, 0) != 0 && errno == ESRCH;
 }
 
 // ---- VC operations, by state -----------------------------------------------------
@@ -378,19 +173,22 @@ void TcpMethod::FailAtOnce(Car& c, CarStep& step) {
   car::CarActions::RaiseError(c, step, s.method->vc(s.peer).error);
 }
 
-namespace {
-FrameHeader Envelope(const Car& c, uint8_t type, uint32_t proto, uint64_t handle) {
+FrameHeader TcpMethod::EnvelopeFrame(Car& c, bool rendezvous) {
+  TcpCarState& s = StateOf(c);
+  const bool sync = c.spec().synchronous;
+  // A handle for what the peer answers: the CTS of an RTS, the ACK of a synchronous send.
+  if (rendezvous || sync) s.local_handle = handles_.Insert(&c);
   const car::Envelope& e = c.envelope();
   FrameHeader h{};
-  h.type = type;
-  h.proto = proto;
+  h.type = rendezvous ? kFrameRts : kFrameEager;
+  h.proto = rendezvous ? car::kProtoRendezvous | (sync ? uint32_t{car::kProtoSync} : 0u)
+                       : (sync ? uint32_t{car::kProtoSync} : uint32_t{car::kProtoEager});
   h.context = e.context_id;
   h.tag = e.tag;
   h.length = c.payload_bytes();
-  h.a = handle;
+  h.a = s.local_handle;
   return h;
 }
-}  // namespace
 
 OutFrame& TcpMethod::Queue(TcpVc& vc, const FrameHeader& h, Car* payload_of) {
   OutFrame& f = vc.out.emplace_back();
@@ -414,7 +212,7 @@ void TcpMethod::QueueControl(TcpVc& vc, const FrameHeader& h) {
     if (n == static_cast<ssize_t>(sizeof(h))) return;
     Queue(vc, h, nullptr).sent = n > 0 ? static_cast<uint64_t>(n) : 0;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, ErrnoText(errno))));
+      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
     }
     return;
   }
@@ -422,25 +220,18 @@ void TcpMethod::QueueControl(TcpVc& vc, const FrameHeader& h) {
 }
 
 void TcpMethod::QueueEager(Car& c, CarStep&) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = *StateOf(c).method;
   OpScope scope(m);
-  TcpVc& vc = m.vc(s.peer);
-  if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
-  m.Queue(vc, Envelope(c, kFrameEager, c.spec().synchronous ? car::kProtoSync : car::kProtoEager, s.local_handle),
-          &c);
+  TcpVc& vc = m.vc(StateOf(c).peer);
+  m.Queue(vc, m.EnvelopeFrame(c, false), &c);
   m.Conn(vc, ConnEvent::kSend);
 }
 
 void TcpMethod::QueueRendezvous(Car& c, CarStep&) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = *StateOf(c).method;
   OpScope scope(m);
-  TcpVc& vc = m.vc(s.peer);
-  s.local_handle = m.handles_.Insert(&c);
-  const uint32_t proto = car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{car::kProtoSync} : 0u);
-  FrameHeader h = Envelope(c, kFrameRts, proto, s.local_handle);
-  m.Queue(vc, h, nullptr);
+  TcpVc& vc = m.vc(StateOf(c).peer);
+  m.Queue(vc, m.EnvelopeFrame(c, true), nullptr);
   m.Conn(vc, ConnEvent::kSend);
 }
 
@@ -449,9 +240,7 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
   TcpMethod& m = *s.method;
   OpScope scope(m);
   TcpVc& vc = m.vc(s.peer);
-  if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
-  const FrameHeader h =
-      Envelope(c, kFrameEager, c.spec().synchronous ? car::kProtoSync : car::kProtoEager, s.local_handle);
+  const FrameHeader h = m.EnvelopeFrame(c, false);
   const std::byte* payload = c.ContiguousSource();
   if (vc.out.empty() && (payload != nullptr || h.length == 0)) {
     // The common case: header and payload in one system call, nothing
@@ -478,7 +267,7 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
     OutFrame& f = m.Queue(vc, h, &c);
     if (n > 0) f.sent = static_cast<uint64_t>(n);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      m.Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, ErrnoText(errno))));
+      m.Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
     }
     return;
   }
@@ -487,12 +276,9 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
 }
 
 void TcpMethod::StartRendezvous(Car& c, CarStep&) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = *StateOf(c).method;
   OpScope scope(m);
-  s.local_handle = m.handles_.Insert(&c);
-  const uint32_t proto = car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{car::kProtoSync} : 0u);
-  m.QueueControl(m.vc(s.peer), Envelope(c, kFrameRts, proto, s.local_handle));
+  m.QueueControl(m.vc(StateOf(c).peer), m.EnvelopeFrame(c, true));
 }
 
 void TcpMethod::StartData(Car& c, CarStep& step) {
@@ -580,7 +366,7 @@ int TcpMethod::Flush(TcpVc& vc, CarStep* step) {
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, ErrnoText(errno))));
+      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
       break;
     }
     uint64_t left = static_cast<uint64_t>(n);
@@ -601,19 +387,12 @@ int TcpMethod::Flush(TcpVc& vc, CarStep* step) {
   return done;
 }
 
-// ---- Connections ----------------------------------------------------------------
+// ---- Connection state ------------------------------------------------------------
 
-void TcpMethod::Watch(int fd, uint32_t events, uint64_t tag) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.u64 = tag;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-}
-
-void TcpMethod::CloseFd(int fd) {
-  if (fd < 0) return;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  ::close(fd);
+void TcpMethod::BecomeConnected(TcpVc& vc) {
+  SwapOps(vc.ops, kConnectedOps);
+  // Room for the largest eager frame, and for reading many small ones at once.
+  if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
 }
 
 void TcpMethod::Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s) {
@@ -676,104 +455,6 @@ void TcpMethod::FailCars(TcpVc& vc) {
       [](Car& c) { StateOf(c).local_handle = 0; });
 }
 
-// The connection actions (tcp_conn_fsm.h).
-
-bool ConnActions::PeerWins(const TcpVc& vc, const ConnSignal&) { return vc.peer < vc.method->rank_; }
-
-void ConnActions::StartConnect(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>& step) {
-  TcpMethod& m = *vc.method;
-  ConnSignal lost;
-  absl::StatusOr<sockaddr_in> to = m.AddressOf(vc.peer);
-  if (!to.ok()) {
-    lost.error = to.status();
-    step.Raise<ConnMachine>(vc, ConnEvent::kLost, lost);
-    return;
-  }
-  vc.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  if (vc.fd >= 0) ::setsockopt(vc.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (vc.fd < 0 || (::connect(vc.fd, reinterpret_cast<const sockaddr*>(&*to), sizeof(*to)) != 0 &&
-                    errno != EINPROGRESS)) {
-    lost.error = absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", vc.peer,
-                                                        Ipv4(to->sin_addr), ntohs(to->sin_port), ErrnoText(errno)));
-    step.Raise<ConnMachine>(vc, ConnEvent::kLost, lost);
-    return;
-  }
-  m.Watch(vc.fd, EPOLLOUT, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
-}
-
-void ConnActions::SendHello(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>& step) {
-  TcpMethod& m = *vc.method;
-  Hello hello{};
-  hello.magic = kHelloMagic;
-  hello.version = kWireVersion;
-  hello.key_len = static_cast<uint16_t>(m.job_key_.size());
-  hello.rank = m.rank_;
-  hello.size = m.size_;
-  std::memcpy(hello.key, m.job_key_.data(), m.job_key_.size());
-  vc.reply_got = 0;
-  if (!SendSmall(vc.fd, &hello, sizeof(hello))) {
-    ConnSignal lost;
-    lost.error = absl::UnavailableError(absl::StrFormat("tcp: greeting rank %d: %s", vc.peer, ErrnoText(errno)));
-    step.Raise<ConnMachine>(vc, ConnEvent::kLost, lost);
-    return;
-  }
-  m.Watch(vc.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
-}
-
-void ConnActions::Adopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step) {
-  TcpMethod& m = *vc.method;
-  vc.fd = s.fd;
-  const HelloReply reply{kHelloMagic, kWelcome};
-  if (!SendSmall(vc.fd, &reply, sizeof(reply))) {
-    ConnSignal lost;
-    lost.error = absl::UnavailableError(absl::StrFormat("tcp: answering rank %d: %s", vc.peer, ErrnoText(errno)));
-    step.Raise<ConnMachine>(vc, ConnEvent::kLost, lost);
-    return;
-  }
-  m.Watch(vc.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
-  SwapOps(vc.ops, TcpMethod::kConnectedOps);
-  if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, m.options_.eager_limit + sizeof(FrameHeader) + 4096));
-}
-
-void ConnActions::DropOwnAndAdopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step) {
-  vc.method->CloseFd(vc.fd);
-  vc.fd = -1;
-  Adopt(vc, s, step);
-}
-
-void ConnActions::Refuse(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>&) {
-  const HelloReply reply{kHelloMagic, kDuplicate};
-  (void)SendSmall(s.fd, &reply, sizeof(reply));
-  vc.method->CloseFd(s.fd);
-}
-
-void ConnActions::Welcomed(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  TcpMethod& m = *vc.method;
-  SwapOps(vc.ops, TcpMethod::kConnectedOps);
-  if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, m.options_.eager_limit + sizeof(FrameHeader) + 4096));
-}
-
-void ConnActions::DropOwn(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->CloseFd(vc.fd);
-  vc.fd = -1;
-}
-
-void ConnActions::Fail(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.error = s.error.ok() ? absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost", vc.peer))
-                          : s.error;
-  vc.method->CloseFd(vc.fd);
-  vc.fd = -1;
-  SwapOps(vc.ops, TcpMethod::kFailingOps);
-}
-
-void ConnActions::Shut(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->CloseFd(vc.fd);
-  vc.fd = -1;
-  vc.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", vc.peer));
-  SwapOps(vc.ops, TcpMethod::kFailingOps);
-}
-
 // ---- Progress ----------------------------------------------------------------
 
 int TcpMethod::Progress() {
@@ -804,137 +485,6 @@ void TcpMethod::Block(int timeout_us) {
   (void)::epoll_wait(epoll_fd_, evs, 16, ms);
 }
 
-int TcpMethod::PollEvents(int timeout_ms) {
-  epoll_event evs[64];
-  const int n = ::epoll_wait(epoll_fd_, evs, 64, timeout_ms);
-  int work = 0;
-  for (int k = 0; k < n; ++k) {
-    const uint64_t tag = evs[k].data.u64;
-    const uint64_t id = tag & 0xffffffffu;
-    switch (tag >> 32) {
-      case kTagListen: OnListen(); ++work; break;
-      case kTagPending: OnPending(static_cast<std::size_t>(id)); ++work; break;
-      case kTagVc: {
-        if (id >= vcs_.size()) break;
-        TcpVc& vc = vcs_[id];
-        const ConnState s = ConnMachine::StateOf(vc);
-        if (s == ConnState::kConnected) {
-          work += PumpRx(vc);
-        } else if (s == ConnState::kConnecting || s == ConnState::kHelloSent) {
-          OnConnecting(vc, evs[k].events);
-          ++work;
-        }
-        break;
-      }
-      default: break;
-    }
-  }
-  return work;
-}
-
-void TcpMethod::OnListen() {
-  for (;;) {
-    sockaddr_in from{};
-    socklen_t len = sizeof(from);
-    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    Pending p;
-    p.fd = fd;
-    p.from = absl::StrCat(Ipv4(from.sin_addr), ":", ntohs(from.sin_port));
-    pending_.push_back(p);
-    Watch(fd, EPOLLIN, Tag(kTagPending, static_cast<uint64_t>(fd)));
-  }
-}
-
-void TcpMethod::OnPending(std::size_t fd) {
-  auto it = std::find_if(pending_.begin(), pending_.end(), [fd](const Pending& p) { return p.fd == static_cast<int>(fd); });
-  if (it == pending_.end()) return;
-  Pending& p = *it;
-  const ssize_t n = ::recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  std::string refuse;
-  if (n <= 0) {
-    refuse = "closed before its greeting";
-  } else {
-    p.got += static_cast<std::size_t>(n);
-    if (p.got < sizeof(Hello)) return;
-    const Hello& h = p.hello;
-    if (h.magic != kHelloMagic) {
-      refuse = "not a cartage connection (bad magic)";
-    } else if (h.version != kWireVersion) {
-      refuse = absl::StrFormat("wire version %d, this rank speaks %d", h.version, kWireVersion);
-    } else if (h.key_len != job_key_.size() || std::memcmp(h.key, job_key_.data(), job_key_.size()) != 0) {
-      refuse = "wrong job key";
-    } else if (h.size != size_ || h.rank < 0 || h.rank >= size_ || h.rank == rank_) {
-      refuse = absl::StrFormat("claims rank %d of %d (this job: %d ranks, this is rank %d)", h.rank, h.size, size_,
-                               rank_);
-    }
-  }
-  const int conn = p.fd;
-  const int claimed = p.hello.rank;
-  const std::string from = p.from;
-  pending_.erase(it);
-  if (!refuse.empty()) {
-    std::fprintf(stderr, "cartage tcp (rank %d): refused a connection from %s: %s\n", rank_, from.c_str(),
-                 refuse.c_str());
-    const HelloReply reply{kHelloMagic, kRefused};
-    if (n > 0) (void)SendSmall(conn, &reply, sizeof(reply));
-    CloseFd(conn);
-    return;
-  }
-  if (ConnMachine::IsFinal(vc(claimed))) {  // in error or closed: nothing to adopt it
-    CloseFd(conn);
-    return;
-  }
-  ConnSignal s;
-  s.fd = conn;
-  Conn(vc(claimed), ConnEvent::kAccepted, s);  // adopted, or refused as a duplicate and closed
-}
-
-void TcpMethod::OnConnecting(TcpVc& vc, uint32_t events) {
-  if (ConnMachine::StateOf(vc) == ConnState::kConnecting) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(vc.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err == 0 && (events & EPOLLOUT) != 0) {
-      Conn(vc, ConnEvent::kConnectDone);
-    } else if (err != 0 || (events & (EPOLLERR | EPOLLHUP)) != 0) {
-      const sockaddr_in& a = addresses_[static_cast<std::size_t>(vc.peer)];
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", vc.peer,
-                                                      Ipv4(a.sin_addr), ntohs(a.sin_port),
-                                                      ErrnoText(err != 0 ? err : ECONNREFUSED))));
-    }
-    return;
-  }
-  // hello_sent: the reply, exactly its bytes (frames may follow it).
-  const ssize_t n = ::recv(vc.fd, reinterpret_cast<char*>(&vc.reply) + vc.reply_got, sizeof(HelloReply) - vc.reply_got,
-                           MSG_DONTWAIT);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (n <= 0) {
-    // The peer closed our connection: it kept its own (a duplicate it will
-    // use) or went away. Wait for its connection if it is alive.
-    if (PeerGone(vc.peer)) {
-      Lost(vc, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (tcp: connection closed)", vc.peer)));
-    } else {
-      Conn(vc, ConnEvent::kDuplicate);
-    }
-    return;
-  }
-  vc.reply_got += static_cast<std::size_t>(n);
-  if (vc.reply_got < sizeof(HelloReply)) return;
-  if (vc.reply.magic != kHelloMagic || vc.reply.verdict == kRefused || vc.reply.verdict > kRefused ||
-      vc.reply.verdict == 0) {
-    Lost(vc, absl::PermissionDeniedError(absl::StrFormat(
-                 "tcp: rank %d refused the connection (job key or wire version differ; see its log)", vc.peer)));
-  } else if (vc.reply.verdict == kWelcome) {
-    Conn(vc, ConnEvent::kWelcome);
-  } else {
-    Conn(vc, ConnEvent::kDuplicate);
-  }
-}
-
 // ---- Reading -------------------------------------------------------------------
 
 int TcpMethod::PumpRx(TcpVc& vc) {
@@ -943,11 +493,11 @@ int TcpMethod::PumpRx(TcpVc& vc) {
     ssize_t n;
     std::size_t asked;
     std::size_t direct = 0;  // bytes read straight into a receive buffer
-    if (vc.data_left > 0 && vc.head == vc.tail && vc.data_car->LandsContiguous() &&
-        !vc.data_car->LandingZone().empty()) {
+    std::span<std::byte> zone;
+    if (vc.data_left > 0 && vc.head == vc.tail && vc.data_car->LandsContiguous()) zone = vc.data_car->LandingZone();
+    if (!zone.empty()) {
       // A DATA stream with nothing buffered: read into the receive buffer
       // itself, and what follows the stream into rx.
-      std::span<std::byte> zone = vc.data_car->LandingZone();
       const std::size_t room = static_cast<std::size_t>(std::min<uint64_t>(zone.size(), vc.data_left));
       vc.head = vc.tail = 0;
       iovec iov[2] = {{zone.data(), room}, {vc.rx.data(), vc.rx.size()}};
@@ -959,11 +509,7 @@ int TcpMethod::PumpRx(TcpVc& vc) {
       }
     } else {
       if (vc.head == vc.tail) vc.head = vc.tail = 0;
-      if (vc.rx.size() - vc.tail < 4096 && vc.head > 0) {
-        std::memmove(vc.rx.data(), vc.rx.data() + vc.head, vc.tail - vc.head);
-        vc.tail -= vc.head;
-        vc.head = 0;
-      }
+      if (vc.rx.size() - vc.tail < 4096 && vc.head > 0) Compact(vc);
       asked = vc.rx.size() - vc.tail;
       n = ::recv(vc.fd, vc.rx.data() + vc.tail, asked, MSG_DONTWAIT);
       if (n > 0) vc.tail += static_cast<std::size_t>(n);
@@ -975,19 +521,11 @@ int TcpMethod::PumpRx(TcpVc& vc) {
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost: %s", vc.peer, ErrnoText(errno))));
+      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost: %s", vc.peer, std::strerror(errno))));
       return work + 1;
     }
     ++work;
-    if (direct > 0) {
-      Car* r = vc.data_car;
-      vc.data_left -= direct;
-      if (vc.data_left == 0) vc.data_car = nullptr;
-      CarSignal d;
-      d.bytes = direct;
-      (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
-      FinishIfFinal(*r);
-    }
+    if (direct > 0) Landed(vc, direct);
     Parse(vc);
     if (static_cast<std::size_t>(n) < asked) break;  // drained
   }
@@ -1000,15 +538,9 @@ void TcpMethod::Parse(TcpVc& vc) {
     if (vc.data_left > 0) {
       const std::size_t k = static_cast<std::size_t>(std::min<uint64_t>(vc.data_left, avail));
       if (k == 0) break;
-      Car* r = vc.data_car;
-      r->Land(vc.rx.data() + vc.head, k);
+      vc.data_car->Land(vc.rx.data() + vc.head, k);
       vc.head += k;
-      vc.data_left -= k;
-      if (vc.data_left == 0) vc.data_car = nullptr;
-      CarSignal d;
-      d.bytes = k;
-      (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
-      FinishIfFinal(*r);
+      Landed(vc, k);
       continue;
     }
     if (avail < sizeof(FrameHeader)) break;
@@ -1019,24 +551,31 @@ void TcpMethod::Parse(TcpVc& vc) {
   if (vc.head == vc.tail) vc.head = vc.tail = 0;
 }
 
+void TcpMethod::Landed(TcpVc& vc, std::size_t n) {
+  Car* r = vc.data_car;
+  vc.data_left -= n;
+  if (vc.data_left == 0) vc.data_car = nullptr;
+  CarSignal d;
+  d.bytes = n;
+  (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
+  FinishIfFinal(*r);
+}
+
+void TcpMethod::Compact(TcpVc& vc) {
+  std::memmove(vc.rx.data(), vc.rx.data() + vc.head, vc.tail - vc.head);
+  vc.tail -= vc.head;
+  vc.head = 0;
+}
+
 void TcpMethod::Malformed(TcpVc& vc, absl::string_view what) {
   Lost(vc, absl::DataLossError(absl::StrFormat("tcp: malformed frame from rank %d: %s", vc.peer, what)));
 }
 
 Car* TcpMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
-  Car* c = handles_.Find(handle);
-  return c != nullptr && c->kind() == kind && StateOf(*c).peer == source ? c : nullptr;
+  return FindFrom(handles_, handle, kind, source, [](Car& c) { return StateOf(c).peer; });
 }
 
-void TcpMethod::FinishIfFinal(Car& c) {
-  TcpCarState& s = StateOf(c);
-  if (s.local_handle == 0) return;
-  const bool final = c.kind() == car::CarKind::kSend ? SendMachine::IsFinal(c) : RecvMachine::IsFinal(c);
-  if (final) {
-    handles_.Remove(s.local_handle);
-    s.local_handle = 0;
-  }
-}
+void TcpMethod::FinishIfFinal(Car& c) { ForgetIfFinal(handles_, c, StateOf(c).local_handle); }
 
 bool TcpMethod::OnFrame(TcpVc& vc, const FrameHeader& h) {
   const int source = vc.peer;
@@ -1048,11 +587,7 @@ bool TcpMethod::OnFrame(TcpVc& vc, const FrameHeader& h) {
       }
       const std::size_t need = sizeof(FrameHeader) + static_cast<std::size_t>(h.length);
       if (vc.tail - vc.head < need) {
-        if (vc.rx.size() - vc.head < need) {  // make room for the whole frame
-          std::memmove(vc.rx.data(), vc.rx.data() + vc.head, vc.tail - vc.head);
-          vc.tail -= vc.head;
-          vc.head = 0;
-        }
+        if (vc.rx.size() - vc.head < need) Compact(vc);  // make room for the whole frame
         return false;
       }
       const std::byte* payload = vc.rx.data() + vc.head + sizeof(FrameHeader);
@@ -1114,28 +649,14 @@ void TcpMethod::OnEnvelope(TcpVc& vc, const FrameHeader& h, const std::byte* pay
   const int source = vc.peer;
   const bool rendezvous = payload == nullptr;
   if (h.tag < 0) return Malformed(vc, absl::StrFormat("negative tag %d", h.tag));
-  const car::Envelope env{h.context, source, h.tag};
-  CarSignal sig;
-  sig.bytes = h.length;
-  sig.proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
-  sig.source = source;
-  sig.tag = h.tag;
-  sig.data = payload;  // eager: the whole message, one event
-  auto adopt = [&](Car& c) {
-    Bind(c, source);
-    StateOf(c).remote_handle = h.a;
-  };
-  if (Car* r = host_->MatchIncoming(env)) {
-    adopt(*r);
-    (void)RecvMachine::Dispatch(*r, rendezvous ? RecvEvent::kEnvelope : RecvEvent::kEager, sig);
-    FinishIfFinal(*r);
-    return;
-  }
-  absl::StatusOr<Car*> u = host_->NewUnexpected(env, rendezvous ? 0 : h.length);
-  if (!u.ok()) return Lost(vc, u.status());
-  adopt(**u);
-  (void)car::UnexpectedMachine::Dispatch(
-      **u, rendezvous ? car::UnexpectedEvent::kEnvelope : car::UnexpectedEvent::kEager, sig);
+  const uint32_t proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
+  absl::StatusOr<Car*> c =
+      DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto, payload, [&](Car& taker) {
+        Bind(taker, source);
+        StateOf(taker).remote_handle = h.a;
+      });
+  if (!c.ok()) return Lost(vc, c.status());
+  FinishIfFinal(**c);
 }
 
 }  // namespace cartage::methods::tcp

@@ -14,6 +14,10 @@
 // Progress reads connected sockets directly (one recv per VC, no epoll on the
 // hot path) and asks epoll now and then for connections being made and
 // accepted; Block waits in epoll on all of them.
+//
+// tcp_method.cc moves CARs (operations, frames, progress); tcp_connect.cc
+// makes connections (addresses, listening, the tcp_connection actions, the
+// handshake).
 #ifndef CARTAGE_METHODS_TCP_TCP_METHOD_H_
 #define CARTAGE_METHODS_TCP_TCP_METHOD_H_
 
@@ -23,7 +27,9 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +59,17 @@ struct TcpCarState {
   int32_t peer = -1;
   uint64_t local_handle = 0;   // our handle for this CAR, while the peer may name it
   uint64_t remote_handle = 0;  // the peer's handle (sender's send / receiver's receive)
+};
+
+// What a rank publishes for its peers: "pid;host key;net key;port;ip/mask,...".
+// The host key (boot id, pid namespace) says whose pids it can see; the net
+// key (boot id, network namespace) whether loopback reaches it.
+struct PeerRecord {
+  int32_t pid = 0;
+  std::string host_key;
+  std::string net_key;
+  int port = 0;
+  std::vector<std::pair<in_addr, in_addr>> addrs;  // address, netmask
 };
 
 // A frame waiting to be written.
@@ -108,7 +125,6 @@ class TcpMethod final : public Method {
   std::size_t private_bytes() const override { return sizeof(TcpCarState); }
   void Bind(car::Car& car, int peer) override;
   int Progress() override;
-  bool Busy() const override;
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override;
   void FailPeer(int peer, const absl::Status& why) override;
@@ -138,18 +154,26 @@ class TcpMethod final : public Method {
     std::string from;  // address, for the log
   };
 
-  // Set-up.
+  // Set-up (tcp_connect.cc).
   absl::Status Listen();
+  // A peer's published record, read from the exchange once.
+  absl::StatusOr<const PeerRecord*> Record(int peer);
   absl::StatusOr<sockaddr_in> AddressOf(int peer);
   // Operations swapped into a VC: queueing (idle, connecting), connected, error.
   static const car::Carrier kQueueingOps, kConnectedOps, kFailingOps;
-  // Connection events, and what follows a transition (flush, fail CARs).
+  // Connection events; after a transition into error, the VC's CARs fail
+  // (at once, or in the next Progress when inside a CAR's operation).
   void Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s = {});
   void AfterTransition(TcpVc& vc);
   void Lost(TcpVc& vc, absl::Status why);
   void CloseFd(int fd);
+  void DropConnection(TcpVc& vc);   // closes the VC's socket
+  void BecomeConnected(TcpVc& vc);  // connected operations, a receive buffer
   void Watch(int fd, uint32_t events, uint64_t tag);
   // Sending.
+  // The envelope frame of send `c`, EAGER or RTS, with a handle where the
+  // peer will answer (CTS; ACK of a synchronous send).
+  FrameHeader EnvelopeFrame(car::Car& c, bool rendezvous);
   OutFrame& Queue(TcpVc& vc, const FrameHeader& h, car::Car* payload_of);
   void QueueControl(TcpVc& vc, const FrameHeader& h);
   // Writes what the socket takes; completions through `step` (inside a CAR
@@ -159,6 +183,8 @@ class TcpMethod final : public Method {
   // Receiving.
   int PumpRx(TcpVc& vc);
   void Parse(TcpVc& vc);
+  void Landed(TcpVc& vc, std::size_t n);  // n bytes of the DATA stream are in its receive
+  void Compact(TcpVc& vc);                 // moves rx's unparsed bytes to its start
   bool OnFrame(TcpVc& vc, const FrameHeader& h);  // false: stop parsing (need more, or failed)
   void OnEnvelope(TcpVc& vc, const FrameHeader& h, const std::byte* payload);
   void Malformed(TcpVc& vc, absl::string_view what);
@@ -196,11 +222,10 @@ class TcpMethod final : public Method {
   };
   uint32_t tick_ = 0;
   HandleTable handles_;
-  std::string my_host_key_;         // boot id and pid namespace: who can see whose pids
-  std::vector<std::string> peer_host_keys_;
-  std::vector<int32_t> peer_pids_;
-  std::vector<bool> fetched_;       // peer's address record read from the exchange
-  std::vector<sockaddr_in> addresses_;
+  std::string host_key_;            // see PeerRecord
+  std::string net_key_;
+  std::vector<std::optional<PeerRecord>> records_;  // per peer, once read
+  std::vector<sockaddr_in> addresses_;              // per peer: where we connect (for messages)
 };
 
 // Registers tcp_connection with the registry (diagrams, `cartage info`).
