@@ -8,14 +8,12 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "fsm/check.h"
+#include "methods/common/host_keys.h"
 #include "methods/tcp/tcp_method.h"
 
 namespace cartage::methods::tcp {
@@ -32,18 +31,6 @@ namespace {
 // epoll tags: what kind of descriptor, and which.
 enum TagKind : uint64_t { kTagListen = 1, kTagPending = 2, kTagVc = 3 };
 uint64_t Tag(TagKind k, uint64_t id) { return (static_cast<uint64_t>(k) << 32) | id; }
-
-std::string ReadFirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-uint64_t InodeOf(const char* path) {
-  struct stat st {};
-  return ::stat(path, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
 
 std::string Ipv4(in_addr a) {
   char text[INET_ADDRSTRLEN] = {};
@@ -102,13 +89,6 @@ absl::StatusOr<PeerRecord> ParseRecord(int peer, const std::string& text) {
     r.addrs.emplace_back(ip, mask);
   }
   return r;
-}
-
-std::string HostKey() {
-  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/pid"));
-}
-std::string NetKey() {
-  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/net"));
 }
 
 // Sends all of a small set-up message on a fresh socket (it fits the empty

@@ -19,6 +19,7 @@
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "fsm/check.h"
+#include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 
 namespace cartage::methods::tcp {
@@ -150,7 +151,7 @@ bool TcpMethod::PeerGone(int peer) {
   if (ConnMachine::StateOf(vcs_[i]) == ConnState::kError) return true;
   absl::StatusOr<const PeerRecord*> r = Record(peer);
   // A peer whose pid this rank can see (same boot, same pid namespace).
-  return r.ok() && (*r)->host_key == host_key_ && (*r)->pid > 0 && ::kill((*r)->pid, 0) != 0 && errno == ESRCH;
+  return r.ok() && (*r)->host_key == host_key_ && ProcessGone((*r)->pid);
 }
 
 // ---- VC operations, by state -----------------------------------------------------
