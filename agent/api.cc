@@ -197,10 +197,14 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
     return absl::UnavailableError(absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag,
                                                   rt_->PeerStatus(world).message()));
   }
+  const uint32_t ctx = context == kOwnContext ? context_ : context;
+  if (absl::Status fits = rt_->CheckEnvelope(world, ctx, any_tag ? 0 : tag); !fits.ok()) {
+    return absl::Status(fits.code(), absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag, fits.message()));
+  }
   car::CarSpec spec;
   spec.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
   spec.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
-  spec.envelope = {context == kOwnContext ? context_ : context, world, tag};
+  spec.envelope = {ctx, world, tag};
   const auto n = static_cast<uint64_t>(bytes);
   const void* span_start = buf;  // the memory the data lies in, for registration
   uint64_t span = n;
@@ -306,13 +310,17 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
   }
   rt_->Progress();
   const int world = source == kAnySource ? kAnySource : WorldRank(source);
-  const car::Car* u = rt_->PeekUnexpected(context_, world, tag);
-  if (u == nullptr) return std::optional<ProbeResult>();
-  int from = u->envelope().rank;
+  absl::StatusOr<std::optional<methods::Method::Probed>> u = rt_->Peek(context_, world, tag);
+  if (!u.ok()) {
+    return absl::Status(u.status().code(), absl::StrFormat("probe from rank %d (tag %d): %s", source, tag,
+                                                           u.status().message()));
+  }
+  if (!u->has_value()) return std::optional<ProbeResult>();
+  int from = (*u)->source;
   if (group_) {
     from = static_cast<int>(std::find(group_->begin(), group_->end(), from) - group_->begin());
   }
-  return std::optional<ProbeResult>(ProbeResult{from, u->envelope().tag, u->bytes_total()});
+  return std::optional<ProbeResult>(ProbeResult{from, (*u)->tag, (*u)->bytes});
 }
 
 absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {

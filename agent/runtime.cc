@@ -84,6 +84,23 @@ absl::Status Runtime::OpenMethods() {
                                                     absl::StrJoin(names, ","), p));
     }
   }
+  // A method that matches envelopes itself sees only its own messages, so a
+  // wildcard receive is right only if it carries every rank (self too).
+  for (int p = 0; p < size(); ++p) {
+    methods::Method* m = routes_[static_cast<std::size_t>(p)].method;
+    if (!m->caps().tag_matching) continue;
+    native_ = m;
+    for (int q = 0; q < size(); ++q) {
+      methods::Method* other = routes_[static_cast<std::size_t>(q)].method;
+      if (other == m) continue;
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "method %s matches envelopes itself and must carry every rank, but rank %d goes through %s "
+          "(CARTAGE_METHODS: put %s first)",
+          m->name(), q, other->name(), m->name()));
+    }
+    any_vc_ = m->Vc(car::kAnySource);
+    break;
+  }
   for (const auto& m : methods_) {
     const bool used = std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) { return r.method == m.get(); });
     if (!m->caps().needs_polling) continue;
@@ -113,8 +130,37 @@ Runtime::~Runtime() {
 }
 
 void Runtime::Bind(Car& car, int peer) {
-  // A wildcard receive is bound by the method whose message it matches.
-  if (peer >= 0) MethodFor(peer).Bind(car, peer);
+  // A wildcard receive is bound by the method whose message it matches (or
+  // by the one method that matches everything).
+  if (peer >= 0) {
+    MethodFor(peer).Bind(car, peer);
+  } else if (native_ != nullptr) {
+    native_->Bind(car, peer);
+  }
+}
+
+absl::Status Runtime::CheckEnvelope(int peer, uint32_t context, int tag) const {
+  const methods::Method* m = peer >= 0 ? &MethodFor(peer) : native_;
+  if (m == nullptr) return absl::OkStatus();
+  const methods::Capabilities& c = m->caps();
+  if (context > c.max_context) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "context id %d does not fit method %s's envelope (context ids up to %d): too many communicators", context,
+        m->name(), c.max_context));
+  }
+  if (tag > c.max_tag) {
+    return absl::OutOfRangeError(
+        absl::StrFormat("tag %d does not fit method %s's envelope (tags up to %d)", tag, m->name(), c.max_tag));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {
+  if (native_ != nullptr) return native_->Probe({context, source, tag});
+  const Car* u = matcher_->PeekUnexpected({context, source, tag});
+  if (u == nullptr) return std::optional<methods::Method::Probed>();
+  return std::optional<methods::Method::Probed>(
+      methods::Method::Probed{u->envelope().rank, u->envelope().tag, u->bytes_total()});
 }
 
 absl::StatusOr<uint64_t> Runtime::Register(int peer, const void* buf, std::size_t bytes) {
@@ -195,6 +241,13 @@ absl::Status Runtime::Cancel(Car* car) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "cancel: only a receive that has not matched can be cancelled (CAR #%d is %s %s)", car->id(),
         car::KindName(car->kind()), car->state_name()));
+  }
+  // A method that matches itself holds the receive: it must give it back
+  // first (it fails if the receive has matched meanwhile).
+  if (native_ != nullptr) {
+    if (absl::Status s = native_->Cancel(*car); !s.ok()) {
+      return absl::FailedPreconditionError(absl::StrFormat("cancel: CAR #%d: %s", car->id(), s.message()));
+    }
   }
   return car::RecvMachine::Dispatch(*car, car::RecvEvent::kCancel);
 }

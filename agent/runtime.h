@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,7 +60,7 @@ class Runtime : public methods::MethodHost {
   // The carrier of the method that reaches world rank `peer` (-1: not known
   // yet, e.g. a wildcard receive; rebound when it matches).
   const car::Carrier* CarrierFor(int peer) const {
-    return peer < 0 ? &any_carrier_ : routes_[static_cast<std::size_t>(peer)].vc;
+    return peer < 0 ? any_vc_ : routes_[static_cast<std::size_t>(peer)].vc;
   }
   // The method that reaches world rank `peer`.
   methods::Method& MethodFor(int peer) const { return *routes_[static_cast<std::size_t>(peer)].method; }
@@ -74,10 +75,13 @@ class Runtime : public methods::MethodHost {
   void Release(car::Car* car);
   // Cancels a posted receive.
   absl::Status Cancel(car::Car* car);
-  // The oldest unexpected message (source, tag) matches, if any.
-  const car::Car* PeekUnexpected(uint32_t context, int source, int tag) const {
-    return matcher_->PeekUnexpected({context, source, tag});
-  }
+  // The oldest message (source, tag) matches that no receive took yet, if
+  // any: from the agent's unexpected queue, or asked of the method that
+  // matches itself.
+  absl::StatusOr<std::optional<methods::Method::Probed>> Peek(uint32_t context, int source, int tag) const;
+  // Whether the method that reaches world rank `peer` (-1: any) can name
+  // `context` and `tag` in its envelope (ofi's tag layouts cannot name all).
+  absl::Status CheckEnvelope(int peer, uint32_t context, int tag) const;
   // Why `peer` is unusable (OK if it is fine).
   const absl::Status& PeerStatus(int peer) const { return dead_[static_cast<std::size_t>(peer)]; }
 
@@ -119,6 +123,8 @@ class Runtime : public methods::MethodHost {
   uint32_t round_ = 0;
   std::vector<Route> routes_;
   car::Carrier any_carrier_;  // a wildcard receive before it matches: the agent's operations only
+  const car::Carrier* any_vc_ = &any_carrier_;  // ...or the native matcher's wildcard VC
+  methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
   WaitPolicy wait_;
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post

@@ -53,6 +53,9 @@ std::string Describe(const Capabilities& c) {
   f.push_back(c.atomics ? "atomics" : "no atomics");
   f.push_back(c.needs_registration ? "needs registration" : "no registration");
   if (c.max_buffer > 0) f.push_back(absl::StrCat("buffers ", Bytes(c.min_buffer), "..", Bytes(c.max_buffer)));
+  if (c.max_context != UINT64_MAX) f.push_back(absl::StrCat("context ids <= ", c.max_context));
+  if (c.max_tag != INT64_MAX) f.push_back(absl::StrCat("tags <= ", c.max_tag));
+  if (c.max_rank != INT64_MAX) f.push_back(absl::StrCat("ranks <= ", c.max_rank));
   return absl::StrJoin(f, ", ");
 }
 
@@ -89,6 +92,10 @@ absl::Status Method::Cancel(car::Car& c) {
   }
   return absl::FailedPreconditionError(absl::StrFormat(
       "%s cancel: CAR #%d (%s %s) is already on the wire", name(), c.id(), car::KindName(c.kind()), c.state_name()));
+}
+
+absl::StatusOr<std::optional<Method::Probed>> Method::Probe(const car::Envelope&) {
+  return absl::UnimplementedError(absl::StrFormat("%s matches no envelopes itself: the agent probes", name()));
 }
 
 absl::StatusOr<uint64_t> Method::RegisterMemory(const void* buf, std::size_t bytes) {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,12 @@ struct Capabilities {
   bool needs_polling = true;       // false: all its work happens while CARs are posted (self)
   std::size_t min_buffer = 0;      // method buffers (AllocBuffer): smallest size
   std::size_t max_buffer = 0;      // ...and largest
+  // What a method that carries the envelope in a fixed-width field (ofi's
+  // 64-bit tag) can name; the agent refuses, naming the operation, an
+  // envelope beyond them rather than letting it wrap.
+  uint64_t max_context = UINT64_MAX;  // communicator context ids
+  int64_t max_tag = INT64_MAX;
+  int64_t max_rank = INT64_MAX;
 };
 // One line for `cartage info`: "eager 8192, max 16 EiB, ordered, reliable, ...".
 std::string Describe(const Capabilities& caps);
@@ -122,8 +129,22 @@ class Method {
   // seed 002's vc->recv(vc, car_list): posts receive CARs bound to `peer`.
   virtual absl::Status Recv(int peer, car::CarList& cars);
   // Cancels a CAR the method holds (kFailedPrecondition once it is on the
-  // wire). The agent cancels posted receives itself.
+  // wire, or matched). The agent cancels the receives in its own queues
+  // itself; it asks a tag-matching method (caps().tag_matching), which holds
+  // the posted receives, first: OK means the receive will never match.
   virtual absl::Status Cancel(car::Car& car);
+
+  // ---- Native tag matching (caps().tag_matching) ---------------------------
+  // A method that matches envelopes itself carries every rank of the job
+  // (self included) and the wildcard receives: Vc(-1) is their VC, and
+  // Bind(car, -1) prepares one. Probe looks for a message `pattern`
+  // (source or tag -1: any) matches without receiving it.
+  struct Probed {
+    int source = 0;
+    int tag = 0;
+    uint64_t bytes = 0;
+  };
+  virtual absl::StatusOr<std::optional<Probed>> Probe(const car::Envelope& pattern);
 
   // ---- Progress ----------------------------------------------------------------
   // Advances everything the method holds; returns how much work it did (0:
@@ -190,6 +211,8 @@ struct Descriptor {
   Capabilities (*caps)();     // before opening (parameters from the environment applied)
   std::vector<ParamInfo> (*params)();
   absl::StatusOr<std::unique_ptr<Method>> (*open)(const OpenArgs& args);
+  // More lines for `cartage info` (ofi: the provider it would choose), or null.
+  std::vector<std::string> (*details)() = nullptr;
 };
 
 // Descriptor functions for a method `M` configured by `Options`

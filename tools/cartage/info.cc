@@ -24,6 +24,9 @@ void PrintInfo(const fsm::Registry& reg) {
     for (const methods::Descriptor* d : registry->all()) {
       std::cout << absl::StrFormat("  %-6s %s (%s)\n", d->name, d->summary, registry->origin(d));
       std::cout << absl::StrFormat("         %s\n", methods::Describe(d->caps()));
+      if (d->details != nullptr) {
+        for (const std::string& line : d->details()) std::cout << absl::StrFormat("         %s\n", line);
+      }
       const std::string upper = absl::AsciiStrToUpper(d->name);
       for (const methods::ParamInfo& p : d->params()) {
         std::cout << absl::StrFormat("         CARTAGE_%s_%-12s default %-9s %s\n", upper, p.name,
