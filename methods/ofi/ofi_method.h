@@ -1,0 +1,232 @@
+// The ofi method: libfabric's tagged interface (fi_tagged) on a reliable
+// datagram endpoint (FI_EP_RDM), the road onto InfiniBand, Slingshot, EFA,
+// Omni-Path and the rest through one API (seed 003's OFI MTL).
+//
+//   providers   libfabric's own order, filtered by CARTAGE_OFI_PROVIDER_INCLUDE
+//               and _EXCLUDE (names like "tcp;ofi_rxm", or one part: "tcp")
+//   addresses   each rank publishes its endpoint name through the job's
+//               exchange; all go into one address vector (FI_AV_TABLE), so a
+//               rank's fi_addr_t is its world rank
+//   matching    the provider's: the envelope rides in the 64-bit tag
+//               (ofi_tag.h); a receive is an fi_trecv straight into the
+//               user's buffer, so the provider's own rendezvous moves large
+//               messages with no staging copy on either side
+//   synchronous the sync bit; the receiver injects an acknowledgement when
+//               its receive completes, the sender posted a receive for it
+//   progress    fi_cq_read of up to CARTAGE_OFI_EVENTS completions at a time
+//               until the queue is empty; each completion's context is the
+//               operation, which names its CAR
+//   FI_EAGAIN   the operation waits in a FIFO (so later ones cannot overtake
+//               it) and progress posts it again; it never fails for that
+//   errors      an error completion fails its CAR with the provider's text
+//
+// A method that matches envelopes itself must see every message a receive
+// could match, so it carries every rank of the job, self included, and the
+// wildcard receives (the agent refuses a mix: DESIGN.md "Methods").
+#ifndef CARTAGE_METHODS_OFI_OFI_METHOD_H_
+#define CARTAGE_METHODS_OFI_OFI_METHOD_H_
+
+#include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "car/car.h"
+#include "methods/host.h"
+#include "methods/method.h"
+#include "methods/ofi/ofi_tag.h"
+
+namespace cartage::methods::ofi {
+
+// Parameters, each overridable by CARTAGE_OFI_<NAME> (see Params()).
+struct OfiOptions {
+  std::vector<std::string> include;  // providers to consider (empty: all)
+  std::vector<std::string> exclude;  // providers never to use
+  TagMode tag_mode = TagMode::kAuto;
+  int events = 100;                  // completions read per fi_cq_read
+  static absl::StatusOr<OfiOptions> FromEnvironment();
+};
+std::vector<ParamInfo> Params();
+
+// The provider libfabric offers first after the include/exclude lists, and
+// what the method will make of it.
+struct ProviderChoice {
+  std::string name;     // "tcp;ofi_rxm"
+  std::string fabric;   // "192.0.2.0/24"
+  std::string domain;   // "eth0"
+  TagLayout layout;
+  uint64_t max_message = 0;
+  std::size_t inject_size = 0;
+  bool host_only = false;  // shm: reaches one host
+  bool rma = false;        // advertises FI_RMA
+  std::size_t rx_iov_limit = 1;
+};
+// Frees what fi_getinfo returned.
+struct FiInfoDeleter {
+  void operator()(fi_info* info) const;
+};
+using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
+// Asks libfabric for tagged RDM providers and takes the first the options
+// allow; `info` (if non-null) receives its fi_info for opening.
+absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoPtr* info = nullptr);
+// Whether provider `name` ("tcp;ofi_rxm") is named by `list` (whole or one part).
+bool ProviderNamed(const std::string& name, const std::vector<std::string>& list);
+
+// One operation handed to the provider; its context is what completions
+// return. Operations live in the method's pool, not in the CAR, so that one
+// the provider still holds after its CAR has failed (a dead peer) stays
+// valid until the provider lets it go.
+struct OfiOp {
+  enum class Kind : uint8_t { kSend, kRecv, kAckRecv, kAckSend, kPeek };
+  fi_context2 ctx;          // the provider's scratch (FI_CONTEXT2 mode); first
+  Kind kind = Kind::kSend;
+  bool inject = false;      // fi_tinject: no completion will come
+  bool cancelling = false;  // fi_cancel issued: its ECANCELED is expected
+  bool cancelled = false;   // ...and came
+  car::Car* car = nullptr;  // null once orphaned: its completion is only freed
+  int32_t peer = -1;        // -1: a wildcard receive
+  void* buf = nullptr;
+  uint64_t len = 0;
+  uint64_t addr = 0;        // fi_addr_t
+  uint64_t tag = 0;
+  uint64_t ignore = 0;
+  std::byte* bounce = nullptr;  // a non-contiguous message, packed (owned)
+  OfiOp* next_free = nullptr;
+};
+
+// What the method keeps in a CAR's method-private area.
+struct OfiCarState {
+  class OfiMethod* method = nullptr;
+  int32_t peer = -1;
+  int32_t tag = 0;          // the tag a receive matched (for its acknowledgement)
+  OfiOp* op = nullptr;      // the send or receive in the provider's hands
+  OfiOp* ack = nullptr;     // a synchronous send's acknowledgement receive
+};
+
+class OfiMethod final : public Method {
+ public:
+  static absl::StatusOr<std::unique_ptr<OfiMethod>> Create(Exchange& exchange, MethodHost* host,
+                                                           const OfiOptions& options);
+  ~OfiMethod() override;
+
+  static Capabilities Caps(const OfiOptions& options);
+  const ProviderChoice& provider() const { return provider_; }
+  const TagLayout& layout() const { return provider_.layout; }
+
+  // Method
+  absl::string_view name() const override { return "ofi"; }
+  const Capabilities& caps() const override { return caps_; }
+  bool Reaches(int peer) const override { return peer >= 0 && peer < size_; }
+  car::Carrier* Vc(int peer) override { return peer < 0 ? &any_ : &vcs_[static_cast<std::size_t>(peer)].ops; }
+  VcState StateOf(int peer) const override;
+  const absl::Status& PeerStatus(int peer) const override { return vcs_[static_cast<std::size_t>(peer)].error; }
+  std::size_t private_bytes() const override { return sizeof(OfiCarState); }
+  void Bind(car::Car& car, int peer) override;
+  absl::Status Cancel(car::Car& car) override;
+  absl::StatusOr<std::optional<Probed>> Probe(const car::Envelope& pattern) override;
+  int Progress() override;
+  void Block(int timeout_us) override;
+  bool PeerGone(int peer) override;
+  void FailPeer(int peer, const absl::Status& why) override;
+  void Close() override;
+
+  // Carrier operations.
+  static void StartSend(car::Car& c, car::CarStep& step);
+  static void PostRecv(car::Car& c, car::CarStep& step);
+  static void UnpostRecv(car::Car& c, car::CarStep& step);
+  static void SendAck(car::Car& c, car::CarStep& step);
+  static void FailAtOnce(car::Car& c, car::CarStep& step);
+
+  static OfiCarState& StateOf(car::Car& c) { return *static_cast<OfiCarState*>(c.method_private()); }
+
+  // Operations waiting on FI_EAGAIN.
+  std::size_t queued() const { return queued_[0].size() + queued_[1].size(); }
+
+ private:
+  OfiMethod() = default;
+  struct PeerVc {
+    car::Carrier ops;
+    std::string name;
+    absl::Status error;   // why it failed (OK: usable)
+    int pid = 0;
+    std::string host_key;
+  };
+  absl::Status Open(Exchange& exchange, fi_info* info);
+  OfiOp* NewOp(OfiOp::Kind kind, car::Car* car, int peer);
+  void FreeOp(OfiOp* op);
+  // Hands `op` to the provider, or queues it behind earlier ones; what
+  // finishes at once (inject, a hard error) goes through `step` inside a
+  // CAR's operation, or is dispatched directly (step null).
+  void Post(OfiOp* op, car::CarStep* step);
+  ssize_t Issue(OfiOp* op);
+  void Finish(OfiOp* op, const absl::Status& error, car::CarStep* step);  // inject done / failed at posting
+  int RetryQueued();
+  // Reads the completion queue until it is empty (or `max_rounds` reads).
+  int Drain();
+  void OnCompletion(OfiOp* op, const fi_cq_tagged_entry& e);
+  void OnError(const fi_cq_err_entry& err);
+  void DeliverRecv(OfiOp* op, const fi_cq_tagged_entry& e, int64_t truncated_size);
+  std::string ErrorText(int err, int prov_errno, const void* err_data, std::size_t err_data_size);
+  void FailCar(car::Car& c, const absl::Status& why);
+  void Orphan(OfiOp* op);  // the CAR goes on without it; the provider still holds it
+  void CloseFabric();
+
+  OfiOptions options_;
+  ProviderChoice provider_;
+  Capabilities caps_;
+  MethodHost* host_ = nullptr;
+  int rank_ = 0;
+  int size_ = 0;
+  std::string host_key_;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  int wait_fd_ = -1;  // the CQ's wait object (-1: none, Block naps)
+  // Every receive posts a second iovec here, so that a message larger than
+  // its buffer completes (its first bytes in the buffer, the rest in the
+  // sink) instead of reaching the provider's truncation path, which in
+  // libfabric 1.17 disables a tcp;ofi_rxm endpoint (ofiwg/libfabric#8274)
+  // and never completes a large shm message. Virtual memory only, pages
+  // appear where a truncated message lands. Null where the provider takes
+  // one iovec per receive.
+  std::byte* sink_ = nullptr;
+  static constexpr std::size_t kSinkBytes = std::size_t{1} << 30;
+  std::vector<uint64_t> addrs_;  // fi_addr_t per world rank
+  std::vector<PeerVc> vcs_;
+  car::Carrier any_;             // wildcard receives
+  std::deque<OfiOp> ops_;        // the pool (stable addresses)
+  OfiOp* free_ = nullptr;
+  absl::flat_hash_set<OfiOp*> live_;  // in the provider's hands
+  // Waiting on FI_EAGAIN, in posting order: sends [0] and receives [1]
+  // apart, so that receives the provider cannot take yet never hold back
+  // the sends that would complete them (the peer's sends, likewise).
+  std::deque<OfiOp*> queued_[2];
+  std::deque<OfiOp*>& QueueOf(const OfiOp* op) {
+    return queued_[op->kind == OfiOp::Kind::kRecv || op->kind == OfiOp::Kind::kAckRecv ? 1 : 0];
+  }
+  bool Unqueue(OfiOp* op);  // takes a queued operation out; false if it was not queued
+  std::vector<fi_cq_tagged_entry> entries_;
+  // A probe in progress (FI_PEEK).
+  OfiOp* peek_ = nullptr;
+  std::optional<Probed> peeked_;
+  bool peek_done_ = false;
+  bool closed_ = false;
+};
+
+// The registry's entry (declared in methods/ofi/CMakeLists.txt).
+extern const Descriptor kDescriptor;
+
+}  // namespace cartage::methods::ofi
+
+#endif  // CARTAGE_METHODS_OFI_OFI_METHOD_H_
