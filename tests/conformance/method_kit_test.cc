@@ -13,6 +13,7 @@
 // method_kit_test runs the built-in methods (the registry's generated list);
 // example_method_kit_test, this file built with EXAMPLE_METHOD_SO, runs the
 // out-of-tree example method (examples/method) loaded by path.
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,19 +47,43 @@ struct KitParam {
   std::string method;
   std::string plugin;  // a CARTAGE_METHOD_PATH entry, or ""
   KitCase c;
+  std::string variant;              // "" or what the extra settings choose (ofi: the provider)
+  std::vector<std::string> env;     // extra settings for the variant
 };
 
 void PrintTo(const KitParam& p, std::ostream* os) {
   *os << p.c.mode << " on " << p.c.ranks << " ranks through " << p.method;
+  if (!p.variant.empty()) *os << " (" << p.variant << ")";
 }
+
+// The ofi method runs the kit on every libfabric provider that works on a
+// machine without RDMA hardware (Debian's libfabric 1.17): each is a
+// variant, chosen with CARTAGE_OFI_PROVIDER_INCLUDE.
+struct Variant {
+  const char* method;
+  const char* label;
+  const char* env;
+};
+constexpr Variant kVariants[] = {
+    {"ofi", "tcp", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"},
+    {"ofi", "shm", "CARTAGE_OFI_PROVIDER_INCLUDE=shm"},
+    {"ofi", "udp", "CARTAGE_OFI_PROVIDER_INCLUDE=udp;ofi_rxd"},
+};
 
 std::vector<KitParam> Params() {
   std::vector<KitParam> out;
   auto add = [&](const std::string& name, const std::string& plugin, bool one_rank) {
-    if (one_rank) {
-      for (const KitCase& c : kOneRankCases) out.push_back({name, plugin, c});
-    } else {
-      for (const KitCase& c : kCases) out.push_back({name, plugin, c});
+    std::vector<const Variant*> variants;
+    for (const Variant& v : kVariants) {
+      if (name == v.method) variants.push_back(&v);
+    }
+    if (variants.empty()) variants.push_back(nullptr);
+    for (const Variant* v : variants) {
+      for (const KitCase& c : one_rank ? std::span<const KitCase>(kOneRankCases) : std::span<const KitCase>(kCases)) {
+        KitParam p{name, plugin, c, v != nullptr ? v->label : "", {}};
+        if (v != nullptr) p.env.emplace_back(v->env);
+        out.push_back(p);
+      }
     }
   };
 #ifdef EXAMPLE_METHOD_SO
@@ -79,6 +104,8 @@ TEST_P(MethodKit, Passes) {
   const KitParam& p = GetParam();
   std::vector<std::string> env = {absl::StrCat("CARTAGE_METHODS=", p.method)};
   if (!p.plugin.empty()) env.push_back(absl::StrCat("CARTAGE_METHOD_PATH=", p.plugin));
+  env.insert(env.end(), p.env.begin(), p.env.end());
+
   const CommandResult r = RunCommand(
       {CARTAGE_BIN, "run", "-n", std::to_string(p.c.ranks), "--timeout", "120", RANKS_BIN, p.c.mode}, env);
   EXPECT_EQ(r.code, 0) << r.err << r.out;
@@ -87,7 +114,7 @@ TEST_P(MethodKit, Passes) {
 
 std::string Name(const ::testing::TestParamInfo<KitParam>& param_info) {
   const KitParam& p = param_info.param;
-  return absl::StrCat(p.method, "_", p.c.mode, "_np", p.c.ranks);
+  return absl::StrCat(p.method, p.variant.empty() ? "" : "_", p.variant, "_", p.c.mode, "_np", p.c.ranks);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kit, MethodKit, ::testing::ValuesIn(Params()), Name);
