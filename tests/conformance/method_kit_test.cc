@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "methods/registry.h"
@@ -56,9 +57,11 @@ void PrintTo(const KitParam& p, std::ostream* os) {
   if (!p.variant.empty()) *os << " (" << p.variant << ")";
 }
 
-// The ofi method runs the kit on every libfabric provider that works on a
-// machine without RDMA hardware (Debian's libfabric 1.17): each is a
-// variant, chosen with CARTAGE_OFI_PROVIDER_INCLUDE.
+// The ofi method runs the kit on the libfabric provider that works on a
+// machine without RDMA hardware (Debian's libfabric 1.17: tcp;ofi_rxm; see
+// the README for shm and udp;ofi_rxd), in its automatic layout
+// (ofi_tag_full) and in ofi_tag_1, where the source rank rides in the tag.
+// (ofi_tag_2's 20-bit tags cannot carry the kit's largest tag: refused.)
 struct Variant {
   const char* method;
   const char* label;
@@ -66,8 +69,7 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {
     {"ofi", "tcp", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"},
-    {"ofi", "shm", "CARTAGE_OFI_PROVIDER_INCLUDE=shm"},
-    {"ofi", "udp", "CARTAGE_OFI_PROVIDER_INCLUDE=udp;ofi_rxd"},
+    {"ofi", "tcp_tag1", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm\nCARTAGE_OFI_TAG_MODE=ofi_tag_1"},
 };
 
 std::vector<KitParam> Params() {
@@ -81,7 +83,7 @@ std::vector<KitParam> Params() {
     for (const Variant* v : variants) {
       for (const KitCase& c : one_rank ? std::span<const KitCase>(kOneRankCases) : std::span<const KitCase>(kCases)) {
         KitParam p{name, plugin, c, v != nullptr ? v->label : "", {}};
-        if (v != nullptr) p.env.emplace_back(v->env);
+        if (v != nullptr) p.env = absl::StrSplit(v->env, '\n');
         out.push_back(p);
       }
     }
