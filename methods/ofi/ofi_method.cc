@@ -1,6 +1,8 @@
 #include "methods/ofi/ofi_method.h"
 
+#include <dlfcn.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <rdma/fi_cm.h>
@@ -45,6 +47,25 @@ constexpr std::size_t kCqSize = 16384;
 constexpr int kMaxBlockUs = 100;  // see Block
 
 std::string FiError(ssize_t rc) { return fi_strerror(static_cast<int>(-rc)); }
+
+// Debian's libfabric links libpsm_infinipath and libpsm2, whose constructors
+// (and provider start-up) install backtrace handlers for the fatal signals
+// that turn a crashing rank into "exit 1". A rank must die by its signal, so
+// that the launcher names it and its exit status says so: those handlers,
+// and only those, go back to the default.
+void RestoreFatalSignals() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+    struct sigaction sa {};
+    if (::sigaction(sig, nullptr, &sa) != 0) continue;
+    void* handler = (sa.sa_flags & SA_SIGINFO) != 0 ? reinterpret_cast<void*>(sa.sa_sigaction)
+                                                   : reinterpret_cast<void*>(sa.sa_handler);
+    Dl_info where{};
+    if (handler == nullptr || ::dladdr(handler, &where) == 0 || where.dli_fname == nullptr) continue;
+    if (std::strstr(where.dli_fname, "libpsm") != nullptr) ::signal(sig, SIG_DFL);
+  }
+}
+// Runs once libfabric and its libraries are loaded, before main.
+[[gnu::constructor]] void RestoreFatalSignalsAtLoad() { RestoreFatalSignals(); }
 
 std::vector<std::string> List(const char* v) {
   std::vector<std::string> out;
@@ -121,6 +142,7 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
     FiInfoPtr hints = Hints(directed);
     fi_info* list = nullptr;
     const int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints.get(), &list);
+    RestoreFatalSignals();  // providers starting up may have installed theirs
     if (rc != 0) continue;
     FiInfoPtr owner(list);
     for (fi_info* i = list; i != nullptr; i = i->next) {
