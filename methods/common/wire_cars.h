@@ -69,13 +69,23 @@ car::Car* FindFrom(const HandleTable& handles, uint64_t handle, car::CarKind kin
   return c != nullptr && c->kind() == kind && peer_of(*c) == source ? c : nullptr;
 }
 
+// Fails `c` with `why` through its machine, unless it is already final.
+// Outside any CAR's transition (inside one: car::CarActions::RaiseError).
+inline void DispatchError(car::Car& c, const absl::Status& why) {
+  car::CarSignal err;
+  err.error = why;
+  if (c.kind() == car::CarKind::kSend) {
+    if (!car::SendMachine::IsFinal(c)) (void)car::SendMachine::Dispatch(c, car::SendEvent::kError, err);
+  } else if (!car::RecvMachine::IsFinal(c)) {
+    (void)car::RecvMachine::Dispatch(c, car::RecvEvent::kError, err);
+  }
+}
+
 // Fails, with `why`, every CAR in `handles` whose peer (`peer_of(car)`) is
 // `peer`, and forgets their handles (`forget(car)` clears the method's copy).
 // Dispatches the CAR machines: call it outside any CAR's transition.
 template <class PeerOf, class Forget>
 void FailWaiting(HandleTable& handles, int peer, const absl::Status& why, PeerOf peer_of, Forget forget) {
-  car::CarSignal err;
-  err.error = why;
   std::vector<std::pair<uint64_t, car::Car*>> waiting;
   handles.ForEach([&](uint64_t h, car::Car* c) {
     if (peer_of(*c) == peer) waiting.emplace_back(h, c);
@@ -83,11 +93,7 @@ void FailWaiting(HandleTable& handles, int peer, const absl::Status& why, PeerOf
   for (auto [h, c] : waiting) {
     handles.Remove(h);
     forget(*c);
-    if (c->kind() == car::CarKind::kSend) {
-      if (!car::SendMachine::IsFinal(*c)) (void)car::SendMachine::Dispatch(*c, car::SendEvent::kError, err);
-    } else if (!car::RecvMachine::IsFinal(*c)) {
-      (void)car::RecvMachine::Dispatch(*c, car::RecvEvent::kError, err);
-    }
+    DispatchError(*c, why);
   }
 }
 

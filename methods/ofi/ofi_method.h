@@ -78,6 +78,11 @@ using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
 // Asks libfabric for tagged RDM providers and takes the first the options
 // allow; `info` (if non-null) receives its fi_info for opening.
 absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoPtr* info = nullptr);
+// What the method can do on provider `p` (null: none found; what it would
+// be without a provider's limits).
+Capabilities CapsOf(const ProviderChoice* p);
+// libfabric's words for a negative return code.
+std::string FiError(ssize_t rc);
 // Whether provider `name` ("tcp;ofi_rxm") is named by `list` (whole or one part).
 bool ProviderNamed(const std::string& name, const std::vector<std::string>& list);
 
@@ -168,6 +173,9 @@ class OfiMethod final : public Method {
   // CAR's operation, or is dispatched directly (step null).
   void Post(OfiOp* op, car::CarStep* step);
   ssize_t Issue(OfiOp* op);
+  // What follows a post that did not wait (`rc` from Issue): the provider
+  // holds it, or it finished at once (inject, a hard error).
+  void Posted(OfiOp* op, ssize_t rc, car::CarStep* step);
   void Finish(OfiOp* op, const absl::Status& error, car::CarStep* step);  // inject done / failed at posting
   int RetryQueued();
   // Reads the completion queue until it is empty (or `max_rounds` reads).
