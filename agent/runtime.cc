@@ -75,6 +75,8 @@ absl::Status Runtime::OpenMethods() {
       r.method = m.get();
       r.vc = m->Vc(p);
       r.eager_limit = m->caps().eager_limit;
+      r.max_context = m->caps().max_context;
+      r.max_tag = m->caps().max_tag;
       break;
     }
     if (r.method == nullptr) {
@@ -99,6 +101,7 @@ absl::Status Runtime::OpenMethods() {
           m->name(), q, other->name(), m->name()));
     }
     any_vc_ = m->Vc(car::kAnySource);
+    any_route_ = routes_[static_cast<std::size_t>(p)];
     break;
   }
   for (const auto& m : methods_) {
@@ -140,19 +143,15 @@ void Runtime::Bind(Car& car, int peer) {
 }
 
 absl::Status Runtime::CheckEnvelope(int peer, uint32_t context, int tag) const {
-  const methods::Method* m = peer >= 0 ? &MethodFor(peer) : native_;
-  if (m == nullptr) return absl::OkStatus();
-  const methods::Capabilities& c = m->caps();
-  if (context > c.max_context) {
+  const Route& r = peer >= 0 ? routes_[static_cast<std::size_t>(peer)] : any_route_;
+  if (context <= r.max_context && tag <= r.max_tag) return absl::OkStatus();
+  if (context > r.max_context) {
     return absl::OutOfRangeError(absl::StrFormat(
         "context id %d does not fit method %s's envelope (context ids up to %d): too many communicators", context,
-        m->name(), c.max_context));
+        r.method->name(), r.max_context));
   }
-  if (tag > c.max_tag) {
-    return absl::OutOfRangeError(
-        absl::StrFormat("tag %d does not fit method %s's envelope (tags up to %d)", tag, m->name(), c.max_tag));
-  }
-  return absl::OkStatus();
+  return absl::OutOfRangeError(
+      absl::StrFormat("tag %d does not fit method %s's envelope (tags up to %d)", tag, r.method->name(), r.max_tag));
 }
 
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {

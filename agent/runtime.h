@@ -110,6 +110,8 @@ class Runtime : public methods::MethodHost {
     methods::Method* method = nullptr;
     car::Carrier* vc = nullptr;
     uint64_t eager_limit = 0;
+    uint64_t max_context = UINT64_MAX;  // what its envelope can name (CheckEnvelope)
+    int64_t max_tag = INT64_MAX;
   };
 
   std::unique_ptr<Bootstrap> boot_;
@@ -125,6 +127,7 @@ class Runtime : public methods::MethodHost {
   car::Carrier any_carrier_;  // a wildcard receive before it matches: the agent's operations only
   const car::Carrier* any_vc_ = &any_carrier_;  // ...or the native matcher's wildcard VC
   methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
+  Route any_route_;                              // wildcard receives: native_'s limits, if any
   WaitPolicy wait_;
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
