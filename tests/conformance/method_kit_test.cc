@@ -13,12 +13,12 @@
 // method_kit_test runs the built-in methods (the registry's generated list);
 // example_method_kit_test, this file built with EXAMPLE_METHOD_SO, runs the
 // out-of-tree example method (examples/method) loaded by path.
+#include <array>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "methods/registry.h"
@@ -65,11 +65,11 @@ void PrintTo(const KitParam& p, std::ostream* os) {
 struct Variant {
   const char* method;
   const char* label;
-  const char* env;
+  std::array<const char*, 2> env;  // settings; null: none
 };
 constexpr Variant kVariants[] = {
-    {"ofi", "tcp", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"},
-    {"ofi", "tcp_tag1", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm\nCARTAGE_OFI_TAG_MODE=ofi_tag_1"},
+    {"ofi", "tcp", {"CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm", nullptr}},
+    {"ofi", "tcp_tag1", {"CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm", "CARTAGE_OFI_TAG_MODE=ofi_tag_1"}},
 };
 
 std::vector<KitParam> Params() {
@@ -83,7 +83,11 @@ std::vector<KitParam> Params() {
     for (const Variant* v : variants) {
       for (const KitCase& c : one_rank ? std::span<const KitCase>(kOneRankCases) : std::span<const KitCase>(kCases)) {
         KitParam p{name, plugin, c, v != nullptr ? v->label : "", {}};
-        if (v != nullptr) p.env = absl::StrSplit(v->env, '\n');
+        if (v != nullptr) {
+          for (const char* e : v->env) {
+            if (e != nullptr) p.env.emplace_back(e);
+          }
+        }
         out.push_back(p);
       }
     }
