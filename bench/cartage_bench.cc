@@ -1,11 +1,22 @@
 // cartage-bench: OSU-style point-to-point benchmarks between ranks 0 and 1.
 //
-//   cartage run -n 2 --bind cartage-bench pingpong|bw|rate [--sizes 8,65536,...]
-//                                          [--reps 7] [--json]
+//   cartage run -n 2 --bind cartage-bench TEST [--sizes 8,65536,...] [--reps 7] [--json]
+//   cartage-bench list          the tests this build has, one per line
 //
 // pingpong  one-way latency = round trip / 2 (µs)
 // bw        window of 64 nonblocking sends, then a 4-byte ack (MB/s, 1 MB = 10^6 B)
-// rate      the same window with 8-byte messages (messages/s)
+// bibw      both ranks send a window of 64 and receive one (MB/s, both directions)
+// rate      the bw window with 8-byte messages (messages/s)
+// match_posted[_any]
+//           the receiver posts N receives (tags 0..N-1, from rank 0 or from
+//           any source), then the sender sends tags N-1..0, so that every
+//           arrival matches the newest posted receive (µs per message; the
+//           sizes are queue lengths, default 1000 and 10000)
+// match_unexpected[_any]
+//           the sender sends tags 0..N-1 before any receive is posted; the
+//           receiver then receives tags N-1..0 (µs per message)
+// bench/peers/osu_mpi.c runs the same tests, sizes and loops over MPI
+// (bench/compare puts the two side by side).
 // Each size: a warm-up, then --reps timed repetitions; medians with min and
 // max. Before each size the two ranks measure a cache-line hand-off (one
 // writes a flag the other polls, through their own shared page) so that
@@ -22,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 #include <string>
 #include <vector>
@@ -31,6 +43,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cartage/cartage.h"
 
@@ -157,13 +170,20 @@ double CmaProbeMBps(const Comm& w, std::vector<char>& buf, std::size_t bytes) {
   return Summarize(samples).median;
 }
 
+constexpr const char* kTests[] = {"pingpong", "bw", "bibw", "rate", "match_posted", "match_posted_any",
+                                  "match_unexpected", "match_unexpected_any"};
+constexpr int kControlTag = 32000;
+
+bool IsMatching(const std::string& test) { return test.rfind("match_", 0) == 0; }
+
 int Iterations(const std::string& test, std::size_t bytes) {
   if (test == "pingpong") return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
   return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;  // windows of 64
 }
 
-// One timed repetition; returns seconds (rank 0's clock).
-double Run(const Comm& w, const std::string& test, std::vector<char>& buf, std::size_t bytes, int iters) {
+// One timed repetition; returns seconds (rank 0's clock). bibw receives into
+// `rbuf`, the others into `buf`.
+double Run(const Comm& w, const std::string& test, std::vector<char>& buf, char* rbuf, std::size_t bytes, int iters) {
   const int peer = 1 - w.rank();
   CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, 3));
   CARTAGE_CHECK_OK(w.Recv(nullptr, 0, peer, 3));
@@ -177,6 +197,16 @@ double Run(const Comm& w, const std::string& test, std::vector<char>& buf, std::
         CARTAGE_CHECK_OK(w.Recv(buf.data(), bytes, 0, 0));
         CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 0, 0));
       }
+    }
+  } else if (test == "bibw") {
+    constexpr int kWindow = 64;
+    Request reqs[2 * kWindow];
+    Request* all[2 * kWindow];
+    for (int i = 0; i < 2 * kWindow; ++i) all[i] = &reqs[i];
+    for (int i = 0; i < iters; ++i) {
+      for (int k = 0; k < kWindow; ++k) CARTAGE_CHECK_OK(w.Irecv(rbuf, bytes, peer, 0, &reqs[k]));
+      for (int k = 0; k < kWindow; ++k) CARTAGE_CHECK_OK(w.Isend(buf.data(), bytes, peer, 0, &reqs[kWindow + k]));
+      CARTAGE_CHECK_OK(cartage::WaitAll(absl::MakeConstSpan(all)));
     }
   } else {
     constexpr int kWindow = 64;
@@ -201,23 +231,70 @@ double Run(const Comm& w, const std::string& test, std::vector<char>& buf, std::
   return Seconds(start, Clock::now());
 }
 
+// One repetition of a matching test with a queue of `depth`: µs per message
+// on the receiver (rank 1), which sends it to rank 0; rank 1 returns 0.
+double RunMatching(const Comm& w, const std::string& test, int depth, std::vector<Request>& reqs,
+                   std::vector<Request*>& ptrs, std::vector<double>& bufs) {
+  const int source = test.find("_any") != std::string::npos ? cartage::kAnySource : 0;
+  const int peer = 1 - w.rank();
+  CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, kControlTag));
+  CARTAGE_CHECK_OK(w.Recv(nullptr, 0, peer, kControlTag));
+  Clock::time_point start;
+  const absl::Span<Request* const> all(ptrs.data(), static_cast<std::size_t>(depth));
+  if (test.rfind("match_posted", 0) == 0) {
+    if (w.rank() == 1) {
+      for (int t = 0; t < depth; ++t) CARTAGE_CHECK_OK(w.Irecv(&bufs[t], sizeof(double), source, t, &reqs[t]));
+      start = Clock::now();
+      CARTAGE_CHECK_OK(w.Send(nullptr, 0, 0, kControlTag + 1));
+      CARTAGE_CHECK_OK(cartage::WaitAll(all));
+    } else {
+      CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 1, kControlTag + 1));
+      for (int t = depth - 1; t >= 0; --t) CARTAGE_CHECK_OK(w.Send(&bufs[t], sizeof(double), 1, t));
+    }
+  } else {
+    if (w.rank() == 1) {
+      CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 0, kControlTag + 1));
+      start = Clock::now();
+      for (int t = depth - 1; t >= 0; --t) CARTAGE_CHECK_OK(w.Irecv(&bufs[t], sizeof(double), source, t, &reqs[t]));
+      CARTAGE_CHECK_OK(cartage::WaitAll(all));
+    } else {
+      for (int t = 0; t < depth; ++t) CARTAGE_CHECK_OK(w.Send(&bufs[t], sizeof(double), 1, t));
+      CARTAGE_CHECK_OK(w.Send(nullptr, 0, 1, kControlTag + 1));
+    }
+  }
+  double us = 0;
+  if (w.rank() == 1) {
+    us = Seconds(start, Clock::now()) * 1e6 / depth;
+    CARTAGE_CHECK_OK(w.Send(&us, sizeof(us), 0, kControlTag + 2));
+    return 0;
+  }
+  CARTAGE_CHECK_OK(w.Recv(&us, sizeof(us), 1, kControlTag + 2));
+  return us;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("cartage run -n 2 cartage-bench pingpong|bw|rate [--sizes ...] [--reps N] [--json]");
+  absl::SetProgramUsageMessage("cartage run -n 2 cartage-bench TEST [--sizes ...] [--reps N] [--json]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string test = args.size() > 1 ? args[1] : "";
-  if (test != "pingpong" && test != "bw" && test != "rate") {
-    std::fprintf(stderr, "usage: cartage run -n 2 cartage-bench pingpong|bw|rate [--sizes 8,65536] [--reps 7] [--json]\n");
+  if (test == "list") {
+    for (const char* t : kTests) std::printf("%s\n", t);
+    return 0;
+  }
+  if (std::find(std::begin(kTests), std::end(kTests), test) == std::end(kTests)) {
+    std::fprintf(stderr, "usage: cartage run -n 2 cartage-bench %s [--sizes 8,65536] [--reps 7] [--json]\n",
+                 absl::StrJoin(kTests, "|").c_str());
     return 2;
   }
   std::vector<std::size_t> sizes;
   if (test == "rate") sizes = {8};
+  if (IsMatching(test)) sizes = {1000, 10000};
   if (!absl::GetFlag(FLAGS_sizes).empty()) {
     sizes.clear();
     for (absl::string_view s : absl::StrSplit(absl::GetFlag(FLAGS_sizes), ',')) {
       std::size_t v;
-      if (!absl::SimpleAtoi(s, &v)) {
+      if (!absl::SimpleAtoi(s, &v) || (IsMatching(test) && (v < 1 || v >= kControlTag))) {
         std::fprintf(stderr, "cartage-bench: bad size '%s'\n", std::string(s).c_str());
         return 2;
       }
@@ -225,7 +302,7 @@ int main(int argc, char** argv) {
     }
   } else if (sizes.empty()) {
     sizes = {0, 8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20};
-    if (test == "bw") sizes.erase(sizes.begin());
+    if (test != "pingpong") sizes.erase(sizes.begin());
   }
   const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
   const bool json = absl::GetFlag(FLAGS_json);
@@ -242,39 +319,58 @@ int main(int argc, char** argv) {
   }
   if (world.rank() > 1) return 0;
   SharedPage page(world);
+  const std::string method = (*agent)->method_for(1 - (*agent)->rank());
+  const char* key = test == "pingpong" || IsMatching(test) ? "median_us"
+                    : test == "rate"                       ? "median_msgs_per_s"
+                                                           : "median_MBps";
   if (world.rank() == 0 && !json) {
     std::printf("# cartage-bench %s, method %s, %d reps; median [min-max]; hand-off = one-way cache-line transfer\n",
-                test.c_str(), (*agent)->method_for(1 - (*agent)->rank()).c_str(), reps);
-    std::printf("%10s %14s %24s %12s %10s %12s\n", "bytes",
-                test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_s",
-                "[min-max]", "handoff_ns", "handoffs", "allocs/op");
+                test.c_str(), method.c_str(), reps);
+    std::printf("%10s %14s %24s %12s %10s %12s\n", IsMatching(test) ? "queue" : "bytes", key, "[min-max]",
+                "handoff_ns", "handoffs", "allocs/op");
   }
   for (std::size_t bytes : sizes) {
     std::vector<char> buf(std::max<std::size_t>(bytes, 1), 'x');
+    std::vector<char> rbuf(test == "bibw" ? buf.size() : 0);
     const double handoff = HandOffNs(world, page);
     const double cma_probe = test == "bw" && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
-    const int iters = Iterations(test, bytes);
-    (void)Run(world, test, buf, bytes, std::max(1, iters / 5));  // warm-up
     std::vector<double> values;
     values.reserve(static_cast<std::size_t>(reps));
-    const uint64_t allocs_before = g_allocations.load();
-    for (int r = 0; r < reps; ++r) {
-      const double secs = Run(world, test, buf, bytes, iters);
-      if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
-      else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
-      else values.push_back(64.0 * iters / secs);
+    uint64_t allocs_before = 0;
+    uint64_t ops = 0;
+    if (IsMatching(test)) {
+      const int depth = static_cast<int>(bytes);
+      std::vector<Request> reqs(bytes);
+      std::vector<Request*> ptrs(bytes);
+      std::vector<double> bufs(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) ptrs[i] = &reqs[i];
+      (void)RunMatching(world, test, depth, reqs, ptrs, bufs);  // warm-up
+      allocs_before = g_allocations.load();
+      for (int r = 0; r < reps; ++r) values.push_back(RunMatching(world, test, depth, reqs, ptrs, bufs));
+      ops = static_cast<uint64_t>(reps) * bytes;
+    } else {
+      const int iters = Iterations(test, bytes);
+      char* recv_into = test == "bibw" ? rbuf.data() : buf.data();
+      (void)Run(world, test, buf, recv_into, bytes, std::max(1, iters / 5));  // warm-up
+      allocs_before = g_allocations.load();
+      for (int r = 0; r < reps; ++r) {
+        const double secs = Run(world, test, buf, recv_into, bytes, iters);
+        if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
+        else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
+        else if (test == "bibw") values.push_back(2.0 * static_cast<double>(bytes) * 64 * iters / secs / 1e6);
+        else values.push_back(64.0 * iters / secs);
+      }
+      ops = static_cast<uint64_t>(reps) * static_cast<uint64_t>(iters) *
+            (test == "pingpong" ? 2 : test == "bibw" ? 128 : 64);
     }
-    const uint64_t ops = static_cast<uint64_t>(reps) * static_cast<uint64_t>(iters) *
-                         (test == "pingpong" ? 2 : 64);
     const double allocs_per_op = static_cast<double>(g_allocations.load() - allocs_before) / static_cast<double>(ops);
     if (world.rank() != 0) continue;
     const Stats s = Summarize(values);
     const double handoffs = test == "pingpong" ? s.median * 1000 / handoff : 0;
     if (json) {
-      const char* key = test == "pingpong" ? "median_us" : test == "bw" ? "median_MBps" : "median_msgs_per_s";
       std::printf("{\"test\":\"%s\",\"size\":%zu,\"%s\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
-                  "\"method\":\"%s\",\"handoff_ns\":%.1f,\"heap_allocs_per_op\":%.4g%s%s}\n",
-                  test.c_str(), bytes, key, s.median, s.min, s.max, reps, (*agent)->method_for(1 - (*agent)->rank()).c_str(), handoff,
+                  "\"ranks\":%d,\"method\":\"%s\",\"handoff_ns\":%.1f,\"heap_allocs_per_op\":%.4g%s%s}\n",
+                  test.c_str(), bytes, key, s.median, s.min, s.max, reps, world.size(), method.c_str(), handoff,
                   allocs_per_op,
                   cma_probe > 0 ? absl::StrFormat(",\"cma_probe_MBps\":%.6g", cma_probe).c_str() : "",
                   test == "pingpong" ? absl::StrFormat(",\"median_handoffs\":%.2f", handoffs).c_str() : "");
