@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Tests of bench/compare's own logic: which samples count, the ratios'
+direction, the tables, the regenerated section of RESULTS.md, the output
+check, the command lines, and how a launch that hangs after DONE or past
+its limit is killed (with its whole process group). The harness's end-to-end
+run (`bench/compare --quick`) is in .ci/run."""
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_loader = importlib.machinery.SourceFileLoader("compare", os.path.join(ROOT, "bench", "compare"))
+_spec = importlib.util.spec_from_loader("compare", _loader)
+compare = importlib.util.module_from_spec(_spec)
+_loader.exec_module(compare)
+
+
+def row(size, median, lo, hi, key="median_us"):
+    return {"test": "t", "size": size, key: median, "min": lo, "max": hi}
+
+
+def sample(system, case_id, rows, before=200.0, after=205.0, ok=True):
+    return {"round": 0, "case": case_id, "system": system, "transport": "shm", "ranks": 2, "argv": ["x"],
+            "env": {}, "rc": 0 if ok else 1, "ok": ok, "error": "" if ok else "exit 1", "note": "",
+            "wall_s": 1.0, "probe_before_ns": before, "probe_after_ns": after,
+            "rows": {r["size"]: r for r in rows}}
+
+
+def dataset(samples, cases, unavailable=None):
+    return {"meta": {"command": "bench/compare --test", "started": "now", "elapsed_s": 6.0, "rounds": 2, "reps": 3,
+                     "quick": True, "machine": {"CPU": "test"}},
+            "systems": ["cartage", "mpich", "openmpi"], "cases": [c.to_json() for c in cases],
+            "samples": samples, "unavailable": unavailable or {}, "plots": {}, "errors": []}
+
+
+def alive(pid):
+    """Running (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Samples(unittest.TestCase):
+    def test_probes_that_disagree_flag_the_sample(self):
+        self.assertFalse(compare.flagged(sample("cartage", "c", [], 200, 290)))
+        self.assertTrue(compare.flagged(sample("cartage", "c", [], 60, 200)))
+        self.assertTrue(compare.flagged(sample("cartage", "c", [], 200, 60)))
+        self.assertTrue(compare.flagged(sample("cartage", "c", [], None, 200)))
+
+    def test_cell_leaves_flagged_launches_out(self):
+        s = [sample("cartage", "c", [row(8, 0.2, 0.1, 0.3)], 60, 200),
+             sample("cartage", "c", [row(8, 0.5, 0.45, 0.55)]),
+             sample("cartage", "c", [row(8, 0.7, 0.65, 0.9)])]
+        c = compare.cell(s, 8)
+        self.assertEqual((c["median"], c["min"], c["max"], c["n"], c["flagged"]), (0.6, 0.45, 0.9, 2, False))
+
+    def test_cell_uses_flagged_launches_when_nothing_else_exists_and_says_so(self):
+        s = [sample("cartage", "c", [row(8, 0.2, 0.1, 0.3)], 60, 200), sample("cartage", "c", [], ok=False)]
+        c = compare.cell(s, 8)
+        self.assertEqual((c["median"], c["n"], c["flagged"]), (0.2, 1, True))
+        self.assertIsNone(compare.cell(s, 64))
+
+    def test_failed_launches_never_count(self):
+        s = [sample("mpich", "c", [row(8, 9.0, 9.0, 9.0)], ok=False), sample("mpich", "c", [row(8, 1.0, 1.0, 1.0)])]
+        self.assertEqual(compare.cell(s, 8)["median"], 1.0)
+
+    def test_handoffs_divide_by_the_launchs_own_probes(self):
+        s = [sample("cartage", "c", [row(8, 0.4, 0.4, 0.4)], 190, 210),
+             sample("cartage", "c", [row(8, 0.12, 0.12, 0.12)], 60, 60),
+             sample("cartage", "c", [row(8, 5.0, 5.0, 5.0)], 60, 200)]  # flagged: ignored
+        self.assertAlmostEqual(compare.handoffs(s, 8), 2.0)
+
+
+class Ratios(unittest.TestCase):
+    def test_above_one_means_cartage_is_faster_for_times_and_for_rates(self):
+        lat = compare.Case("pingpong", "shm", 2, [8]).to_json()
+        bw = compare.Case("bw", "shm", 2, [8]).to_json()
+        self.assertEqual(compare.ratio(lat, {"median": 1.0}, {"median": 2.0}), 2.0)
+        self.assertEqual(compare.ratio(lat, {"median": 2.0}, {"median": 1.0}), 0.5)
+        self.assertEqual(compare.ratio(bw, {"median": 200.0}, {"median": 100.0}), 2.0)
+        self.assertEqual(compare.ratio(bw, {"median": 50.0}, {"median": 100.0}), 0.5)
+        self.assertIsNone(compare.ratio(lat, None, {"median": 1.0}))
+
+
+class Tables(unittest.TestCase):
+    def test_table_cells_and_a_missing_system(self):
+        case = compare.Case("allreduce", "shm", 4, [8, 65536])
+        s = [sample("mpich", case.id, [row(8, 5000, 4000, 8000), row(65536, 20000, 16000, 30000)]),
+             sample("openmpi", case.id, [row(8, 17.3, 17.0, 17.7), row(65536, 126, 125, 128)])]
+        data = dataset(s, [case], {f"{case.id}/cartage": "no such test"})
+        table = compare.case_table(data, data["cases"][0])
+        self.assertEqual(table[0], "| bytes | cartage (shm) | MPICH (ch4:ucx, UCX shm) | MPICH ÷ cartage | "
+                                   "Open MPI (ob1, vader) | Open MPI ÷ cartage |")
+        self.assertEqual(table[2], "| 8 B | — | 5,000 [4,000–8,000] | — | 17.3 [17–17.7] | — |")
+        self.assertEqual(table[3], "| 64 KiB | — | 20,000 [16,000–30,000] | — | 126 [125–128] | — |")
+        md = compare.render_markdown(data)
+        self.assertIn("oversubscribed", md)
+        self.assertIn("- cartage (shm): no such test", md)
+
+    def test_ratio_column(self):
+        case = compare.Case("pingpong", "shm", 2, [8])
+        s = [sample("cartage", case.id, [row(8, 0.4, 0.39, 0.41)]), sample("mpich", case.id, [row(8, 0.6, 0.6, 0.7)]),
+             sample("openmpi", case.id, [row(8, 0.3, 0.3, 0.3)], 200, 500)]  # flagged, but all there is
+        data = dataset(s, [case])
+        self.assertEqual(compare.case_table(data, data["cases"][0])[2],
+                         "| 8 B | 0.4 [0.39–0.41] | 0.6 [0.6–0.7] | 1.50 | 0.3 [0.3–0.3] † | 0.75 |")
+
+
+class Results(unittest.TestCase):
+    def test_the_generated_section_is_replaced_and_nothing_else(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "RESULTS.md")
+            with open(path, "w") as f:
+                f.write("# Benchmark results\n\nhand-written\n")
+            compare.update_results("# Title\n\n## Part\n\n![p](a.svg)\n", path)
+            once = compare.read(path)
+            self.assertIn("hand-written\n", once)
+            self.assertIn("## Title\n\n### Part\n\n![p](results/a.svg)\n", once)
+            compare.update_results("# Other\n", path)
+            twice = compare.read(path)
+            self.assertNotIn("Title", twice)
+            self.assertIn("## Other\n", twice)
+            self.assertEqual(twice.count("bench/compare: begin"), 1)
+            self.assertTrue(twice.startswith("# Benchmark results\n\nhand-written\n"))
+
+
+class Verify(unittest.TestCase):
+    def write(self, d, data):
+        with open(os.path.join(d, "compare.md"), "w") as f:
+            f.write(compare.render_markdown(data))
+        with open(os.path.join(d, "compare.json"), "w") as f:
+            json.dump(compare.to_json(data), f)
+
+    def test_complete_output_passes_and_gaps_are_named(self):
+        case = compare.Case("pingpong", "shm", 2, [8, 64])
+        rows = [row(8, 0.4, 0.4, 0.4), row(64, 0.5, 0.5, 0.5)]
+        s = [sample(x, case.id, rows) for x in ("cartage", "mpich", "openmpi")]
+        with tempfile.TemporaryDirectory() as d:
+            data = dataset(s, [case])
+            data["plots"] = {case.id: "p.svg"}
+            with open(os.path.join(d, "p.svg"), "w") as f:
+                f.write('<?xml version="1.0"?>\n<svg></svg>\n')
+            self.write(d, data)
+            self.assertEqual(compare.verify(d), [])
+            os.remove(os.path.join(d, "p.svg"))
+            self.assertEqual(compare.verify(d), ["shm-pingpong-2: no plot"])
+            data["samples"] = s[:2]
+            self.write(d, data)
+            self.assertIn("shm-pingpong-2: no figures from openmpi", compare.verify(d))
+            os.remove(os.path.join(d, "compare.md"))
+            self.assertTrue(compare.verify(d)[0].startswith("cannot read the results"))
+
+
+class Commands(unittest.TestCase):
+    class Cfg:
+        cartage, cartage_bench, launch_timeout, reps, coll_target_s = "cartage", "cartage-bench", 60, 3, 0.01
+
+        def peer_binary(self, system):
+            return f"osu_{system}"
+
+    def test_peer_command_lines(self):
+        cfg = self.Cfg()
+        argv, env = compare.command("openmpi", compare.Case("pingpong", "tcp", 2, [8]), cfg)
+        self.assertEqual(argv[:2], ["mpirun.openmpi", "--allow-run-as-root"])
+        self.assertIn("self,tcp", argv)
+        self.assertEqual(argv[argv.index("btl_tcp_if_include") + 1], "lo")
+        self.assertEqual(argv[argv.index("oob_tcp_if_include") + 1], "lo")
+        self.assertEqual(env, {})
+        argv, env = compare.command("mpich", compare.Case("pingpong", "tcp", 2, [8]), cfg)
+        self.assertEqual(env["UCX_TLS"], "self,tcp")
+        self.assertEqual(env["UCX_NET_DEVICES"], "lo")
+        argv, _ = compare.command("openmpi", compare.Case("allreduce", "shm", 64, [8]), cfg)
+        self.assertIn("--oversubscribe", argv)
+        self.assertNotIn("core", argv)
+        argv, env = compare.command("cartage", compare.Case("bw", "tcp", 2, [8, 64]), cfg)
+        self.assertEqual(env, {"CARTAGE_METHODS": "tcp"})
+        self.assertEqual(argv[-6:], ["bw", "--json", "--reps", "3", "--sizes", "8,64"])
+
+
+class Launch(unittest.TestCase):
+    def test_a_job_that_hangs_after_done_is_killed_with_its_children_and_its_figures_kept(self):
+        with tempfile.TemporaryDirectory() as d:
+            pidfile = os.path.join(d, "pid")
+            script = f"sleep 60 & echo $! > {pidfile}; echo '{{\"size\":8}}'; echo DONE; wait"
+            start = time.monotonic()
+            rc, out, _, note, _ = compare.launch(["sh", "-c", script], {}, timeout=30, done_grace=0.3)
+            self.assertLess(time.monotonic() - start, 10)
+            self.assertEqual(rc, 0)
+            self.assertEqual(out, ['{"size":8}', "DONE"])
+            self.assertIn("after DONE", note)
+            child = int(compare.read(pidfile))
+            deadline = time.monotonic() + 5
+            while alive(child) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertFalse(alive(child), "the job's child outlived the kill")
+
+    def test_a_job_past_its_limit_is_killed_and_fails(self):
+        rc, _, _, note, wall = compare.launch(["sh", "-c", "echo started >&2; sleep 60"], {}, timeout=0.5)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("limit", note)
+        self.assertLess(wall, 10)
+
+    def test_exit_status_and_stderr_come_back(self):
+        rc, out, err, note, _ = compare.launch(["sh", "-c", "echo x; echo oops >&2; exit 3"], {}, timeout=10)
+        self.assertEqual((rc, out, err.strip(), note), (3, ["x"], "oops", ""))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
