@@ -1,5 +1,10 @@
 #include "agent/matcher.h"
 
+#include <algorithm>
+#include <cstddef>
+
+#include "absl/container/flat_hash_map.h"
+
 namespace cartage::agent {
 
 using car::Car;
@@ -8,7 +13,7 @@ using car::kAnySource;
 using car::kAnyTag;
 
 Matcher::Matcher(int ranks, uint32_t first_stamp)
-    : posted_(static_cast<std::size_t>(ranks)), counter_(first_stamp) {}
+    : posted_any_tag_(static_cast<std::size_t>(ranks)), ranks_(ranks), counter_(first_stamp) {}
 
 bool Matcher::Matches(const Envelope& want, const Envelope& got) {
   return want.context_id == got.context_id && (want.rank == kAnySource || want.rank == got.rank) &&
@@ -21,6 +26,18 @@ Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
     return it == unexpected_.end() ? nullptr : it->second.front();
   }
   Car* oldest = nullptr;
+  const std::size_t ranks = static_cast<std::size_t>(ranks_);
+  if (pattern.tag != kAnyTag && ranks < unexpected_.size()) {
+    // Any source, one tag: one lookup per source beats a walk over every
+    // (source, tag) bucket once there are more buckets than ranks.
+    for (std::size_t source = 0; source < ranks; ++source) {
+      auto it = unexpected_.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
+      if (it == unexpected_.end()) continue;
+      Car* c = it->second.front();
+      if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
+    }
+    return oldest;
+  }
   for (const auto& [key, list] : unexpected_) {
     Car* c = list.front();
     if (c == nullptr || !Matches(pattern, c->envelope())) continue;
@@ -40,34 +57,76 @@ Car* Matcher::PostReceive(Car* recv) {
     --unexpected_count_;
     return m;
   }
+  recv->link.seq = posts_++;
+  ++posted_count_;
   if (e.rank == kAnySource) {
     recv->link.stamp = ++counter_;
     wildcard_.PushBack(recv);
+    return nullptr;
+  }
+  recv->link.stamp = counter_;
+  if (e.tag == kAnyTag) {
+    posted_any_tag_[static_cast<std::size_t>(e.rank)].PushBack(recv);
   } else {
-    recv->link.stamp = counter_;
-    posted_[static_cast<std::size_t>(e.rank)].PushBack(recv);
+    // Buckets stay when they empty (a ping-pong reuses one); they are swept
+    // once the empty ones clearly outnumber the receives.
+    if (posted_.size() > 1024 && posted_.size() > 4 * posted_count_) {
+      absl::erase_if(posted_, [](const auto& kv) { return kv.second.empty(); });
+    }
+    posted_[Key{e.context_id, e.rank, e.tag}].PushBack(recv);
   }
   return nullptr;
 }
 
 bool Matcher::RemovePosted(Car* recv) {
   const Envelope& e = recv->envelope();
-  car::CarList& list = e.rank == kAnySource ? wildcard_ : posted_[static_cast<std::size_t>(e.rank)];
-  if (list.FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
-  list.Unlink(recv);
+  car::CarList* list = nullptr;
+  if (e.rank == kAnySource) {
+    list = &wildcard_;
+  } else if (e.tag == kAnyTag) {
+    list = &posted_any_tag_[static_cast<std::size_t>(e.rank)];
+  } else {
+    auto it = posted_.find(Key{e.context_id, e.rank, e.tag});
+    if (it == posted_.end()) return false;
+    list = &it->second;
+  }
+  if (list->FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
+  list->Unlink(recv);
+  --posted_count_;
   return true;
 }
 
+Car* Matcher::OldestSpecific(const Envelope& envelope, car::CarList** list) {
+  Car* exact = nullptr;
+  auto it = posted_.find(Key{envelope.context_id, envelope.rank, envelope.tag});
+  if (it != posted_.end()) exact = it->second.front();
+  car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(envelope.rank)];
+  Car* loose = any_tag.empty() ? nullptr : any_tag.FindFirst([&envelope](Car* r) {
+    return r->envelope().context_id == envelope.context_id;
+  });
+  if (loose != nullptr && (exact == nullptr || loose->link.seq < exact->link.seq)) {
+    *list = &any_tag;
+    return loose;
+  }
+  if (exact != nullptr) *list = &it->second;
+  return exact;
+}
+
 Car* Matcher::MatchIncoming(const Envelope& envelope) {
-  auto matches = [&envelope](Car* r) { return Matches(r->envelope(), envelope); };
-  car::CarList& own = posted_[static_cast<std::size_t>(envelope.rank)];
-  Car* specific = own.FindFirst(matches);
-  Car* wild = wildcard_.empty() ? nullptr : wildcard_.FindFirst(matches);
+  car::CarList* own = nullptr;
+  Car* specific = OldestSpecific(envelope, &own);
+  Car* wild = wildcard_.empty() ? nullptr : wildcard_.FindFirst([&envelope](Car* r) {
+    return Matches(r->envelope(), envelope);
+  });
   if (specific != nullptr && (wild == nullptr || Before(specific->link.stamp, wild->link.stamp))) {
-    own.Unlink(specific);
+    own->Unlink(specific);
+    --posted_count_;
     return specific;
   }
-  if (wild != nullptr) wildcard_.Unlink(wild);
+  if (wild != nullptr) {
+    wildcard_.Unlink(wild);
+    --posted_count_;
+  }
   return wild;
 }
 
@@ -79,8 +138,20 @@ void Matcher::AddUnexpected(Car* message) {
 }
 
 void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car*>* unexpected) {
-  car::CarList& own = posted_[static_cast<std::size_t>(source)];
-  while (Car* c = own.PopFront()) posted->push_back(c);
+  const std::size_t first = posted->size();
+  car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(source)];
+  while (Car* c = any_tag.PopFront()) posted->push_back(c);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if (it->first.source == source) {
+      while (Car* c = it->second.PopFront()) posted->push_back(c);
+      posted_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  posted_count_ -= posted->size() - first;
+  std::sort(posted->begin() + static_cast<std::ptrdiff_t>(first), posted->end(),
+            [](const Car* a, const Car* b) { return a->link.seq < b->link.seq; });  // in posting order
   for (auto it = unexpected_.begin(); it != unexpected_.end();) {
     if (it->first.source == source) {
       while (Car* c = it->second.PopFront()) {
@@ -100,12 +171,6 @@ void Matcher::TakeAllUnexpected(std::vector<Car*>* out) {
   }
   unexpected_.clear();
   unexpected_count_ = 0;
-}
-
-std::size_t Matcher::posted() const {
-  std::size_t n = wildcard_.size();
-  for (const car::CarList& l : posted_) n += l.size();
-  return n;
 }
 
 }  // namespace cartage::agent

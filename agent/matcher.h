@@ -1,12 +1,17 @@
 // Matching of receives and incoming messages (seed 002, DESIGN.md), behind
 // one API so the structures can change freely:
-//   - a posted-receive queue per source rank,
+//   - posted receives from one source for one tag, bucketed by (context,
+//     source, tag), FIFO within a bucket, so that a long posted queue costs
+//     one hash lookup per arrival, not a walk (bench/compare's match_posted);
+//   - posted receives from one source for any tag, a queue per source rank;
 //   - one wildcard (ANY_SOURCE) queue,
 //   - one unexpected store for messages no receive matched yet, bucketed by
 //     (context, source, tag) and ordered by arrival.
 // Posted receives carry a stamp from a counter that advances only when a
 // wildcard receive is posted; an incoming message takes the earlier of the
-// two candidates, and a tie goes to the wildcard. The 32-bit counter wraps:
+// candidates, and a tie goes to the wildcard; between the two kinds of
+// receive from one source, a 64-bit posting sequence decides. The 32-bit
+// counter wraps:
 // stamps compare as serial numbers, which holds while fewer than 2^31
 // wildcard receives are posted during one receive's lifetime.
 //
@@ -55,7 +60,7 @@ class Matcher {
   // Takes every unexpected message out (finalize: nobody will receive them).
   void TakeAllUnexpected(std::vector<car::Car*>* out);
 
-  std::size_t posted() const;
+  std::size_t posted() const { return posted_count_; }
   std::size_t unexpected() const { return unexpected_count_; }
 
   // Serial-number comparison of stamps: a before b.
@@ -74,8 +79,16 @@ class Matcher {
   };
   static bool Matches(const car::Envelope& want, const car::Envelope& got);
 
-  std::vector<car::CarList> posted_;  // by source rank
+  // The oldest posted receive from envelope.rank that the envelope matches
+  // (nullptr if none), and the list it is in.
+  car::Car* OldestSpecific(const car::Envelope& envelope, car::CarList** list);
+
+  absl::flat_hash_map<Key, car::CarList> posted_;  // one source, one tag; empty buckets are kept
+  std::vector<car::CarList> posted_any_tag_;       // one source, any tag: by source rank
   car::CarList wildcard_;
+  std::size_t posted_count_ = 0;
+  uint64_t posts_ = 0;                             // posting sequence (CAR link.seq of a receive)
+  int ranks_;
   uint32_t counter_;
   absl::flat_hash_map<Key, car::CarList> unexpected_;
   uint64_t arrivals_ = 0;

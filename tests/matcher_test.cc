@@ -118,6 +118,31 @@ TEST_F(MatcherTest, UnexpectedOldestFirstAndWildcards) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
+// More (source, tag) buckets than ranks: an ANY_SOURCE receive for one tag
+// looks the tag up per source; it must still take the oldest arrival, stay
+// in its context, and leave other tags alone.
+TEST_F(MatcherTest, AnySourceOneTagAmongManyBucketsTakesTheOldest) {
+  Matcher m(3);
+  std::vector<Car*> msgs;  // arrival order: (tag 0..19) x (source 2, 0, 1), then context 9
+  for (int tag = 0; tag < 20; ++tag) {
+    for (int source : {2, 0, 1}) {
+      msgs.push_back(Message(source, tag));
+      m.AddUnexpected(msgs.back());
+    }
+  }
+  Car* other_ctx = Message(1, 5, /*context=*/9);
+  m.AddUnexpected(other_ctx);
+  EXPECT_EQ(m.PeekUnexpected({9, kAnySource, 5}), other_ctx);
+  EXPECT_EQ(m.PeekUnexpected({0, kAnySource, 20}), nullptr);
+  for (int tag = 19; tag >= 0; --tag) {
+    // Three receives per tag take that tag's three messages in arrival order.
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(m.PostReceive(Recv(kAnySource, tag)), msgs[3 * tag + k]) << tag;
+  }
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, 5, /*context=*/9)), other_ctx);
+  EXPECT_EQ(m.unexpected(), 0u);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
 TEST_F(MatcherTest, HundredThousandUnexpectedMatchedInReverse) {
   Matcher m(2);
   constexpr int kN = 100000;
@@ -128,6 +153,70 @@ TEST_F(MatcherTest, HundredThousandUnexpectedMatchedInReverse) {
   }
   for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.PostReceive(Recv(1, i)), msgs[i]);
   EXPECT_EQ(m.unexpected(), 0u);
+}
+
+// From one source, a receive for any tag and one for the message's tag: the
+// one posted first matches first, whichever kind it is; contexts stay apart.
+TEST_F(MatcherTest, AnyTagAndExactTagFromOneSourceInPostingOrder) {
+  Matcher m(3);
+  Car* loose = Recv(1, kAnyTag);
+  Car* exact = Recv(1, 5);
+  Car* exact2 = Recv(1, 5);
+  Car* loose2 = Recv(1, kAnyTag);
+  Car* other_ctx = Recv(1, kAnyTag, /*context=*/9);
+  for (Car* c : {loose, exact, exact2, loose2, other_ctx}) EXPECT_EQ(m.PostReceive(c), nullptr);
+  EXPECT_EQ(m.posted(), 5u);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), loose);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), exact);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 6}), loose2) << "the exact receives are for tag 5";
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), exact2);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 5}), nullptr) << "another source";
+  EXPECT_EQ(m.MatchIncoming({9, 1, 77}), other_ctx);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
+// A long posted queue matched newest tag first (bench/compare's
+// match_posted), then many distinct tags posted and matched one at a time,
+// which sweeps the emptied buckets: every receive is found, none twice.
+TEST_F(MatcherTest, HundredThousandPostedMatchedInReverseThenManyBuckets) {
+  Matcher m(2);
+  constexpr int kN = 100000;
+  std::vector<Car*> recvs;
+  for (int i = 0; i < kN; ++i) {
+    recvs.push_back(Recv(1, i));
+    ASSERT_EQ(m.PostReceive(recvs.back()), nullptr);
+  }
+  EXPECT_EQ(m.posted(), static_cast<std::size_t>(kN));
+  for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.MatchIncoming({0, 1, i}), recvs[i]);
+  EXPECT_EQ(m.posted(), 0u);
+  for (int i = 0; i < 5000; ++i) {
+    Car* r = Recv(1, kN + i);
+    ASSERT_EQ(m.PostReceive(r), nullptr);
+    ASSERT_EQ(m.MatchIncoming({0, 1, kN + i - 1}), nullptr);
+    ASSERT_EQ(m.MatchIncoming({0, 1, kN + i}), r);
+  }
+  Car* last = Recv(1, 3);
+  m.PostReceive(last);
+  EXPECT_TRUE(m.RemovePosted(last));
+  EXPECT_FALSE(m.RemovePosted(last));
+  EXPECT_EQ(m.posted(), 0u);
+}
+
+TEST_F(MatcherTest, DeadPeersReceivesComeBackInPostingOrder) {
+  Matcher m(3);
+  Car* a = Recv(2, 4);
+  Car* b = Recv(2, kAnyTag);
+  Car* c = Recv(2, 1);
+  Car* d = Recv(2, 4);
+  Car* keep = Recv(1, 4);
+  for (Car* x : {a, b, c, d, keep}) m.PostReceive(x);
+  std::vector<Car*> posted, unexpected;
+  m.TakeAllFrom(2, &posted, &unexpected);
+  EXPECT_EQ(posted, (std::vector<Car*>{a, b, c, d}));
+  EXPECT_EQ(m.posted(), 1u);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 4}), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 4}), keep);
 }
 
 TEST_F(MatcherTest, CancelAndDeadPeer) {
