@@ -61,13 +61,26 @@ class Samples(unittest.TestCase):
              sample("cartage", "c", [row(8, 0.5, 0.45, 0.55)]),
              sample("cartage", "c", [row(8, 0.7, 0.65, 0.9)])]
         c = compare.cell(s, 8)
-        self.assertEqual((c["median"], c["min"], c["max"], c["n"], c["flagged"]), (0.6, 0.45, 0.9, 2, False))
+        self.assertEqual((c["median"], c["min"], c["max"], c["n"], c["mark"]), (0.6, 0.45, 0.9, 2, ""))
 
     def test_cell_uses_flagged_launches_when_nothing_else_exists_and_says_so(self):
         s = [sample("cartage", "c", [row(8, 0.2, 0.1, 0.3)], 60, 200), sample("cartage", "c", [], ok=False)]
         c = compare.cell(s, 8)
-        self.assertEqual((c["median"], c["n"], c["flagged"]), (0.2, 1, True))
+        self.assertEqual((c["median"], c["n"], c["mark"]), (0.2, 1, "flagged"))
         self.assertIsNone(compare.cell(s, 64))
+
+    def test_placement_picks_launches_and_falls_back_only_when_allowed(self):
+        near = sample("cartage", "c", [row(8, 0.15, 0.14, 0.16)], 55, 60)
+        far = [sample("cartage", "c", [row(8, v, v, v)], 200, 210) for v in (0.40, 0.42, 0.44)]
+        self.assertEqual(compare.sample_state(near), "near")
+        self.assertEqual(compare.cell([near] + far, 8, "far")["median"], 0.42)
+        c = compare.cell([near] + far, 8, "near")
+        self.assertEqual((c["median"], c["n"], c["mark"]), (0.15, 1, ""))
+        c = compare.cell(far, 8, "near")
+        self.assertEqual((c["median"], c["mark"]), (0.42, "other"))
+        self.assertIsNone(compare.cell(far, 8, "near", strict=True))
+        self.assertEqual(compare.reference_state(dataset([near] + far, [])), "far")
+        self.assertEqual(compare.reference_state(dataset([near], [])), "near")
 
     def test_failed_launches_never_count(self):
         s = [sample("mpich", "c", [row(8, 9.0, 9.0, 9.0)], ok=False), sample("mpich", "c", [row(8, 1.0, 1.0, 1.0)])]
@@ -113,6 +126,19 @@ class Tables(unittest.TestCase):
         data = dataset(s, [case])
         self.assertEqual(compare.case_table(data, data["cases"][0])[2],
                          "| 8 B | 0.4 [0.39–0.41] | 0.6 [0.6–0.7] | 1.50 | 0.3 [0.3–0.3] † | 0.75 |")
+
+
+    def test_tables_compare_within_the_reference_placement_and_fold_the_other(self):
+        # Open MPI ran only in the near placement: its far cell falls back
+        # (‡) and gets no ratio; the folded near table compares it.
+        case = compare.Case("pingpong", "shm", 2, [8])
+        s = [sample("cartage", case.id, [row(8, 0.4, 0.4, 0.4)]), sample("cartage", case.id, [row(8, 0.15, 0.15, 0.15)], 50, 50),
+             sample("mpich", case.id, [row(8, 0.6, 0.6, 0.6)]), sample("openmpi", case.id, [row(8, 0.2, 0.2, 0.2)], 50, 50)]
+        data = dataset(s, [case])
+        md = compare.render_markdown(data)
+        self.assertIn("| 8 B | 0.4 [0.4–0.4] | 0.6 [0.6–0.6] | 1.50 | 0.2 [0.2–0.2] ‡ | — |", md)
+        self.assertIn("The same case in the near placement (2 launches)", md)
+        self.assertIn("| 8 B | 0.15 [0.15–0.15] | — | — | 0.2 [0.2–0.2] | 1.33 |", md)
 
 
 class Results(unittest.TestCase):
