@@ -12,7 +12,6 @@
 // A datagram the peer's queue cannot take (EAGAIN) waits on a per-peer FIFO
 // that progress retries, so nothing overtakes it.
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -33,6 +32,7 @@
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "methods/common/handle_table.h"
+#include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 #include "methods/method.h"
 
@@ -109,10 +109,7 @@ class DgramMethod final : public methods::Method {
   void Bind(Car& c, int peer) override { new (c.method_private()) CarState{this, peer, 0, 0, 0}; }
   int Progress() override;
   void Block(int timeout_us) override;
-  bool PeerGone(int peer) override {
-    const int32_t pid = peers_[static_cast<std::size_t>(peer)].pid;
-    return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
-  }
+  bool PeerGone(int peer) override { return methods::ProcessGone(peers_[static_cast<std::size_t>(peer)].pid); }
   void FailPeer(int peer, const absl::Status& why) override;
   void Close() override {}
 

@@ -20,6 +20,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "fsm/check.h"
+#include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 #include "methods/shm/shm_wire.h"
 
@@ -156,7 +157,7 @@ void ShmMethod::Close() {
 bool ShmMethod::PeerGone(int peer) {
   if (peer == rank_) return false;
   if (segment_->block(peer).finalized.load(std::memory_order_acquire) != 0) return true;
-  return ::kill(pids_[static_cast<std::size_t>(peer)], 0) != 0 && errno == ESRCH;
+  return ProcessGone(pids_[static_cast<std::size_t>(peer)]);
 }
 
 // ---- Writing -----------------------------------------------------------------
