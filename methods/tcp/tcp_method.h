@@ -15,8 +15,9 @@
 // hot path) and asks epoll now and then for connections being made and
 // accepted; Block waits in epoll on all of them.
 //
-// tcp_method.cc moves CARs (operations, frames, progress); tcp_connect.cc
-// makes connections (addresses, listening, the tcp_connection actions, the
+// tcp_method.cc sends CARs (operations, frames out, progress);
+// tcp_receive.cc reads and checks frames in; tcp_connect.cc makes
+// connections (addresses, listening, the tcp_connection actions, the
 // handshake).
 #ifndef CARTAGE_METHODS_TCP_TCP_METHOD_H_
 #define CARTAGE_METHODS_TCP_TCP_METHOD_H_

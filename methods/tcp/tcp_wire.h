@@ -1,5 +1,5 @@
 // What travels on a tcp connection. Little-endian, fixed-size, checked field
-// by field before use (tcp_method.cc, OnFrame).
+// by field before use (tcp_receive.cc, OnFrame).
 //
 // Set-up, once per connection, initiator first:
 //   Hello      magic, version, the initiator's rank and the job key
