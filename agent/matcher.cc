@@ -13,7 +13,7 @@ using car::kAnySource;
 using car::kAnyTag;
 
 Matcher::Matcher(int ranks, uint32_t first_stamp)
-    : posted_any_tag_(static_cast<std::size_t>(ranks)), ranks_(ranks), counter_(first_stamp) {}
+    : posted_any_tag_(static_cast<std::size_t>(ranks)), counter_(first_stamp) {}
 
 bool Matcher::Matches(const Envelope& want, const Envelope& got) {
   return want.context_id == got.context_id && (want.rank == kAnySource || want.rank == got.rank) &&
@@ -26,7 +26,7 @@ Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
     return it == unexpected_.end() ? nullptr : it->second.front();
   }
   Car* oldest = nullptr;
-  const std::size_t ranks = static_cast<std::size_t>(ranks_);
+  const std::size_t ranks = posted_any_tag_.size();
   if (pattern.tag != kAnyTag && ranks < unexpected_.size()) {
     // Any source, one tag: one lookup per source beats a walk over every
     // (source, tag) bucket once there are more buckets than ranks.

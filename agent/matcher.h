@@ -84,11 +84,10 @@ class Matcher {
   car::Car* OldestSpecific(const car::Envelope& envelope, car::CarList** list);
 
   absl::flat_hash_map<Key, car::CarList> posted_;  // one source, one tag; empty buckets are kept
-  std::vector<car::CarList> posted_any_tag_;       // one source, any tag: by source rank
+  std::vector<car::CarList> posted_any_tag_;       // one source, any tag: by source rank (one per rank)
   car::CarList wildcard_;
   std::size_t posted_count_ = 0;
   uint64_t posts_ = 0;                             // posting sequence (CAR link.seq of a receive)
-  int ranks_;
   uint32_t counter_;
   absl::flat_hash_map<Key, car::CarList> unexpected_;
   uint64_t arrivals_ = 0;
