@@ -34,6 +34,10 @@ std::string Agent::method_for(int rank) const {
 void Request::Finish() {
   in_flight_ = false;
   if (persistent_) return;
+  if (activity_) {
+    activity_.reset();
+    return;
+  }
   runtime_->Release(car_);
   car_ = nullptr;
 }
@@ -61,21 +65,37 @@ bool Request::Test() {
 
 absl::Status Request::Cancel() {
   if (!in_flight_) return absl::FailedPreconditionError("cancel: the request is not active");
+  if (activity_) return absl::FailedPreconditionError("cancel: a collective cannot be cancelled");
   return runtime_->Cancel(car_);
 }
 
 absl::Status Request::Start() {
-  if (!persistent_ || car_ == nullptr) {
+  if (!persistent_ || (car_ == nullptr && !activity_)) {
     return absl::FailedPreconditionError("start: not a persistent request (use Comm::SendInit/RecvInit)");
   }
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
+  if (activity_) return BeginActivity();
   car_->Rearm();
   runtime_->Rebind(*car_, peer_);
   return runtime_->Post(this);
 }
 
+absl::Status Request::BeginActivity() {
+  CARTAGE_RETURN_IF_ERROR(activity_->Begin());
+  done_ = car::Completion();
+  done_.pending = 1;
+  in_flight_ = true;
+  runtime_->Watch(activity_.get(), this);
+  return absl::OkStatus();
+}
+
 absl::Status Request::Free() {
   if (in_flight_) return absl::FailedPreconditionError("free: the request is still active");
+  if (activity_) {
+    activity_.reset();
+    persistent_ = false;
+    return absl::OkStatus();
+  }
   if (car_ == nullptr) return absl::OkStatus();
   runtime_->Unregister(registration_);
   runtime_->Release(car_);
@@ -86,7 +106,7 @@ absl::Status Request::Free() {
 
 Request::~Request() {
   if (in_flight_) {
-    (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
+    if (!activity_) (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
     (void)Wait();
   }
   if (persistent_) (void)Free();
@@ -335,6 +355,26 @@ absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   if (!error.ok()) return error;
   return *found;
 }
+
+absl::Status Comm::Launch(std::shared_ptr<Activity> activity, bool persistent, Request* req) const {
+  if (req == nullptr || req->active() || req->persistent()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("collective: the request is %s",
+                        req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
+  }
+  if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
+  req->runtime_ = rt_;
+  req->group_ = group_;
+  req->type_.reset();
+  req->activity_ = std::move(activity);
+  req->persistent_ = persistent;
+  if (persistent) return absl::OkStatus();  // runs at Request::Start()
+  absl::Status s = req->BeginActivity();
+  if (!s.ok()) req->activity_.reset();
+  return s;
+}
+
+uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ | 1u); }
 
 Comm Comm::Dup() const { return Comm(rt_, rank_, size_, rt_->NewContext(), group_); }
 

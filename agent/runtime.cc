@@ -221,6 +221,27 @@ int Runtime::Progress() {
   if (!idle_.empty() && ++round_ % kIdlePollEvery == 0) {
     for (methods::Method* m : idle_) work += m->Progress();
   }
+  if (!activities_.empty() && !polling_activities_) work += PollActivities();
+  return work;
+}
+
+int Runtime::PollActivities() {
+  polling_activities_ = true;
+  int work = 0;
+  for (std::size_t i = 0; i < activities_.size();) {
+    const Running r = activities_[i];
+    std::optional<absl::Status> outcome = r.activity->Poll(&work);
+    if (!outcome.has_value()) {
+      ++i;
+      continue;
+    }
+    r.req->done_.status = *std::move(outcome);
+    r.req->done_.pending = 0;
+    ++work;
+    activities_[i] = activities_.back();  // order among activities does not matter
+    activities_.pop_back();
+  }
+  polling_activities_ = false;
   return work;
 }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "agent/bootstrap.h"
 #include "agent/matcher.h"
@@ -21,6 +22,7 @@
 #include "methods/registry.h"
 
 namespace cartage {
+class Activity;
 class Request;
 }  // namespace cartage
 
@@ -42,6 +44,11 @@ class Runtime : public methods::MethodHost {
   int rank() const { return boot_->rank(); }
   int size() const { return boot_->size(); }
   uint32_t NewContext() { return next_context_ += 2; }
+  // The next schedule sequence number of a (collective) context.
+  uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
+  // Polls `activity` every round of progress until it finishes, then
+  // completes `req` with its outcome.
+  void Watch(Activity* activity, Request* req) { activities_.push_back({activity, req}); }
 
   // Completes `spec` (counter, carrier, owner, eager limit) and builds the
   // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
@@ -101,6 +108,8 @@ class Runtime : public methods::MethodHost {
   void ReleaseUnexpected(car::Car* u);
   void* TakeBuffer(uint64_t bytes);
   void Bind(car::Car& car, int peer);
+  // Polls the running activities; completes and drops the finished ones.
+  int PollActivities();
   // Blocks on the polled methods (each its share of `timeout_us`).
   void Block(int timeout_us);
   absl::Status OpenMethods();
@@ -137,6 +146,13 @@ class Runtime : public methods::MethodHost {
   std::vector<void*> free_large_;         // eager-limit sized
   std::size_t buffer_bytes_ = 0;
   uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
+  absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
+  struct Running {
+    Activity* activity;
+    Request* req;
+  };
+  std::vector<Running> activities_;       // collectives in flight, polled every round
+  bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
 };
 

@@ -54,6 +54,23 @@ inline constexpr int kMaxTag = (1 << 30) - 1;
 using Datatype = car::Datatype;
 using BasicType = car::BasicType;
 
+class Request;
+
+// Work the progress engine drives besides single messages: a collective
+// schedule (collectives/). Comm::Launch binds one to a request; from then on
+// every round of progress polls it until it reports its outcome, which
+// completes the request.
+class Activity {
+ public:
+  virtual ~Activity() = default;
+  // Starts one run (Launch, and Request::Start for a persistent one). An
+  // error leaves the request inactive.
+  virtual absl::Status Begin() = 0;
+  // Advances what it can without waiting and adds the work done to `*work`;
+  // returns the outcome once the run finished (it is not polled again).
+  virtual std::optional<absl::Status> Poll(int* work) = 0;
+};
+
 // An operation in flight. Not copyable or movable while active: its CAR
 // counts down the completion it holds.
 class Request {
@@ -80,6 +97,9 @@ class Request {
 
   bool active() const { return in_flight_; }
   bool persistent() const { return persistent_; }
+  // Whether it has completed, without progressing (Test and Wait then
+  // return at once): for an Activity polling the requests it started.
+  bool completed() const { return !in_flight_ || done_.done(); }
   // For a completed receive: who sent it (a rank of the communicator), with
   // which tag, how many bytes.
   int source() const;
@@ -95,6 +115,7 @@ class Request {
   friend std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
   friend absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
   void Finish();  // once completed: returns the CAR (kept if persistent)
+  absl::Status BeginActivity();  // runs activity_ once and has the runtime poll it
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
   car::Completion done_;
@@ -104,6 +125,7 @@ class Request {
   uint64_t registration_ = 0;                  // the method's registration of the buffer
   std::optional<car::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
   std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
+  std::shared_ptr<Activity> activity_;         // a collective: what the progress engine polls
 };
 
 // Waits for every request; returns the first error.
@@ -179,6 +201,20 @@ class Comm {
   absl::Status SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
   absl::Status RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
 
+  // Runs `activity` (a collective schedule) under `req`: Begin() now, then
+  // polled by every round of progress until it finishes; `req` keeps it
+  // alive while it runs. A persistent request keeps it until Free() and
+  // runs it again at every Request::Start().
+  absl::Status Launch(std::shared_ptr<Activity> activity, bool persistent, Request* req) const;
+
+  // This communicator on its collective context: the same ranks, traffic
+  // that never matches point-to-point traffic (schedules send on it).
+  Comm CollectiveChannel() const { return Comm(rt_, rank_, size_, context_ | 1u, group_); }
+  // The next number of this communicator's sequence of collective
+  // schedules. Every rank builds its schedules in the same order, so the
+  // same schedule gets the same number everywhere (its tags derive from it).
+  uint32_t NextScheduleSequence() const;
+
   // A communicator over the same ranks with its own context. Every rank
   // must call it, in the same order relative to other Dup/Split calls.
   Comm Dup() const;
@@ -207,7 +243,7 @@ class Comm {
   agent::Runtime* rt_;
   int rank_;
   int size_;
-  uint32_t context_;  // point-to-point; context_ + 1 carries this communicator's collective traffic
+  uint32_t context_;  // even: point-to-point; context_ | 1 carries this communicator's collective traffic
   std::shared_ptr<const std::vector<int>> group_;  // null: the world's ranks
 };
 

@@ -1,0 +1,223 @@
+// Collective schedules as CAR graphs. A schedule is a DAG of vertices (send,
+// receive, local reduce, copy, pack, unpack, fence) joined by dependency
+// edges; every vertex runs as a car_vertex CAR (car/vertex_fsm.h), so its
+// states are the table's and `cartage diagrams` draws them. Built once,
+// validated, started as often as needed.
+//
+//   cartage::ScheduleBuilder b(world, "ring step");
+//   cartage::Buf tmp = b.Temp(n * sizeof(double));
+//   auto r = b.Recv(tmp, n * sizeof(double), left);
+//   auto s = b.Send(cartage::Buf::User(x.data(), "x"), n * sizeof(double), right);
+//   b.Reduce(tmp, cartage::Buf::User(x.data(), "x"), n, dbl, sum, {r, s});
+//   auto schedule = b.Build();                       // no cycle, sizes agree
+//   cartage::Request req;
+//   CARTAGE_CHECK_OK((*schedule)->Start(&req));
+//   CARTAGE_CHECK_OK(req.Wait());
+//   std::cout << (*schedule)->ToDot();
+//
+// Traffic: a schedule sends on its communicator's collective context, with
+// tags made of the schedule's sequence number (Comm::NextScheduleSequence)
+// and a per-peer step number, so schedules in flight at once on one
+// communicator, and point-to-point traffic, never match each other's
+// messages. Every rank must build its schedules in the same order.
+#ifndef CARTAGE_COLLECTIVES_INCLUDE_CARTAGE_SCHEDULE_H_
+#define CARTAGE_COLLECTIVES_INCLUDE_CARTAGE_SCHEDULE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "car/car_pool.h"
+#include "car/op.h"
+#include "cartage/cartage.h"
+
+namespace cartage {
+
+using Op = car::Op;
+using OpKind = car::OpKind;
+
+// Memory a vertex reads or writes: user memory (named for rendering), or a
+// temporary buffer the schedule owns (ScheduleBuilder::Temp), at an offset.
+struct Buf {
+  void* user = nullptr;
+  int temp = -1;  // >= 0: the schedule's temporary buffer number
+  uint64_t offset = 0;
+  const char* name = "user";  // user memory: how diagrams call it
+
+  static Buf User(const void* p, const char* name = "user") { return {const_cast<void*>(p), -1, 0, name}; }
+  Buf operator+(uint64_t n) const {
+    Buf b = *this;
+    b.offset += n;
+    return b;
+  }
+  bool is_temp() const { return temp >= 0; }
+};
+
+enum class VertexKind : uint8_t { kSend, kRecv, kReduce, kCopy, kPack, kUnpack, kFence };
+// "send", "recv", "reduce", "copy", "pack", "unpack", "fence".
+const char* VertexKindName(VertexKind k);
+
+// Why a vertex waits for another (seed 002): its completion, the buffer it
+// fills (buf_dep: a forward sends what a receive brought in), or a progress
+// dependency (progress_dep). All three order the two vertices; the kind
+// says why, and diagrams draw it.
+enum class EdgeKind : uint8_t { kCompletion, kBuffer, kProgress };
+const char* EdgeKindName(EdgeKind k);
+
+using VertexId = int;
+
+struct Edge {
+  VertexId from;
+  EdgeKind kind;
+};
+
+// One step of a schedule.
+struct Vertex {
+  VertexKind kind = VertexKind::kFence;
+  int peer = -1;       // send, recv: the rank of the communicator
+  int step = 0;        // send, recv: the n-th message to / from this peer in the schedule
+  Buf src;             // send: what; reduce: the incoming operand; copy, pack, unpack: from
+  Buf dst;             // recv: where; reduce: the accumulator; copy, pack, unpack: to
+  uint64_t bytes = 0;  // packed bytes moved or reduced
+  int64_t count = 0;   // reduce, pack, unpack: elements of `type`
+  std::optional<Datatype> type;
+  std::optional<Op> op;
+  bool src_is_left = true;  // reduce: dst = src op dst; else dst = dst op src
+  int chunk = -1;           // >= 0: which chunk of a cut-up transfer
+  std::string note;         // the algorithm's name for the step, for diagrams
+  std::vector<Edge> after;  // what it waits for
+};
+
+class Schedule;
+
+// Builds one rank's schedule. With a communicator it builds one to run;
+// with only (rank, size) one to render (`cartage schedule`), where user
+// buffers may be null.
+class ScheduleBuilder {
+ public:
+  ScheduleBuilder(const Comm& comm, std::string name);
+  ScheduleBuilder(int rank, int size, std::string name);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+  // A temporary buffer of `bytes`, owned by the schedule (freed with it,
+  // never while a run that uses it is in flight).
+  Buf Temp(uint64_t bytes);
+
+  VertexId Send(Buf src, uint64_t bytes, int peer, absl::Span<const VertexId> after = {});
+  VertexId Recv(Buf dst, uint64_t bytes, int peer, absl::Span<const VertexId> after = {});
+  // inout = in op inout over `count` packed elements of `type` (in_is_left
+  // false: inout = inout op in, for non-commutative operators).
+  VertexId Reduce(Buf in, Buf inout, int64_t count, const Datatype& type, const Op& op,
+                  absl::Span<const VertexId> after = {}, bool in_is_left = true);
+  VertexId Copy(Buf src, Buf dst, uint64_t bytes, absl::Span<const VertexId> after = {});
+  // `count` elements of `type` laid out at `layout` <-> packed bytes.
+  VertexId Pack(Buf layout, int64_t count, const Datatype& type, Buf packed, absl::Span<const VertexId> after = {});
+  VertexId Unpack(Buf packed, int64_t count, const Datatype& type, Buf layout,
+                  absl::Span<const VertexId> after = {});
+  // Does nothing; joins dependencies.
+  VertexId Fence(absl::Span<const VertexId> after = {});
+
+  // An edge more: `later` waits for `earlier`.
+  void Depend(VertexId earlier, VertexId later, EdgeKind kind = EdgeKind::kCompletion);
+  // Labels for diagrams.
+  void Note(VertexId v, std::string note);
+  void Chunk(VertexId v, int chunk);
+
+  const std::vector<Vertex>& vertices() const { return vertices_; }
+
+  // Validates and builds: no cycles, every read of a temporary buffer comes
+  // after a write covering it, sizes agree with buffers, types and
+  // operators, peers exist. The error names the schedule and the vertex.
+  absl::StatusOr<std::shared_ptr<Schedule>> Build();
+
+ private:
+  VertexId Add(Vertex v, absl::Span<const VertexId> after);
+  std::optional<Comm> comm_;
+  int rank_;
+  int size_;
+  std::string name_;
+  std::vector<Vertex> vertices_;
+  std::vector<uint64_t> temps_;      // sizes
+  std::vector<int> sends_to_;        // per peer: sends so far (the next step number)
+  std::vector<int> recvs_from_;
+};
+
+// A built, validated schedule: an Activity the progress engine drives.
+class Schedule : public Activity, public std::enable_shared_from_this<Schedule> {
+ public:
+  ~Schedule() override;
+
+  // Runs it once; `req` completes when every vertex did (or one failed).
+  // A schedule runs one run at a time; start it again once `req` completed.
+  absl::Status Start(Request* req);
+  // Persistent use: binds it to `req`; each req->Start() runs it.
+  absl::Status Bind(Request* req);
+  // Start and wait.
+  absl::Status Run();
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<Vertex>& vertices() const { return vertices_; }
+  const std::vector<uint64_t>& temp_sizes() const { return temp_sizes_; }
+  uint32_t sequence() const { return sequence_; }
+  // The tag a send / receive vertex uses on the wire.
+  int TagOf(const Vertex& v) const;
+  // The car_vertex state of each vertex ("idle", "running", "done", ...).
+  std::string StateOf(VertexId v) const;
+
+  // This rank's graph. Vertices are labelled by kind, peer, bytes, buffers
+  // and chunk; edges by kind.
+  std::string ToDot() const;
+  std::string ToMermaid() const;
+
+  // Activity
+  absl::Status Begin() override;
+  std::optional<absl::Status> Poll(int* work) override;
+
+ private:
+  friend class ScheduleBuilder;
+  Schedule() = default;
+  std::byte* Resolve(const Buf& b) const;
+  std::string Describe(VertexId v) const;
+  static void LaunchVertex(car::Car& car, car::CarStep& step);
+  void Launch(VertexId v, car::Car& car, car::CarStep& step);
+  absl::Status RunLocal(const Vertex& x);
+  absl::Status ReduceInto(const Vertex& x);
+
+  std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+  uint32_t sequence_ = 0;
+  std::vector<Vertex> vertices_;
+  std::vector<uint64_t> temp_sizes_;
+  std::vector<std::unique_ptr<std::byte[]>> temps_;
+  std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
+  std::unique_ptr<car::CarPool> pool_;
+  std::vector<car::Car*> cars_;
+  std::vector<std::vector<car::Car*>> successors_;
+  std::unique_ptr<Request[]> reqs_;  // per vertex: its send or receive
+  std::vector<VertexId> inflight_;   // sends and receives not completed yet
+  car::Completion done_;             // vertices still to finish, first error
+  bool running_ = false;
+  std::optional<absl::Status> failed_;  // the first vertex error of this run
+};
+
+// Whole-job rendering: every rank's schedule of one collective (built in
+// one process), with the messages between them as edges.
+std::string JobToDot(absl::Span<const std::shared_ptr<Schedule>> ranks);
+std::string JobToMermaid(absl::Span<const std::shared_ptr<Schedule>> ranks);
+
+}  // namespace cartage
+
+#endif  // CARTAGE_COLLECTIVES_INCLUDE_CARTAGE_SCHEDULE_H_
