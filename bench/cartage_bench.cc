@@ -1,4 +1,5 @@
-// cartage-bench: OSU-style point-to-point benchmarks between ranks 0 and 1.
+// cartage-bench: OSU-style benchmarks: point-to-point between ranks 0 and 1,
+// and collectives over every rank.
 //
 //   cartage run -n 2 --bind cartage-bench TEST [--sizes 8,65536,...] [--reps 7] [--json]
 //   cartage-bench list          the tests this build has, one per line
@@ -15,6 +16,10 @@
 // match_unexpected[_any]
 //           the sender sends tags 0..N-1 before any receive is posted; the
 //           receiver then receives tags N-1..0 (µs per message)
+// barrier bcast allreduce allgather alltoall
+//           every rank; per-call µs averaged over the ranks; bcast from rank
+//           0, allreduce a sum of doubles; sizes are bytes per rank; the
+//           iteration count is calibrated so a repetition takes --target_s
 // bench/peers/osu_mpi.c runs the same tests, sizes and loops over MPI
 // (bench/compare puts the two side by side).
 // Each size: a warm-up, then --reps timed repetitions; medians with min and
@@ -47,10 +52,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cartage/cartage.h"
+#include "cartage/collectives.h"
 
 ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (default: 0, 8, 64, 1 KiB ... 4 MiB)");
 ABSL_FLAG(int, reps, 7, "timed repetitions per size");
 ABSL_FLAG(bool, json, false, "print one JSON object per line instead of a table");
+ABSL_FLAG(double, target_s, 0.05, "collectives: seconds one repetition should take (the iteration count follows)");
 
 // Every heap allocation in this program (the runtime is linked in) is
 // counted, so the timed loops can report allocations per operation.
@@ -182,11 +189,102 @@ double CmaProbeMBps(const Comm& w, std::vector<char>& buf, std::size_t bytes) {
   return Summarize(samples).median;
 }
 
-constexpr const char* kTests[] = {"pingpong", "bw", "bibw", "rate", "match_posted", "match_posted_any",
-                                  "match_unexpected", "match_unexpected_any"};
+constexpr const char* kTests[] = {"pingpong",  "bw",        "bibw",      "rate",     "match_posted",
+                                  "match_posted_any", "match_unexpected", "match_unexpected_any",
+                                  "barrier",   "bcast",     "allreduce", "allgather", "alltoall"};
 constexpr int kControlTag = 32000;
 
 bool IsMatching(const std::string& test) { return test.rfind("match_", 0) == 0; }
+bool IsCollective(const std::string& test) {
+  return test == "barrier" || test == "bcast" || test == "allreduce" || test == "allgather" || test == "alltoall";
+}
+
+// The algorithm the selection table picks for a test's calls.
+std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks) {
+  const cartage::Collective c = test == "bcast"       ? cartage::Collective::kBcast
+                                : test == "allreduce" ? cartage::Collective::kAllreduce
+                                : test == "allgather" ? cartage::Collective::kAllgather
+                                                      : cartage::Collective::kAlltoall;
+  return cartage::SelectAlgorithm(c, test == "allreduce" ? bytes / 8 * 8 : bytes, ranks);
+}
+
+// `iters` calls of a collective; this rank's seconds. Sizes are bytes per
+// rank (osu_mpi.c's convention): bcast from rank 0, allreduce a sum of
+// doubles, allgather and alltoall `bytes` per rank.
+double RunCollective(const Comm& w, const std::string& test, std::vector<char>& sbuf, std::vector<char>& rbuf,
+                     std::size_t bytes, int iters) {
+  const auto n = static_cast<int64_t>(bytes);
+  const cartage::Datatype byte = cartage::Datatype::Basic(cartage::BasicType::kByte);
+  const cartage::Datatype dbl = cartage::Datatype::Basic(cartage::BasicType::kDouble);
+  const cartage::Op sum(cartage::OpKind::kSum);
+  CARTAGE_CHECK_OK(cartage::Barrier(w));
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (test == "barrier") {
+      CARTAGE_CHECK_OK(cartage::Barrier(w));
+    } else if (test == "bcast") {
+      CARTAGE_CHECK_OK(cartage::Bcast(w, sbuf.data(), n, byte, 0));
+    } else if (test == "allreduce") {
+      CARTAGE_CHECK_OK(cartage::Allreduce(w, sbuf.data(), rbuf.data(), n / 8, dbl, sum));
+    } else if (test == "allgather") {
+      CARTAGE_CHECK_OK(cartage::Allgather(w, sbuf.data(), rbuf.data(), n, byte));
+    } else {
+      CARTAGE_CHECK_OK(cartage::Alltoall(w, sbuf.data(), rbuf.data(), n, byte));
+    }
+  }
+  return Seconds(start, Clock::now());
+}
+
+// A collective's figures: the iteration count doubles until a run takes a
+// fifth of `target` seconds on rank 0, then scales to `target`; each
+// repetition's per-call time is averaged over the ranks (as OSU does).
+void BenchCollective(const Comm& w, const std::string& test, const std::vector<std::size_t>& sizes, int reps,
+                     bool json, double target) {
+  const cartage::Datatype dbl = cartage::Datatype::Basic(cartage::BasicType::kDouble);
+  const cartage::Datatype i32 = cartage::Datatype::Basic(cartage::BasicType::kInt32);
+  if (w.rank() == 0 && !json) {
+    std::printf("# cartage-bench %s, %d ranks, %d reps; per-call µs averaged over ranks: median [min-max]\n",
+                test.c_str(), w.size(), reps);
+    std::printf("%10s %14s %24s %12s\n", "bytes", "median_us", "[min-max]", "iterations");
+  }
+  for (std::size_t bytes : sizes) {
+    const std::size_t all = test == "allgather" || test == "alltoall" ? bytes * static_cast<std::size_t>(w.size())
+                                                                      : bytes;
+    std::vector<char> sbuf(std::max<std::size_t>(all, 8), 'x'), rbuf(std::max<std::size_t>(all, 8), 0);
+    if (test == "allreduce") std::fill(sbuf.begin(), sbuf.end(), 0);  // zeros: a valid double
+    int iters = 1;
+    for (;;) {
+      double secs = RunCollective(w, test, sbuf, rbuf, bytes, iters);
+      CARTAGE_CHECK_OK(cartage::Bcast(w, &secs, 1, dbl, 0));
+      if (secs >= target / 5 || iters >= (1 << 24)) {
+        const double per_call = secs / iters;
+        iters = static_cast<int>(std::clamp(target / std::max(per_call, 1e-9), 1.0, static_cast<double>(1 << 24)));
+        break;
+      }
+      iters *= 2;
+    }
+    CARTAGE_CHECK_OK(cartage::Bcast(w, &iters, 1, i32, 0));
+    std::vector<double> values;
+    for (int r = 0; r < reps; ++r) {
+      const double mine = RunCollective(w, test, sbuf, rbuf, bytes, iters) * 1e6 / iters;
+      double total = 0;
+      CARTAGE_CHECK_OK(cartage::Reduce(w, &mine, &total, 1, dbl, cartage::Op(cartage::OpKind::kSum), 0));
+      values.push_back(total / w.size());
+    }
+    if (w.rank() != 0) continue;
+    const Stats s = Summarize(values);
+    if (json) {
+      std::printf("{\"test\":\"%s\",\"size\":%zu,\"median_us\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
+                  "\"ranks\":%d,\"iterations\":%d,\"algorithm\":\"%s\"}\n",
+                  test.c_str(), bytes, s.median, s.min, s.max, reps, w.size(), iters,
+                  test == "barrier" ? "dissemination" : AlgorithmFor(test, bytes, w.size()).c_str());
+    } else {
+      std::printf("%10zu %14.4g %24s %12d   %s\n", bytes, s.median, absl::StrFormat("[%.4g-%.4g]", s.min, s.max).c_str(),
+                  iters, test == "barrier" ? "dissemination" : AlgorithmFor(test, bytes, w.size()).c_str());
+    }
+    std::fflush(stdout);
+  }
+}
 
 int Iterations(const std::string& test, std::size_t bytes) {
   if (test == "pingpong") return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
@@ -325,6 +423,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const Comm world = (*agent)->World();
+  if (IsCollective(test)) {
+    if (absl::GetFlag(FLAGS_sizes).empty()) {
+      sizes = test == "barrier" ? std::vector<std::size_t>{0}
+                                : std::vector<std::size_t>{8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20};
+    }
+    BenchCollective(world, test, sizes, reps, json, absl::GetFlag(FLAGS_target_s));
+    return 0;
+  }
   if (world.size() < 2) {
     std::fprintf(stderr, "cartage-bench: needs 2 ranks: cartage run -n 2 cartage-bench %s\n", test.c_str());
     return 2;
