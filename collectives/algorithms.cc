@@ -684,8 +684,71 @@ absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, co
   return Build(b, call, /*runnable=*/false);
 }
 
+namespace {
+
+// Blocking calls reuse the schedule of an earlier call that differs only in
+// its buffers (same communicator, collective, count, type, operator, root,
+// algorithm, in place or not), rebound to the new buffers: building costs
+// more than a small collective takes to run. Every rank makes the same
+// calls, so every rank hits or misses alike, and a reused schedule keeps its
+// sequence number (its tags): the runs of one schedule are ordered on every
+// link, as a persistent request's are. Nonblocking calls always build anew
+// (two of them may be in flight at once).
+// What makes two calls the same schedule (the buffers aside).
+struct CacheKey {
+  uint32_t context;
+  int size;
+  CollectiveCall call;  // send and recv are not compared
+  bool in_place;
+  bool operator==(const CacheKey& o) const {
+    const CollectiveCall& a = call;
+    const CollectiveCall& b = o.call;
+    const bool same_op = a.op.has_value() == b.op.has_value() &&
+                         (!a.op.has_value() || (a.op->kind() == b.op->kind() && a.op->fn() == b.op->fn() &&
+                                                a.op->context() == b.op->context() &&
+                                                a.op->commutative() == b.op->commutative()));
+    return context == o.context && size == o.size && in_place == o.in_place && a.kind == b.kind &&
+           a.count == b.count && a.root == b.root && same_op && a.type.size() == b.type.size() &&
+           a.type.extent() == b.type.extent() && a.type.true_lb() == b.type.true_lb() && a.algorithm == b.algorithm &&
+           a.type.name() == b.type.name();
+  }
+};
+
+class ScheduleCache {
+ public:
+  std::shared_ptr<Schedule> Find(const CacheKey& key) {
+    for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
+      if (entries_[i].first == key) {
+        std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
+                    entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries_.end());
+        return entries_.back().second;
+      }
+    }
+    return nullptr;
+  }
+  void Add(CacheKey key, std::shared_ptr<Schedule> s) {
+    if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
+    entries_.emplace_back(std::move(key), std::move(s));
+  }
+
+ private:
+  static constexpr std::size_t kCapacity = 16;
+  std::vector<std::pair<CacheKey, std::shared_ptr<Schedule>>> entries_;
+};
+
+}  // namespace
+
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
-  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+  static auto* cache = new ScheduleCache();
+  CacheKey key{comm.context(), comm.size(), call, call.send == kInPlace};
+  std::shared_ptr<Schedule> s = cache->Find(key);
+  if (s == nullptr) {
+    CARTAGE_ASSIGN_OR_RETURN(s, BuildCollective(comm, call));
+    cache->Add(std::move(key), s);
+  } else {
+    s->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
+    s->RebindUser("recv", call.recv);
+  }
   return s->Run();
 }
 

@@ -418,6 +418,16 @@ std::string Schedule::Describe(VertexId v) const {
   return absl::StrFormat("%s (rank %d): vertex %d (%s)", name_, rank_, v, what);
 }
 
+void Schedule::RebindUser(const char* name, const void* base) {
+  auto rebind = [&](Buf& b) {
+    if (!b.is_temp() && std::strcmp(b.name, name) == 0) b.user = const_cast<void*>(base);
+  };
+  for (Vertex& x : vertices_) {
+    rebind(x.src);
+    rebind(x.dst);
+  }
+}
+
 absl::Status Schedule::Start(Request* req) {
   if (!comm_.has_value()) {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
@@ -469,12 +479,7 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
     inflight_[i] = inflight_.back();
     inflight_.pop_back();
     ++*work;
-    absl::Status st = r.Wait();  // completed: returns at once
-    const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-    if (st.ok() && x.kind == VertexKind::kRecv && r.bytes() != x.bytes) {
-      st = absl::InvalidArgumentError(absl::StrFormat(
-          "received %d bytes, expected %d (the ranks disagree about the sizes)", r.bytes(), x.bytes));
-    }
+    const absl::Status st = Finished(v, r);
     car::Car& c = *cars_[static_cast<std::size_t>(v)];
     if (st.ok()) {
       (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
@@ -491,6 +496,16 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
   return done_.status;
 }
 
+absl::Status Schedule::Finished(VertexId v, Request& r) {
+  absl::Status st = r.Wait();  // completed: returns at once
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+  if (st.ok() && x.kind == VertexKind::kRecv && r.bytes() != x.bytes) {
+    st = absl::InvalidArgumentError(absl::StrFormat(
+        "received %d bytes, expected %d (the ranks disagree about the sizes)", r.bytes(), x.bytes));
+  }
+  return st;
+}
+
 void Schedule::LaunchVertex(car::Car& car, car::CarStep& step) {
   auto* s = static_cast<Schedule*>(car.spec().owner);
   s->Launch(*static_cast<const VertexId*>(car.method_private()), car, step);
@@ -503,7 +518,13 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
     Request& r = reqs_[v];
     st = x.kind == VertexKind::kSend ? comm_->Isend(Resolve(x.src), x.bytes, x.peer, TagOf(x), &r)
                                      : comm_->Irecv(Resolve(x.dst), x.bytes, x.peer, TagOf(x), &r);
-    if (st.ok()) {
+    if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
+      st = Finished(v, r);
+      if (st.ok()) {
+        step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+        return;
+      }
+    } else if (st.ok()) {
       inflight_.push_back(v);
       return;  // Poll completes it
     }

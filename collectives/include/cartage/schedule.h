@@ -164,6 +164,11 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // Start and wait.
   absl::Status Run();
 
+  // Points every user buffer called `name` ("send", "recv") at `base`:
+  // a blocking collective reuses the schedule of an identical earlier call
+  // with this call's buffers. Not while running.
+  void RebindUser(const char* name, const void* base);
+
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -192,6 +197,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(const Vertex& x);
+  // A send or receive completed: its status (a receive must fill its buffer exactly).
+  absl::Status Finished(VertexId v, Request& r);
   absl::Status ReduceInto(const Vertex& x);
 
   std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
