@@ -142,7 +142,7 @@ std::string Schedule::ToMermaid() const {
 }
 
 std::string JobToDot(absl::Span<const std::shared_ptr<Schedule>> ranks) {
-  std::string out = "digraph job {\n  compound=true;\n  node [fontsize=10];\n";
+  std::string out = "digraph job {\n  newrank=true;\n  node [fontsize=10];\n";
   if (!ranks.empty()) {
     absl::StrAppendFormat(&out, "  label=\"%s, %d ranks\";\n  labelloc=t;\n", DotEscape(ranks[0]->name()),
                           ranks.size());
@@ -153,7 +153,7 @@ std::string JobToDot(absl::Span<const std::shared_ptr<Schedule>> ranks) {
     out += "  }\n";
   }
   for (const auto& [from, sv, to, rv, bytes] : Messages(ranks)) {
-    absl::StrAppendFormat(&out, "  r%dv%d -> r%dv%d [color=\"#3c78d8\", penwidth=2, label=\"%d B\"];\n", from, sv, to,
+    absl::StrAppendFormat(&out, "  r%dv%d -> r%dv%d [color=\"#3c78d8\", penwidth=2, xlabel=\"%d B\"];\n", from, sv, to,
                           rv, bytes);
   }
   out += "}\n";

@@ -16,6 +16,9 @@ namespace cartage::tools {
 // SVGs are rendered by Graphviz `dot`, which must be on PATH.
 absl::StatusOr<std::map<std::string, std::string>> GenerateDiagrams(const fsm::Registry& reg);
 
+// Renders DOT to SVG with Graphviz `dot`.
+absl::StatusOr<std::string> RenderSvg(const std::string& dot);
+
 // Writes the files into `dir` (created if missing); prints what it wrote.
 absl::Status WriteDiagrams(const std::map<std::string, std::string>& files, const std::string& dir);
 

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "car/car.h"
 #include "car/car_pool.h"
+#include "cartage/collectives.h"
 #include "cartage/config.h"
 #include "fsm/registry.h"
 #include "absl/strings/ascii.h"
@@ -51,6 +52,7 @@ void PrintInfo(const fsm::Registry& reg) {
       "\nCAR: %d bytes; a pool slot is %d bytes plus the largest method-private area, "
       "rounded to 64\n",
       sizeof(car::Car), pool.slot_bytes());
+  std::cout << "\n" << DescribeSelection();
 }
 
 }  // namespace cartage::tools

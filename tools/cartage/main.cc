@@ -12,9 +12,14 @@
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
 #include "tools/cartage/launcher.h"
+#include "tools/cartage/schedule_cmd.h"
 
 ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check");
 ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
+ABSL_FLAG(int, ranks, 8, "schedule: how many ranks");
+ABSL_FLAG(uint64_t, bytes, 1024, "schedule: message bytes (per rank for gather, scatter, allgather, alltoall)");
+ABSL_FLAG(std::string, format, "dot", "schedule: dot, mermaid or svg");
+ABSL_FLAG(int, rank, -1, "schedule: one rank's schedule (default: the whole job's)");
 
 namespace cartage::tools {
 void PrintInfo(const fsm::Registry& reg);
@@ -33,6 +38,9 @@ constexpr absl::string_view kUsage =
     "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
     "                                every registered state machine (default DIR: diagrams);\n"
     "                                with --check, exit 1 if DIR differs from the tables\n"
+    "  schedule COLLECTIVE[/ALGORITHM] [--ranks N] [--bytes B] [--format dot|mermaid|svg] [--rank R]\n"
+    "                                draw a collective's schedule (every rank's, or rank R's) on\n"
+    "                                standard output; without an algorithm, the selection table's\n"
     "  help, --help                  this text\n";
 
 int Diagrams(const cartage::fsm::Registry& reg) {
@@ -79,6 +87,17 @@ int main(int argc, char** argv) {
   }
   absl::SetProgramUsageMessage(std::string(kUsage));
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() == 3 && absl::string_view(args[1]) == "schedule") {
+    absl::StatusOr<std::string> out =
+        cartage::tools::RenderSchedule(args[2], absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_bytes),
+                                       absl::GetFlag(FLAGS_format), absl::GetFlag(FLAGS_rank));
+    if (!out.ok()) {
+      std::cerr << "cartage " << out.status().message() << "\n";
+      return 2;
+    }
+    std::cout << *out;
+    return 0;
+  }
   if (args.size() != 2) {
     std::cerr << kUsage;
     return 2;
