@@ -17,6 +17,10 @@ echo; echo "== cartage run -n 4 --prefix ring 100 131072"
 "${cartage}" run -n 4 --prefix --timeout 120 $b/examples/ring 100 131072
 echo; echo "== CARTAGE_METHODS=tcp cartage run -n 4 hello (the same job over the tcp method)"
 CARTAGE_METHODS=tcp "${cartage}" run -n 4 --timeout 60 $b/examples/hello
+echo; echo "== cartage run -n 4 collectives (allreduce, bcast, allgather, persistent, a schedule by hand)"
+"${cartage}" run -n 4 --timeout 60 $b/examples/collectives
+echo; echo "== cartage schedule allreduce/recursive_doubling --ranks 2 --bytes 8 --format mermaid"
+"${cartage}" schedule allreduce/recursive_doubling --ranks 2 --bytes 8 --format mermaid
 echo; echo "== cartage run -n 2 pingpong 20000"
 "${cartage}" run -n 2 --timeout 120 $b/examples/pingpong 20000
 echo; echo "== cartage info"
