@@ -694,12 +694,14 @@ namespace {
 // sequence number (its tags): the runs of one schedule are ordered on every
 // link, as a persistent request's are. Nonblocking calls always build anew
 // (two of them may be in flight at once).
-// What makes two calls the same schedule (the buffers aside).
+// What makes two calls the same schedule (the buffers aside). Only what
+// every rank passes alike: whether the root alone passes kInPlace is not in
+// it (a rank-dependent key would let one rank reuse a schedule, and its
+// tags, while another builds a new one).
 struct CacheKey {
   uint32_t context;
   int size;
   CollectiveCall call;  // send and recv are not compared
-  bool in_place;
   bool operator==(const CacheKey& o) const {
     const CollectiveCall& a = call;
     const CollectiveCall& b = o.call;
@@ -707,7 +709,7 @@ struct CacheKey {
                          (!a.op.has_value() || (a.op->kind() == b.op->kind() && a.op->fn() == b.op->fn() &&
                                                 a.op->context() == b.op->context() &&
                                                 a.op->commutative() == b.op->commutative()));
-    return context == o.context && size == o.size && in_place == o.in_place && a.kind == b.kind &&
+    return context == o.context && size == o.size && a.kind == b.kind &&
            a.count == b.count && a.root == b.root && same_op && a.type.size() == b.type.size() &&
            a.type.extent() == b.type.extent() && a.type.true_lb() == b.type.true_lb() && a.algorithm == b.algorithm &&
            a.type.name() == b.type.name();
@@ -716,40 +718,56 @@ struct CacheKey {
 
 class ScheduleCache {
  public:
-  std::shared_ptr<Schedule> Find(const CacheKey& key) {
+  struct Entry {
+    CacheKey key;
+    bool in_place;
+    std::shared_ptr<Schedule> schedule;
+  };
+  // The entry for `key`, made the most recent; null if none.
+  Entry* Find(const CacheKey& key) {
     for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
-      if (entries_[i].first == key) {
+      if (entries_[i].key == key) {
         std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
                     entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries_.end());
-        return entries_.back().second;
+        return &entries_.back();
       }
     }
     return nullptr;
   }
-  void Add(CacheKey key, std::shared_ptr<Schedule> s) {
+  void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
     if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
-    entries_.emplace_back(std::move(key), std::move(s));
+    entries_.push_back({std::move(key), in_place, std::move(s)});
   }
 
  private:
   static constexpr std::size_t kCapacity = 16;
-  std::vector<std::pair<CacheKey, std::shared_ptr<Schedule>>> entries_;
+  std::vector<Entry> entries_;
 };
 
 }  // namespace
 
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   static auto* cache = new ScheduleCache();
-  CacheKey key{comm.context(), comm.size(), call, call.send == kInPlace};
-  std::shared_ptr<Schedule> s = cache->Find(key);
-  if (s == nullptr) {
-    CARTAGE_ASSIGN_OR_RETURN(s, BuildCollective(comm, call));
-    cache->Add(std::move(key), s);
-  } else {
-    s->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
-    s->RebindUser("recv", call.recv);
+  const bool in_place = call.send == kInPlace;
+  CacheKey key{comm.context(), comm.size(), call};
+  ScheduleCache::Entry* hit = cache->Find(key);
+  if (hit == nullptr) {
+    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+    cache->Add(std::move(key), in_place, s);
+    return s->Run();
   }
-  return s->Run();
+  if (hit->in_place != in_place) {
+    // This rank's part changed shape (the root switched to or from kInPlace):
+    // rebuild it under the same sequence number, as the other ranks reuse theirs.
+    ScheduleBuilder b(comm, ScheduleName(call, comm.size()));
+    b.UseSequence(hit->schedule->sequence());
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, /*runnable=*/true));
+    hit->in_place = in_place;
+    return hit->schedule->Run();
+  }
+  hit->schedule->RebindUser("send", in_place ? call.recv : call.send);
+  hit->schedule->RebindUser("recv", call.recv);
+  return hit->schedule->Run();
 }
 
 absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {

@@ -345,7 +345,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->name_ = name_;
   s->rank_ = rank_;
   s->size_ = size_;
-  s->sequence_ = comm_.has_value() ? comm_->NextScheduleSequence() : 0;
+  s->sequence_ = sequence_.has_value() ? *sequence_ : comm_.has_value() ? comm_->NextScheduleSequence() : 0;
   s->vertices_ = vertices_;
   s->temp_sizes_ = temps_;
   for (uint64_t bytes : temps_) s->temps_.push_back(std::make_unique<std::byte[]>(std::max<uint64_t>(bytes, 1)));
@@ -420,7 +420,7 @@ std::string Schedule::Describe(VertexId v) const {
 
 void Schedule::RebindUser(const char* name, const void* base) {
   auto rebind = [&](Buf& b) {
-    if (!b.is_temp() && std::strcmp(b.name, name) == 0) b.user = const_cast<void*>(base);
+    if (!b.is_temp() && (b.name == name || std::strcmp(b.name, name) == 0)) b.user = const_cast<void*>(base);
   };
   for (Vertex& x : vertices_) {
     rebind(x.src);

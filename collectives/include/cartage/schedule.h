@@ -134,6 +134,10 @@ class ScheduleBuilder {
 
   const std::vector<Vertex>& vertices() const { return vertices_; }
 
+  // Builds with this sequence number instead of the communicator's next
+  // one (a rebuilt schedule that takes the place of an identical one).
+  void UseSequence(uint32_t sequence) { sequence_ = sequence; }
+
   // Validates and builds: no cycles, every read of a temporary buffer comes
   // after a write covering it, sizes agree with buffers, types and
   // operators, peers exist. The error names the schedule and the vertex.
@@ -149,6 +153,7 @@ class ScheduleBuilder {
   std::vector<uint64_t> temps_;      // sizes
   std::vector<int> sends_to_;        // per peer: sends so far (the next step number)
   std::vector<int> recvs_from_;
+  std::optional<uint32_t> sequence_;
 };
 
 // A built, validated schedule: an Activity the progress engine drives.
