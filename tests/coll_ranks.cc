@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "car/segment_walk.h"
 #include "cartage/cartage.h"
+#include "tests/rank_check.h"
 #include "cartage/collectives.h"
 
 namespace {
@@ -31,21 +32,7 @@ using cartage::OpKind;
 using cartage::Request;
 using Bytes = std::vector<unsigned char>;
 
-int g_rank = 0;
-
-#define EXPECT(cond, ...)                                                                     \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      std::fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #cond,     \
-                   absl::StrFormat(__VA_ARGS__).c_str());                                     \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define OK(expr)                                    \
-  do {                                              \
-    const absl::Status s_ = (expr);                 \
-    EXPECT(s_.ok(), "%s", s_.ToString());           \
-  } while (0)
+using cartage::test::g_rank;
 
 // ---- element types, their values and their reference reductions ----------------
 

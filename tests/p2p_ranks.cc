@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "cartage/cartage.h"
+#include "tests/rank_check.h"
 
 namespace {
 
@@ -29,21 +30,7 @@ using cartage::kAnySource;
 using cartage::kAnyTag;
 using cartage::Request;
 
-int g_rank = 0;
-
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::fprintf(stderr, "rank %d: %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #cond, \
-                   absl::StrFormat(__VA_ARGS__).c_str());                      \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-#define OK(expr)                                                               \
-  do {                                                                         \
-    const absl::Status s_ = (expr);                                            \
-    EXPECT(s_.ok(), "%s", s_.ToString());                                      \
-  } while (0)
+using cartage::test::g_rank;
 
 // A byte pattern that differs per (seed, position).
 void Fill(std::vector<unsigned char>& v, uint64_t seed) {
