@@ -114,18 +114,25 @@ VertexId ScheduleBuilder::Recv(Buf dst, uint64_t bytes, int peer, absl::Span<con
   return Add(std::move(v), after);
 }
 
-VertexId ScheduleBuilder::Reduce(Buf in, Buf inout, int64_t count, const Datatype& type, const Op& op,
-                                 absl::Span<const VertexId> after, bool in_is_left) {
+// A vertex over `count` elements of `type` (reduce, pack, unpack).
+VertexId ScheduleBuilder::Typed(VertexKind kind, Buf src, Buf dst, int64_t count, const Datatype& type,
+                                absl::Span<const VertexId> after) {
   Vertex v;
-  v.kind = VertexKind::kReduce;
-  v.src = in;
-  v.dst = inout;
+  v.kind = kind;
+  v.src = src;
+  v.dst = dst;
   v.count = count;
   v.bytes = count > 0 ? static_cast<uint64_t>(count) * static_cast<uint64_t>(type.size()) : 0;
   v.type = type;
-  v.op = op;
-  v.src_is_left = in_is_left;
   return Add(std::move(v), after);
+}
+
+VertexId ScheduleBuilder::Reduce(Buf in, Buf inout, int64_t count, const Datatype& type, const Op& op,
+                                 absl::Span<const VertexId> after, bool in_is_left) {
+  const VertexId id = Typed(VertexKind::kReduce, in, inout, count, type, after);
+  vertices_.back().op = op;
+  vertices_.back().src_is_left = in_is_left;
+  return id;
 }
 
 VertexId ScheduleBuilder::Copy(Buf src, Buf dst, uint64_t bytes, absl::Span<const VertexId> after) {
@@ -139,26 +146,12 @@ VertexId ScheduleBuilder::Copy(Buf src, Buf dst, uint64_t bytes, absl::Span<cons
 
 VertexId ScheduleBuilder::Pack(Buf layout, int64_t count, const Datatype& type, Buf packed,
                                absl::Span<const VertexId> after) {
-  Vertex v;
-  v.kind = VertexKind::kPack;
-  v.src = layout;
-  v.dst = packed;
-  v.count = count;
-  v.bytes = count > 0 ? static_cast<uint64_t>(count) * static_cast<uint64_t>(type.size()) : 0;
-  v.type = type;
-  return Add(std::move(v), after);
+  return Typed(VertexKind::kPack, layout, packed, count, type, after);
 }
 
 VertexId ScheduleBuilder::Unpack(Buf packed, int64_t count, const Datatype& type, Buf layout,
                                  absl::Span<const VertexId> after) {
-  Vertex v;
-  v.kind = VertexKind::kUnpack;
-  v.src = packed;
-  v.dst = layout;
-  v.count = count;
-  v.bytes = count > 0 ? static_cast<uint64_t>(count) * static_cast<uint64_t>(type.size()) : 0;
-  v.type = type;
-  return Add(std::move(v), after);
+  return Typed(VertexKind::kUnpack, packed, layout, count, type, after);
 }
 
 VertexId ScheduleBuilder::Fence(absl::Span<const VertexId> after) {
@@ -529,7 +522,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
       return;  // Poll completes it
     }
   } else {
-    st = RunLocal(x);
+    st = RunLocal(v);
     if (st.ok()) {
       step.Raise<VertexMachine>(car, VertexEvent::kComplete);
       return;
@@ -541,9 +534,10 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   step.Raise<VertexMachine>(car, VertexEvent::kError, sig);
 }
 
-absl::Status Schedule::RunLocal(const Vertex& x) {
+absl::Status Schedule::RunLocal(VertexId v) {
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   switch (x.kind) {
-    case VertexKind::kReduce: return ReduceInto(x);
+    case VertexKind::kReduce: return ReduceInto(v);
     case VertexKind::kCopy:
       if (x.bytes > 0) std::memmove(Resolve(x.dst), Resolve(x.src), x.bytes);
       return absl::OkStatus();
@@ -582,7 +576,8 @@ void Apply(const Op& op, const void* in, void* inout, int64_t count, const Datat
 
 }  // namespace
 
-absl::Status Schedule::ReduceInto(const Vertex& x) {
+absl::Status Schedule::ReduceInto(VertexId v) {
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   if (x.count == 0) return absl::OkStatus();
   const std::byte* in = Resolve(x.src);
   std::byte* inout = Resolve(x.dst);
@@ -591,7 +586,7 @@ absl::Status Schedule::ReduceInto(const Vertex& x) {
     return absl::OkStatus();
   }
   // inout = inout op in: reduce into a copy of `in`, then move it over.
-  std::vector<std::byte>& tmp = scratch_[static_cast<std::size_t>(&x - vertices_.data())];
+  std::vector<std::byte>& tmp = scratch_[static_cast<std::size_t>(v)];
   std::memcpy(tmp.data(), in, x.bytes);
   Apply(*x.op, inout, tmp.data(), x.count, *x.type);
   std::memcpy(inout, tmp.data(), x.bytes);

@@ -145,6 +145,8 @@ class ScheduleBuilder {
 
  private:
   VertexId Add(Vertex v, absl::Span<const VertexId> after);
+  VertexId Typed(VertexKind kind, Buf src, Buf dst, int64_t count, const Datatype& type,
+                 absl::Span<const VertexId> after);
   std::optional<Comm> comm_;
   int rank_;
   int size_;
@@ -201,10 +203,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::string Describe(VertexId v) const;
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
-  absl::Status RunLocal(const Vertex& x);
+  absl::Status RunLocal(VertexId v);
   // A send or receive completed: its status (a receive must fill its buffer exactly).
   absl::Status Finished(VertexId v, Request& r);
-  absl::Status ReduceInto(const Vertex& x);
+  absl::Status ReduceInto(VertexId v);
 
   std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
   std::string name_;
