@@ -702,17 +702,17 @@ struct CacheKey {
   uint32_t context;
   int size;
   CollectiveCall call;  // send and recv are not compared
-  bool operator==(const CacheKey& o) const {
+  // Whether a call on (context, size) is this key; compares in place, so a
+  // hit copies nothing.
+  bool Matches(uint32_t ctx, int n, const CollectiveCall& b) const {
     const CollectiveCall& a = call;
-    const CollectiveCall& b = o.call;
     const bool same_op = a.op.has_value() == b.op.has_value() &&
                          (!a.op.has_value() || (a.op->kind() == b.op->kind() && a.op->fn() == b.op->fn() &&
                                                 a.op->context() == b.op->context() &&
                                                 a.op->commutative() == b.op->commutative()));
-    return context == o.context && size == o.size && a.kind == b.kind &&
-           a.count == b.count && a.root == b.root && same_op && a.type.size() == b.type.size() &&
-           a.type.extent() == b.type.extent() && a.type.true_lb() == b.type.true_lb() && a.algorithm == b.algorithm &&
-           a.type.name() == b.type.name();
+    return context == ctx && size == n && a.kind == b.kind && a.count == b.count && a.root == b.root && same_op &&
+           a.type.size() == b.type.size() && a.type.extent() == b.type.extent() &&
+           a.type.true_lb() == b.type.true_lb() && a.algorithm == b.algorithm && a.type.name() == b.type.name();
   }
 };
 
@@ -724,9 +724,9 @@ class ScheduleCache {
     std::shared_ptr<Schedule> schedule;
   };
   // The entry for `key`, made the most recent; null if none.
-  Entry* Find(const CacheKey& key) {
+  Entry* Find(uint32_t context, int size, const CollectiveCall& call) {
     for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
-      if (entries_[i].key == key) {
+      if (entries_[i].key.Matches(context, size, call)) {
         std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
                     entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries_.end());
         return &entries_.back();
@@ -749,11 +749,10 @@ class ScheduleCache {
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   static auto* cache = new ScheduleCache();
   const bool in_place = call.send == kInPlace;
-  CacheKey key{comm.context(), comm.size(), call};
-  ScheduleCache::Entry* hit = cache->Find(key);
+  ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), call);
   if (hit == nullptr) {
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-    cache->Add(std::move(key), in_place, s);
+    cache->Add(CacheKey{comm.context(), comm.size(), call}, in_place, s);
     return s->Run();
   }
   if (hit->in_place != in_place) {
