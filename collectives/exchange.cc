@@ -1,0 +1,180 @@
+// Exchange algorithms, where every rank ends with a result: allreduce,
+// allgather, alltoall.
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "collectives/algorithms.h"
+
+namespace cartage::alg {
+
+// ---- allreduce -----------------------------------------------------------------
+
+// Recursive doubling (MPICH's): the first 2*rem ranks pair up so that a power
+// of two take part, partners exchange and reduce, then the pairs' odd ranks
+// hand the result back. Keeps rank order for non-commutative operators.
+absl::Status AllreduceRecursiveDoubling(Ctx& c) {
+  const uint64_t bytes = c.Bytes(c.count);
+  VertexId last = -1;
+  if (!c.in_place) last = c.b.Copy(c.send, c.recv, bytes);
+  if (c.n == 1) return absl::OkStatus();
+  const Buf acc = c.recv;
+  const Buf tmp = c.b.Temp(bytes);
+  int pof2 = 1;
+  while (pof2 * 2 <= c.n) pof2 *= 2;
+  const int rem = c.n - pof2;
+  int newrank;
+  if (c.r < 2 * rem) {
+    if (c.r % 2 == 0) {
+      last = c.b.Send(acc, bytes, c.r + 1, Deps({last}));
+      newrank = -1;
+    } else {
+      VertexId got = c.b.Recv(tmp, bytes, c.r - 1);
+      last = c.Reduce(tmp, acc, c.count, Deps({got, last}));  // the lower rank is on the left
+      newrank = c.r / 2;
+    }
+  } else {
+    newrank = c.r - rem;
+  }
+  if (newrank >= 0) {
+    for (int mask = 1; mask < pof2; mask <<= 1) {
+      const int newdst = newrank ^ mask;
+      const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
+      VertexId s = c.b.Send(acc, bytes, dst, Deps({last}));
+      VertexId got = c.b.Recv(tmp, bytes, dst, Deps({last}));
+      last = c.Reduce(tmp, acc, c.count, Deps({s, got}), /*in_is_left=*/dst < c.r);
+    }
+  }
+  if (c.r < 2 * rem) {
+    if (c.r % 2 == 1) {
+      c.b.Send(acc, bytes, c.r - 1, Deps({last}));
+    } else {
+      c.b.Recv(acc, bytes, c.r + 1, Deps({last}));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Ring: a reduce-scatter (n - 1 steps, each rank ends up owning one reduced
+// part) and an allgather of the parts (n - 1 steps). Bandwidth-optimal;
+// commutative operators only.
+absl::Status AllreduceRing(Ctx& c) {
+  const int n = c.n;
+  const uint64_t bytes = c.Bytes(c.count);
+  VertexId last = -1;
+  if (!c.in_place) last = c.b.Copy(c.send, c.recv, bytes);
+  if (n == 1) return absl::OkStatus();
+  auto part = [&](int i) { return PartStart(c.count, ((i % n) + n) % n, n); };
+  auto elems = [&](int i) {
+    const int j = ((i % n) + n) % n;
+    return PartStart(c.count, j + 1, n) - PartStart(c.count, j, n);
+  };
+  const int right = (c.r + 1) % n;
+  const int left = (c.r - 1 + n) % n;
+  const int64_t max_part = (c.count + n - 1) / n;
+  const Buf tmp = c.b.Temp(c.Bytes(max_part) * static_cast<uint64_t>(n - 1));
+  std::vector<VertexId> rs_sends;
+  VertexId reduced = last;
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = c.r - s;
+    const int in = c.r - s - 1;
+    VertexId sv = c.b.Send(c.At(c.recv, part(out), 1), c.Bytes(elems(out)), right, Deps({reduced}));
+    c.b.Note(sv, absl::StrFormat("reduce-scatter %d", s));
+    rs_sends.push_back(sv);
+    const Buf slot = tmp + c.Bytes(max_part) * static_cast<uint64_t>(s);
+    VertexId got = c.b.Recv(slot, c.Bytes(elems(in)), left);
+    c.b.Note(got, absl::StrFormat("reduce-scatter %d", s));
+    reduced = c.Reduce(slot, c.At(c.recv, part(in), 1), elems(in), Deps({got, last, reduced}));
+  }
+  VertexId prev = reduced;
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = c.r - s + 1;
+    const int in = c.r - s;
+    VertexId sv = c.b.Send(c.At(c.recv, part(out), 1), c.Bytes(elems(out)), right, Deps({prev}));
+    c.b.Note(sv, absl::StrFormat("allgather %d", s));
+    std::vector<VertexId> after = rs_sends;  // a part sent earlier is overwritten
+    after.push_back(reduced);
+    prev = c.b.Recv(c.At(c.recv, part(in), 1), c.Bytes(elems(in)), left, after);
+    c.b.Note(prev, absl::StrFormat("allgather %d", s));
+  }
+  return absl::OkStatus();
+}
+
+// ---- allgather -----------------------------------------------------------------
+
+// Ring: step s passes block r - s to the right and takes block r - s - 1
+// from the left.
+absl::Status AllgatherRing(Ctx& c) {
+  const int n = c.n;
+  VertexId prev = -1;
+  if (!c.in_place) prev = c.b.Copy(c.send, c.At(c.recv, c.r, c.count), c.Bytes(c.count));
+  const uint64_t bytes = c.Bytes(c.count);
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = ((c.r - s) % n + n) % n;
+    const int in = ((c.r - s - 1) % n + n) % n;
+    c.b.Send(c.At(c.recv, out, c.count), bytes, (c.r + 1) % n, Deps({prev}));
+    prev = c.b.Recv(c.At(c.recv, in, c.count), bytes, (c.r - 1 + n) % n);
+  }
+  return absl::OkStatus();
+}
+
+// Bruck: ceil(log2 n) rounds; round k sends the blocks gathered so far to
+// rank - k and receives as many from rank + k into a rotated buffer, which
+// is rotated back at the end. Any rank count.
+absl::Status AllgatherBruck(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  if (n == 1) {
+    if (!c.in_place) c.b.Copy(c.send, c.recv, block);
+    return absl::OkStatus();
+  }
+  const Buf tmp = c.b.Temp(block * static_cast<uint64_t>(n));
+  VertexId last = c.b.Copy(c.in_place ? c.At(c.recv, c.r, c.count) : c.send, tmp, block);
+  std::vector<VertexId> round_deps = {last};
+  for (int k = 1; k < n; k <<= 1) {
+    const int blocks = std::min(k, n - k);
+    VertexId s = c.b.Send(tmp, block * static_cast<uint64_t>(blocks), (c.r - k + n) % n, round_deps);
+    VertexId got = c.b.Recv(tmp + block * static_cast<uint64_t>(k), block * static_cast<uint64_t>(blocks),
+                            (c.r + k) % n, round_deps);
+    c.b.Note(s, absl::StrFormat("round %d", k));
+    c.b.Note(got, absl::StrFormat("round %d", k));
+    round_deps = {s, got};
+  }
+  // tmp block i holds rank (r + i) % n's: two runs.
+  const int head = n - c.r;  // blocks i < head go to r + i
+  c.b.Copy(tmp, c.At(c.recv, c.r, c.count), block * static_cast<uint64_t>(head), round_deps);
+  if (c.r > 0) c.b.Copy(tmp + block * static_cast<uint64_t>(head), c.recv, block * static_cast<uint64_t>(c.r), round_deps);
+  return absl::OkStatus();
+}
+
+// ---- alltoall ------------------------------------------------------------------
+
+// Pairwise exchange: step s sends to r + s and receives from r - s (with a
+// power of two, partner r ^ s both ways); each step waits for the previous.
+absl::Status AlltoallPairwise(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  Buf src = c.send;
+  VertexId prev = -1;
+  if (c.in_place) {  // the data to send is in recv, which the receives overwrite
+    src = c.b.Temp(block * static_cast<uint64_t>(n));
+    prev = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(n));
+  } else {
+    prev = c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
+  }
+  const bool pof2 = (n & (n - 1)) == 0;
+  if (c.in_place) prev = c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block, Deps({prev}));
+  for (int s = 1; s < n; ++s) {
+    const int to = pof2 ? (c.r ^ s) : (c.r + s) % n;
+    const int from = pof2 ? (c.r ^ s) : (c.r - s + n) % n;
+    VertexId sv = c.b.Send(c.At(src, to, c.count), block, to, Deps({prev}));
+    VertexId got = c.b.Recv(c.At(c.recv, from, c.count), block, from, Deps({prev}));
+    c.b.Note(sv, absl::StrFormat("step %d", s));
+    c.b.Note(got, absl::StrFormat("step %d", s));
+    prev = c.b.Fence({sv, got});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cartage::alg

@@ -1,0 +1,223 @@
+// Rooted and tree-shaped algorithms: barrier, bcast, reduce, gather, scatter.
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "collectives/algorithms.h"
+
+namespace cartage::alg {
+
+// ---- barrier -------------------------------------------------------------------
+
+// Round k: tell rank + 2^k, hear from rank - 2^k; a round's send waits for
+// the previous round's receive. ceil(log2 n) rounds.
+absl::Status BarrierDissemination(Ctx& c) {
+  VertexId heard = -1;
+  for (int k = 1; k < c.n; k <<= 1) {
+    VertexId s = c.b.Send(Buf{}, 0, (c.r + k) % c.n, Deps({heard}));
+    c.b.Note(s, absl::StrFormat("round %d", k));
+    heard = c.b.Recv(Buf{}, 0, (c.r - k + c.n) % c.n);
+    c.b.Note(heard, absl::StrFormat("round %d", k));
+  }
+  return absl::OkStatus();
+}
+
+// ---- bcast ---------------------------------------------------------------------
+
+// Binomial tree rooted at `root`: receive from the parent, then send to the
+// children, farthest first.
+absl::Status BcastBinomial(Ctx& c) {
+  const int vr = (c.r - c.root + c.n) % c.n;
+  const uint64_t bytes = c.Bytes(c.count);
+  VertexId got = -1;
+  int mask = 1;
+  for (; mask < c.n; mask <<= 1) {
+    if ((vr & mask) != 0) {
+      got = c.b.Recv(c.recv, bytes, (vr - mask + c.root) % c.n);
+      break;
+    }
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (vr + mask < c.n) c.b.Send(c.recv, bytes, (vr + mask + c.root) % c.n, Deps({got}));
+  }
+  return absl::OkStatus();
+}
+
+// A chain root -> root+1 -> ... in chunks: a rank forwards chunk k while
+// chunk k+1 arrives (every receive is posted at once).
+absl::Status BcastChain(Ctx& c) {
+  constexpr uint64_t kChunkBytes = 64 << 10;
+  const int vr = (c.r - c.root + c.n) % c.n;
+  const int64_t per = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / std::max<uint64_t>(c.es, 1)));
+  const int64_t chunks = std::max<int64_t>(1, (c.count + per - 1) / per);
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t first = k * per;
+    const int64_t elems = std::min(per, c.count - first);
+    const Buf at = c.At(c.recv, first, 1);
+    VertexId got = -1;
+    if (vr > 0) {
+      got = c.b.Recv(at, c.Bytes(elems), (vr - 1 + c.root) % c.n);
+      c.b.Chunk(got, static_cast<int>(k));
+    }
+    if (vr + 1 < c.n) {  // forwards what the receive brought in: a buffer dependency
+      VertexId s = c.b.Send(at, c.Bytes(elems), (vr + 1 + c.root) % c.n);
+      c.b.Chunk(s, static_cast<int>(k));
+      if (got >= 0) c.b.Depend(got, s, EdgeKind::kBuffer);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Van de Geijn: a binomial scatter of n parts, then a ring allgather of them.
+absl::Status BcastScatterAllgather(Ctx& c) {
+  const int n = c.n;
+  const int vr = (c.r - c.root + n) % n;
+  auto abs_rank = [&](int v) { return (v + c.root) % n; };
+  auto part = [&](int i) { return PartStart(c.count, i, n); };  // relative rank i's part
+  auto span_bytes = [&](int from, int to) { return c.Bytes(part(std::min(to, n)) - part(from)); };
+  // Scatter: a rank receives the parts of its subtree [vr, vr + size).
+  VertexId got = -1;
+  int mask = 1;
+  for (; mask < n; mask <<= 1) {
+    if ((vr & mask) != 0) {
+      got = c.b.Recv(c.At(c.recv, part(vr), 1), span_bytes(vr, vr + mask), abs_rank(vr - mask));
+      c.b.Note(got, "scatter");
+      break;
+    }
+  }
+  std::vector<VertexId> scatter_sends;
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (vr + mask < n) {
+      VertexId s = c.b.Send(c.At(c.recv, part(vr + mask), 1), span_bytes(vr + mask, vr + 2 * mask),
+                            abs_rank(vr + mask), Deps({got}));
+      c.b.Note(s, "scatter");
+      scatter_sends.push_back(s);
+    }
+  }
+  // Ring allgather: step s sends part vr - s to the right, receives part
+  // vr - s - 1 from the left (receives wait for the scatter's sends, which
+  // may read the same part).
+  VertexId prev = got;
+  std::vector<VertexId> recv_after = scatter_sends;
+  if (got >= 0) recv_after.push_back(got);
+  for (int s = 0; s < n - 1; ++s) {
+    const int out = ((vr - s) % n + n) % n;
+    const int in = ((vr - s - 1) % n + n) % n;
+    VertexId sv = c.b.Send(c.At(c.recv, part(out), 1), span_bytes(out, out + 1), abs_rank((vr + 1) % n), Deps({prev}));
+    c.b.Note(sv, absl::StrFormat("ring %d", s));
+    prev = c.b.Recv(c.At(c.recv, part(in), 1), span_bytes(in, in + 1), abs_rank((vr - 1 + n) % n), recv_after);
+    c.b.Note(prev, absl::StrFormat("ring %d", s));
+  }
+  return absl::OkStatus();
+}
+
+// ---- reduce --------------------------------------------------------------------
+
+// Binomial tree: receive each child's partial result and reduce it in, then
+// send to the parent. A non-commutative operator is reduced on a tree rooted
+// at rank 0 (rank order is then subtree order) and the result sent to root.
+absl::Status ReduceBinomial(Ctx& c) {
+  const bool ordered = !c.op->commutative();
+  const int vroot = ordered ? 0 : c.root;
+  const int vr = (c.r - vroot + c.n) % c.n;
+  const uint64_t bytes = c.Bytes(c.count);
+  // The accumulator: the result buffer where this rank is the root of both.
+  const bool acc_is_recv = c.r == c.root && c.r == vroot;
+  Buf acc = acc_is_recv ? c.recv : c.b.Temp(bytes);
+  VertexId last = -1;
+  if (!(acc_is_recv && c.in_place)) last = c.b.Copy(c.send, acc, bytes);
+  const VertexId loaded = last;
+  Buf tmp = c.b.Temp(bytes);
+  for (int mask = 1; mask < c.n; mask <<= 1) {
+    if ((vr & mask) == 0) {
+      const int child = vr | mask;
+      if (child >= c.n) continue;
+      VertexId got = c.b.Recv(tmp, bytes, (child + vroot) % c.n, Deps({last}));  // tmp free again
+      // Rank order: a child's subtree holds higher ranks, so it is the right operand.
+      last = c.Reduce(tmp, acc, c.count, Deps({got, last}), /*in_is_left=*/!ordered);
+    } else {
+      last = c.b.Send(acc, bytes, (vr - mask + vroot) % c.n, Deps({last}));
+      break;
+    }
+  }
+  if (vroot != c.root) {
+    if (c.r == vroot) c.b.Send(acc, bytes, c.root, Deps({last}));
+    if (c.r == c.root) c.b.Recv(c.recv, bytes, vroot, Deps({loaded}));  // in place: recv was read first
+  }
+  return absl::OkStatus();
+}
+
+
+// ---- gather / scatter ----------------------------------------------------------
+
+// Binomial: a rank gathers its subtree's blocks (relative ranks [vr, vr +
+// size)) in a buffer, then sends them to its parent in one message. The root
+// rotates them into rank order unless it is rank 0.
+absl::Status GatherBinomial(Ctx& c) {
+  const int n = c.n;
+  const int vr = (c.r - c.root + n) % n;
+  const uint64_t block = c.Bytes(c.count);
+  const bool direct = c.r == c.root && c.root == 0;
+  int subtree = 1;
+  while (subtree < n && (vr & subtree) == 0) subtree <<= 1;
+  subtree = std::min(subtree, n - vr);
+  const Buf buf = direct ? c.recv : c.b.Temp(block * static_cast<uint64_t>(subtree));
+  VertexId last = -1;
+  if (!(direct && c.in_place)) last = c.b.Copy(c.in_place ? c.At(c.recv, c.r, c.count) : c.send, buf, block);
+  std::vector<VertexId> have = Deps({last});
+  for (int mask = 1; mask < n; mask <<= 1) {
+    if ((vr & mask) != 0) {
+      c.b.Send(buf, block * static_cast<uint64_t>(subtree), (vr - mask + c.root) % n, have);
+      return absl::OkStatus();
+    }
+    const int child = vr + mask;
+    if (child >= n) continue;
+    const int blocks = std::min(mask, n - child);
+    have.push_back(c.b.Recv(buf + block * static_cast<uint64_t>(mask), block * static_cast<uint64_t>(blocks),
+                            (child + c.root) % n));
+  }
+  if (!direct) {  // the root: relative block i is rank (i + root) % n's
+    const int head = n - c.root;
+    c.b.Copy(buf, c.At(c.recv, c.root, c.count), block * static_cast<uint64_t>(head), have);
+    c.b.Copy(buf + block * static_cast<uint64_t>(head), c.recv, block * static_cast<uint64_t>(c.root), have);
+  }
+  return absl::OkStatus();
+}
+
+// Binomial: the reverse of GatherBinomial.
+absl::Status ScatterBinomial(Ctx& c) {
+  const int n = c.n;
+  const int vr = (c.r - c.root + n) % n;
+  const uint64_t block = c.Bytes(c.count);
+  int subtree = 1;
+  while (subtree < n && (vr & subtree) == 0) subtree <<= 1;
+  subtree = std::min(subtree, n - vr);
+  const bool direct = c.r == c.root && c.root == 0;
+  const Buf buf = direct ? c.send : c.b.Temp(block * static_cast<uint64_t>(subtree));
+  VertexId have = -1;
+  if (c.r == c.root && !direct) {  // rotate into relative order
+    const int head = n - c.root;
+    VertexId a = c.b.Copy(c.At(c.send, c.root, c.count), buf, block * static_cast<uint64_t>(head));
+    VertexId b = c.b.Copy(c.send, buf + block * static_cast<uint64_t>(head), block * static_cast<uint64_t>(c.root));
+    have = c.b.Fence({a, b});
+  }
+  int mask = 1;
+  for (; mask < n; mask <<= 1) {
+    if ((vr & mask) != 0) {
+      have = c.b.Recv(buf, block * static_cast<uint64_t>(subtree), (vr - mask + c.root) % n);
+      break;
+    }
+  }
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    const int child = vr + mask;
+    if (child >= n) continue;
+    const int blocks = std::min(mask, n - child);
+    c.b.Send(buf + block * static_cast<uint64_t>(mask), block * static_cast<uint64_t>(blocks), (child + c.root) % n,
+             Deps({have}));
+  }
+  if (!(c.r == c.root && c.in_place)) c.b.Copy(buf, c.recv, block, Deps({have}));
+  return absl::OkStatus();
+}
+
+}  // namespace cartage::alg
