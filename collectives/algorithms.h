@@ -8,6 +8,7 @@
 #ifndef CARTAGE_COLLECTIVES_ALGORITHMS_H_
 #define CARTAGE_COLLECTIVES_ALGORITHMS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -19,6 +20,14 @@
 #include "cartage/schedule.h"
 
 namespace cartage::alg {
+
+// One rank's block of a v form's side: where it lies packed, how many
+// elements, and where its elements lie in the user's buffer.
+struct Block {
+  Buf at;
+  int64_t elems = 0;
+  Buf layout;
+};
 
 // What a builder builds from.
 struct Ctx {
@@ -33,6 +42,10 @@ struct Ctx {
   uint64_t es;  // packed bytes per element
   std::optional<Op> op;
   int root;
+  std::vector<Block> sblk, rblk;  // v forms: rank i's block of the send / receive side
+  std::vector<int64_t> parts;     // reduce_scatter(_block): rank i's part is [parts[i], parts[i+1]) elements
+
+  uint64_t Bytes(const Block& blk) const { return Bytes(blk.elems); }
 
   uint64_t Bytes(int64_t elems) const { return static_cast<uint64_t>(elems) * es; }
   // Block i of `per`-element blocks.
@@ -52,6 +65,40 @@ inline std::vector<VertexId> Deps(std::initializer_list<VertexId> ids) {
 
 // The first element of part i of `count` elements cut into n parts.
 inline int64_t PartStart(int64_t count, int i, int n) { return count * i / n; }
+
+// The vertices of [first, end) that nothing waits for: what a later phase
+// of a composed schedule waits for.
+std::vector<VertexId> SinksSince(const ScheduleBuilder& b, std::size_t first);
+
+// ---- the butterfly steps (butterfly.cc) that recursive halving and
+// doubling algorithms share, for any rank count: with n not a power of two,
+// the first 2*rem ranks (rem = n - pof2) pair up, the even one of a pair
+// hands its data to the odd one (FoldIn) and sits out, so that pof2 "new
+// ranks" take part; new rank i stands for ranks [First(i), First(i + 1)).
+struct Fold {
+  int pof2 = 1;
+  int rem = 0;
+  int newrank = -1;  // -1: this rank sits out
+  // The rank that takes part for new rank `nr`, and the first rank it stands for.
+  int Rank(int nr) const { return nr < rem ? 2 * nr + 1 : nr + rem; }
+  int First(int nr) const { return nr < rem ? 2 * nr : nr + rem; }
+  // The new rank of rank r (of a pair, the odd one's).
+  int NewRankOf(int r) const { return r < 2 * rem ? r / 2 : r - rem; }
+};
+Fold MakeFold(int r, int n);
+// A pair's even rank sends `elems` of acc to the odd one, which reduces them
+// into its own acc (through tmp). Returns what later steps wait for.
+std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t elems, std::vector<VertexId> after);
+// Recursive halving reduce-scatter over the new ranks: new rank i ends with
+// the elements [start[i], start[i+1]) of acc reduced over every rank
+// (commutative operators). Returns every vertex it made.
+std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf tmp, const std::vector<int64_t>& start,
+                                           const std::vector<VertexId>& after);
+// Recursive doubling allgather over the new ranks: new rank i brings
+// [start[i], start[i+1]) of acc, and all of acc ends up everywhere.
+// Returns every vertex it made.
+std::vector<VertexId> DoublingAllgather(Ctx& c, const Fold& f, Buf acc, const std::vector<int64_t>& start,
+                                        const std::vector<VertexId>& after);
 
 // An algorithm: its description and its schedule builder.
 struct Algorithm {
@@ -75,6 +122,19 @@ absl::Status AllreduceRing(Ctx& c);
 absl::Status AllgatherRing(Ctx& c);
 absl::Status AllgatherBruck(Ctx& c);
 absl::Status AlltoallPairwise(Ctx& c);
+absl::Status ReduceScatterGather(Ctx& c);
+absl::Status AllreduceRabenseifner(Ctx& c);
+absl::Status AllgatherRecursiveDoubling(Ctx& c);
+absl::Status AlltoallBruck(Ctx& c);
+absl::Status GathervLinear(Ctx& c);
+absl::Status ScattervLinear(Ctx& c);
+absl::Status AllgathervRing(Ctx& c);
+absl::Status AlltoallvPairwise(Ctx& c);
+absl::Status ReduceScatterRing(Ctx& c);
+absl::Status ReduceScatterHalving(Ctx& c);
+absl::Status ReduceScatterReduceThenScatter(Ctx& c);
+absl::Status ScanRecursiveDoubling(Ctx& c);
+absl::Status ExscanRecursiveDoubling(Ctx& c);
 
 }  // namespace cartage::alg
 

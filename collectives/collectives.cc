@@ -20,22 +20,119 @@ using alg::Find;
 
 namespace {
 
-// How many elements the send and receive buffers hold on this rank (0: not used).
-std::pair<int64_t, int64_t> BufferElements(const CollectiveCall& call, int rank, int n) {
+// What one rank's buffers hold in a call, in elements of the call's type.
+// A side is either one run (`send`, `recv`) or per-rank blocks (the v forms).
+struct Shape {
+  int64_t send = 0;       // input elements in the send buffer
+  int64_t recv = 0;       // result elements in the receive buffer
+  int64_t in_place = 0;   // in place: input (and room) the receive buffer holds
+  bool send_blocks = false;
+  bool recv_blocks = false;
+};
+
+int64_t Sum(const std::vector<int64_t>& v) {
+  int64_t s = 0;
+  for (int64_t x : v) s += x;
+  return s;
+}
+
+Shape ShapeOf(const CollectiveCall& call, int rank, int n) {
   const int64_t c = call.count;
   const bool root = rank == call.root;
   switch (call.kind) {
-    case Collective::kBarrier: return {0, 0};
-    case Collective::kBcast: return {0, c};
-    case Collective::kReduce: return {c, root ? c : 0};
-    case Collective::kAllreduce: return {c, c};
-    case Collective::kGather: return {c, root ? c * n : 0};
-    case Collective::kScatter: return {root ? c * n : 0, c};
-    case Collective::kAllgather: return {c, c * n};
-    case Collective::kAlltoall: return {c * n, c * n};
+    case Collective::kBarrier: return {};
+    case Collective::kBcast: return {0, c, c};
+    case Collective::kReduce: return {c, root ? c : 0, c};
+    case Collective::kAllreduce:
+    case Collective::kScan: return {c, c, c};
+    case Collective::kExscan: return {c, rank > 0 ? c : 0, c};  // rank 0's result is undefined: left alone
+    case Collective::kGather: return {c, root ? c * n : 0, c * n};
+    case Collective::kScatter: return {root ? c * n : 0, root && call.recv == kInPlace ? 0 : c, 0};
+    case Collective::kAllgather: return {c, c * n, c * n};
+    case Collective::kAlltoall: return {c * n, c * n, c * n};
+    case Collective::kGatherv: return {c, 0, 0, false, root};
+    case Collective::kScatterv: return {0, root && call.recv == kInPlace ? 0 : c, 0, root, false};
+    case Collective::kAllgatherv: return {c, 0, 0, false, true};
+    case Collective::kAlltoallv: return {0, 0, 0, true, true};
+    case Collective::kReduceScatter: {
+      const int64_t total = Sum(call.recv_counts);
+      return {total, call.recv_counts[static_cast<std::size_t>(rank)], total};
+    }
+    case Collective::kReduceScatterBlock: return {c * n, c, c * n};
     case Collective::kCount: break;
   }
-  return {0, 0};
+  return {};
+}
+
+// The bytes the selection table picks by: the same on every rank (only
+// what every rank passes alike), so every rank picks the same algorithm.
+uint64_t SelectionBytes(const CollectiveCall& call, int n) {
+  const auto es = static_cast<uint64_t>(call.type.size());
+  switch (call.kind) {
+    case Collective::kAllgatherv: return static_cast<uint64_t>(Sum(call.recv_counts) / std::max(n, 1)) * es;
+    case Collective::kReduceScatter: return static_cast<uint64_t>(Sum(call.recv_counts)) * es;
+    case Collective::kReduceScatterBlock: return static_cast<uint64_t>(call.count) * static_cast<uint64_t>(n) * es;
+    case Collective::kGatherv:
+    case Collective::kScatterv:
+    case Collective::kAlltoallv: return 0;  // counts known at the root alone, or different on every rank
+    default: return static_cast<uint64_t>(call.count) * es;
+  }
+}
+
+std::string AlgorithmOf(const CollectiveCall& call, int n) {
+  const bool commutative = !call.op.has_value() || call.op->commutative();
+  return call.algorithm.empty() ? SelectAlgorithm(call.kind, SelectionBytes(call, n), n, commutative)
+                                : call.algorithm;
+}
+
+// Checks per-rank counts and displacements: n of each (no displacements:
+// blocks one after another), none negative.
+absl::Status CheckCounts(const std::vector<int64_t>& counts, const std::vector<int64_t>& displs, int n,
+                         const char* what) {
+  if (counts.size() != static_cast<std::size_t>(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s_counts has %d entries for a communicator of %d", what, counts.size(), n));
+  }
+  if (!displs.empty() && displs.size() != static_cast<std::size_t>(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s_displs has %d entries for a communicator of %d", what, displs.size(), n));
+  }
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    if (counts[k] < 0) return absl::InvalidArgumentError(absl::StrFormat("%s_counts[%d] = %d", what, i, counts[k]));
+    if (!displs.empty() && displs[k] < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s_displs[%d] = %d", what, i, displs[k]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One side's per-rank blocks, packed: in the user's buffer at its
+// displacements for a contiguous type, else in one temporary (rank order)
+// that `pack` (when the side is input) fills block by block, `packs`
+// collecting the pack vertices; `mine_only` packs only this rank's block.
+std::vector<alg::Block> Blocks(ScheduleBuilder& b, const std::vector<int64_t>& counts,
+                               const std::vector<int64_t>& displs, const void* base, const char* name,
+                               const Datatype& type, bool packed, bool pack, bool mine_only,
+                               std::vector<VertexId>* packs) {
+  const int n = b.size();
+  const auto es = static_cast<uint64_t>(type.size());
+  std::vector<alg::Block> out(static_cast<std::size_t>(n));
+  Buf temp = packed ? b.Temp(static_cast<uint64_t>(Sum(counts)) * es) : Buf{};
+  int64_t dense = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const int64_t displ = displs.empty() ? dense : displs[k];
+    const Buf layout = Buf::User(base, name) + static_cast<uint64_t>(displ * type.extent());
+    out[k].elems = counts[k];
+    out[k].layout = layout;
+    out[k].at = packed ? temp + static_cast<uint64_t>(dense) * es : layout;
+    if (packed && pack && counts[k] > 0 && (!mine_only || i == b.rank())) {
+      packs->push_back(b.Pack(layout, counts[k], type, out[k].at));
+    }
+    dense += counts[k];
+  }
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const CollectiveCall& call, bool runnable) {
@@ -47,80 +144,138 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
   };
   if (call.kind >= Collective::kCount) return bad("no such collective");
   if (call.count < 0) return bad(absl::StrFormat("negative count %d", call.count));
-  const bool rooted = call.kind == Collective::kBcast || call.kind == Collective::kReduce ||
-                      call.kind == Collective::kGather || call.kind == Collective::kScatter;
-  if (rooted && (call.root < 0 || call.root >= n)) {
+  const Collective k = call.kind;
+  if (Rooted(k) && (call.root < 0 || call.root >= n)) {
     return bad(absl::StrFormat("root %d is not a rank of a communicator of %d", call.root, n));
   }
-  const bool reduces = call.kind == Collective::kReduce || call.kind == Collective::kAllreduce;
-  if (reduces && !call.op.has_value()) return bad("no reduction operator");
-  if (reduces && call.count > 0) {
+  const bool root = r == call.root;
+  // Per-rank counts: checked where they count (the root's alone for gatherv and scatterv).
+  const bool recv_counted = k == Collective::kAllgatherv || k == Collective::kAlltoallv ||
+                            k == Collective::kReduceScatter || (k == Collective::kGatherv && root);
+  const bool send_counted = k == Collective::kAlltoallv || (k == Collective::kScatterv && root);
+  if (recv_counted) {
+    const std::vector<int64_t> none;
+    absl::Status s = CheckCounts(call.recv_counts, k == Collective::kReduceScatter ? none : call.recv_displs, n, "recv");
+    if (!s.ok()) return bad(std::string(s.message()));
+  }
+  if (send_counted) {
+    if (absl::Status s = CheckCounts(call.send_counts, call.send_displs, n, "send"); !s.ok()) {
+      return bad(std::string(s.message()));
+    }
+  }
+  if (k == Collective::kAllgatherv && call.count != call.recv_counts[static_cast<std::size_t>(r)]) {
+    return bad(absl::StrFormat("sends %d elements but recv_counts[%d] = %d", call.count, r,
+                               call.recv_counts[static_cast<std::size_t>(r)]));
+  }
+  if (k == Collective::kGatherv && root && call.send != kInPlace &&
+      call.count != call.recv_counts[static_cast<std::size_t>(r)]) {
+    return bad(absl::StrFormat("the root sends %d elements but recv_counts[%d] = %d", call.count, r,
+                               call.recv_counts[static_cast<std::size_t>(r)]));
+  }
+  if (k == Collective::kScatterv && root && call.recv != kInPlace &&
+      call.count != call.send_counts[static_cast<std::size_t>(r)]) {
+    return bad(absl::StrFormat("the root receives %d elements but send_counts[%d] = %d", call.count, r,
+                               call.send_counts[static_cast<std::size_t>(r)]));
+  }
+  const Shape shape = ShapeOf(call, r, n);
+  if (Reduces(k) && !call.op.has_value()) return bad("no reduction operator");
+  if (Reduces(k) && std::max(shape.send, shape.in_place) > 0) {
     if (absl::Status s = call.op->Check(call.type); !s.ok()) return bad(std::string(s.message()));
   }
-  const bool in_place = call.send == kInPlace;
-  if (in_place && (call.kind == Collective::kBcast || call.kind == Collective::kScatter ||
-                   call.kind == Collective::kBarrier || (call.kind == Collective::kReduce && r != call.root) ||
-                   (call.kind == Collective::kGather && r != call.root))) {
-    return bad("kInPlace is not allowed here (MPI allows it at the root of reduce and gather, and in allreduce, "
-               "allgather and alltoall)");
+  const bool scatter_in_place = (k == Collective::kScatter || k == Collective::kScatterv) && call.recv == kInPlace;
+  const bool in_place = call.send == kInPlace || scatter_in_place;
+  const bool may_in_place =
+      k == Collective::kAllreduce || k == Collective::kAllgather || k == Collective::kAlltoall ||
+      k == Collective::kAllgatherv || k == Collective::kAlltoallv || k == Collective::kReduceScatter ||
+      k == Collective::kReduceScatterBlock || k == Collective::kScan || k == Collective::kExscan ||
+      (root && (k == Collective::kReduce || k == Collective::kGather || k == Collective::kGatherv)) ||
+      (root && scatter_in_place && call.send != kInPlace);
+  if (in_place && !may_in_place) {
+    return bad("kInPlace is not allowed here (MPI allows it as the send buffer at the root of reduce, gather and "
+               "gatherv, as the receive buffer at the root of scatter and scatterv, and on every rank of the "
+               "allreduce, allgather(v), alltoall(v), reduce_scatter(_block), scan and exscan)");
   }
   const uint64_t es = static_cast<uint64_t>(call.type.size());
-  const auto [send_elems, recv_elems] = BufferElements(call, r, n);
-  const uint64_t whole = static_cast<uint64_t>(call.count) * es;
-  const bool commutative = !call.op.has_value() || call.op->commutative();
-  const std::string algo =
-      call.algorithm.empty() ? SelectAlgorithm(call.kind, whole, n, commutative) : call.algorithm;
-  const Algorithm* a = Find(call.kind, algo);
+  if (call.algorithm.empty()) {
+    if (absl::StatusOr<const std::vector<SelectionRule>*> f = SelectionFileRules(); !f.ok()) {
+      return bad(std::string(f.status().message()));
+    }
+  }
+  const std::string algo = AlgorithmOf(call, n);
+  const Algorithm* a = Find(k, algo);
   if (a == nullptr) {
     std::string names;
     for (const AlgorithmInfo& i : Algorithms()) {
-      if (i.collective == call.kind) absl::StrAppend(&names, names.empty() ? "" : ", ", i.name);
+      if (i.collective == k) absl::StrAppend(&names, names.empty() ? "" : ", ", i.name);
     }
     return bad(absl::StrFormat("no algorithm '%s' (there are: %s)", algo, names));
   }
+  const bool commutative = !call.op.has_value() || call.op->commutative();
   if (a->info.commutative_only && !commutative) {
     return bad(absl::StrFormat("algorithm %s needs a commutative operator", algo));
   }
   if (runnable) {
-    if (send_elems > 0 && !in_place && call.send == nullptr) return bad("null send buffer");
-    if (recv_elems > 0 && call.recv == nullptr) return bad("null receive buffer");
+    const bool send_used =
+        shape.send > 0 || (shape.send_blocks && Sum(call.send_counts) > 0 && !(k == Collective::kAlltoallv && in_place));
+    if (send_used && !(in_place && call.send == kInPlace) && call.send == nullptr) return bad("null send buffer");
+    const bool recv_used = shape.recv > 0 || (shape.recv_blocks && Sum(call.recv_counts) > 0);
+    if (recv_used && call.recv == nullptr) return bad("null receive buffer");
   }
 
   // Non-contiguous types travel packed: pack first, unpack last.
-  const bool packed = !call.type.contiguous() && call.kind != Collective::kBarrier;
-  Buf send = Buf::User(in_place ? call.recv : call.send, in_place ? "recv" : "send");
+  const bool packed = !call.type.contiguous() && k != Collective::kBarrier;
+  const void* send_base = call.send == kInPlace ? call.recv : call.send;
+  Buf send = Buf::User(send_base, call.send == kInPlace ? "recv" : "send");
   Buf recv = Buf::User(call.recv, "recv");
-  VertexId pack = -1;
+  std::vector<VertexId> packs;
+  const bool root_bcast = k == Collective::kBcast && root;
   if (packed) {
-    recv = recv_elems > 0 ? b.Temp(static_cast<uint64_t>(recv_elems) * es) : Buf{};
-    const bool root_bcast = call.kind == Collective::kBcast && r == call.root;
-    if (in_place || root_bcast) {
+    const int64_t room = std::max(shape.recv, in_place || root_bcast ? shape.in_place : int64_t{0});
+    recv = room > 0 ? b.Temp(static_cast<uint64_t>(room) * es) : Buf{};
+    if ((in_place && !scatter_in_place) || root_bcast) {
       send = recv;
-      const int64_t elems = recv_elems;
-      if (elems > 0) pack = b.Pack(Buf::User(call.recv, "recv"), elems, call.type, recv);
-    } else if (send_elems > 0) {
-      send = b.Temp(static_cast<uint64_t>(send_elems) * es);
-      pack = b.Pack(Buf::User(call.send, "send"), send_elems, call.type, send);
+      if (shape.in_place > 0) packs.push_back(b.Pack(Buf::User(call.recv, "recv"), shape.in_place, call.type, recv));
+    } else if (shape.send > 0) {
+      send = b.Temp(static_cast<uint64_t>(shape.send) * es);
+      packs.push_back(b.Pack(Buf::User(call.send, "send"), shape.send, call.type, send));
+    }
+  }
+  Ctx c{b, r, n, send, recv, in_place, call.count, call.type, es, call.op, call.root, {}, {}, {}};
+  if (k == Collective::kBcast) c.send = c.recv;
+  if (shape.recv_blocks) {
+    // In place, this rank's block of the receive buffer is its input (all of them for alltoallv).
+    c.rblk = Blocks(b, call.recv_counts, call.recv_displs, call.recv, "recv", call.type, packed, in_place,
+                    k != Collective::kAlltoallv, &packs);
+  }
+  if (shape.send_blocks) {
+    c.sblk = k == Collective::kAlltoallv && in_place
+                 ? c.rblk
+                 : Blocks(b, call.send_counts, call.send_displs, call.send, "send", call.type, packed, true,
+                               false, &packs);
+  }
+  if (k == Collective::kReduceScatter || k == Collective::kReduceScatterBlock) {
+    c.parts.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (int i = 0; i < n; ++i) {
+      const auto q = static_cast<std::size_t>(i);
+      c.parts[q + 1] = c.parts[q] + (k == Collective::kReduceScatter ? call.recv_counts[q] : call.count);
     }
   }
   const std::size_t first = b.vertices().size();
-  Ctx c{b, r, n, send, recv, in_place, call.count, call.type, es, call.op, call.root};
-  if (call.kind == Collective::kBcast) c.send = c.recv;
   CARTAGE_RETURN_IF_ERROR(a->build(c));
   if (packed) {
-    std::vector<bool> has_succ(b.vertices().size(), false);
-    for (std::size_t v = first; v < b.vertices().size(); ++v) {
-      if (pack >= 0 && b.vertices()[v].after.empty()) b.Depend(pack, static_cast<VertexId>(v));
-      for (const Edge& e : b.vertices()[v].after) has_succ[static_cast<std::size_t>(e.from)] = true;
-    }
-    const bool unpacks = recv_elems > 0 && !(call.kind == Collective::kBcast && r == call.root);
-    if (unpacks) {
-      std::vector<VertexId> sinks;
-      for (std::size_t v = first; v < has_succ.size(); ++v) {
-        if (!has_succ[v]) sinks.push_back(static_cast<VertexId>(v));
+    if (!packs.empty()) {
+      const VertexId packed_all = packs.size() == 1 ? packs[0] : b.Fence(packs);
+      for (std::size_t v = first; v < b.vertices().size(); ++v) {
+        if (static_cast<VertexId>(v) != packed_all && b.vertices()[v].after.empty()) {
+          b.Depend(packed_all, static_cast<VertexId>(v));
+        }
       }
-      if (sinks.empty() && pack >= 0) sinks.push_back(pack);
-      b.Unpack(recv, recv_elems, call.type, Buf::User(call.recv, "recv"), sinks);
+    }
+    std::vector<VertexId> sinks = alg::SinksSince(b, first);
+    if (sinks.empty() && !packs.empty()) sinks = packs;
+    if (shape.recv > 0 && !root_bcast) b.Unpack(recv, shape.recv, call.type, Buf::User(call.recv, "recv"), sinks);
+    for (const alg::Block& blk : c.rblk) {
+      if (blk.elems > 0) b.Unpack(blk.at, blk.elems, call.type, blk.layout, sinks);
     }
   }
   absl::StatusOr<std::shared_ptr<Schedule>> s = b.Build();
@@ -129,10 +284,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
 }
 
 std::string ScheduleName(const CollectiveCall& call, int n) {
-  const uint64_t whole = static_cast<uint64_t>(call.count) * static_cast<uint64_t>(call.type.size());
-  const bool commutative = !call.op.has_value() || call.op->commutative();
-  const std::string algo = call.algorithm.empty() ? SelectAlgorithm(call.kind, whole, n, commutative) : call.algorithm;
-  return absl::StrCat(CollectiveName(call.kind), "/", algo);
+  return absl::StrCat(CollectiveName(call.kind), "/", AlgorithmOf(call, n));
 }
 
 }  // namespace
@@ -213,8 +365,13 @@ class ScheduleCache {
 }  // namespace
 
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
+  if (Varying(call.kind)) {  // counts known at the root alone, or differing by rank: no cache key every rank shares
+    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+    return s->Run();
+  }
   static auto* cache = new ScheduleCache();
-  const bool in_place = call.send == kInPlace;
+  // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
+  const bool in_place = call.send == kInPlace || call.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), call);
   if (hit == nullptr) {
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
@@ -230,7 +387,7 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     hit->in_place = in_place;
     return hit->schedule->Run();
   }
-  hit->schedule->RebindUser("send", in_place ? call.recv : call.send);
+  hit->schedule->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
   hit->schedule->RebindUser("recv", call.recv);
   return hit->schedule->Run();
 }
@@ -304,6 +461,63 @@ absl::Status Alltoall(const Comm& comm, const void* send, void* recv, int64_t co
 absl::Status Ialltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                        Request* req) {
   return StartCollective(comm, Call(Collective::kAlltoall, send, recv, count, type, std::nullopt, 0), req);
+}
+
+
+namespace {
+std::vector<int64_t> Vec(absl::Span<const int64_t> s) { return {s.begin(), s.end()}; }
+}  // namespace
+
+absl::Status Gatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
+                     absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
+                     const Datatype& type, int root) {
+  CollectiveCall c = Call(Collective::kGatherv, send, recv, send_count, type, std::nullopt, root);
+  c.recv_counts = Vec(recv_counts);
+  c.recv_displs = Vec(recv_displs);
+  return RunCollective(comm, c);
+}
+absl::Status Scatterv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                      absl::Span<const int64_t> send_displs, void* recv, int64_t recv_count, const Datatype& type,
+                      int root) {
+  CollectiveCall c = Call(Collective::kScatterv, send, recv, recv_count, type, std::nullopt, root);
+  c.send_counts = Vec(send_counts);
+  c.send_displs = Vec(send_displs);
+  return RunCollective(comm, c);
+}
+absl::Status Allgatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
+                        absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
+                        const Datatype& type) {
+  CollectiveCall c = Call(Collective::kAllgatherv, send, recv, send_count, type, std::nullopt, 0);
+  c.recv_counts = Vec(recv_counts);
+  c.recv_displs = Vec(recv_displs);
+  return RunCollective(comm, c);
+}
+absl::Status Alltoallv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                       absl::Span<const int64_t> send_displs, void* recv, absl::Span<const int64_t> recv_counts,
+                       absl::Span<const int64_t> recv_displs, const Datatype& type) {
+  CollectiveCall c = Call(Collective::kAlltoallv, send, recv, 0, type, std::nullopt, 0);
+  c.send_counts = Vec(send_counts);
+  c.send_displs = Vec(send_displs);
+  c.recv_counts = Vec(recv_counts);
+  c.recv_displs = Vec(recv_displs);
+  return RunCollective(comm, c);
+}
+absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl::Span<const int64_t> recv_counts,
+                           const Datatype& type, const Op& op) {
+  CollectiveCall c = Call(Collective::kReduceScatter, send, recv, 0, type, op, 0);
+  c.recv_counts = Vec(recv_counts);
+  return RunCollective(comm, c);
+}
+absl::Status ReduceScatterBlock(const Comm& comm, const void* send, void* recv, int64_t recv_count,
+                                const Datatype& type, const Op& op) {
+  return RunCollective(comm, Call(Collective::kReduceScatterBlock, send, recv, recv_count, type, op, 0));
+}
+absl::Status Scan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, const Op& op) {
+  return RunCollective(comm, Call(Collective::kScan, send, recv, count, type, op, 0));
+}
+absl::Status Exscan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
+                    const Op& op) {
+  return RunCollective(comm, Call(Collective::kExscan, send, recv, count, type, op, 0));
 }
 
 }  // namespace cartage

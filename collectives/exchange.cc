@@ -177,4 +177,154 @@ absl::Status AlltoallPairwise(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Rabenseifner: a recursive-halving reduce-scatter, then a recursive-
+// doubling allgather of the reduced parts; 2 log2 n steps, each rank sending
+// about twice the buffer in all. Any n (folded); commutative operators only.
+absl::Status AllreduceRabenseifner(Ctx& c) {
+  const uint64_t bytes = c.Bytes(c.count);
+  std::vector<VertexId> v;
+  if (!c.in_place) v.push_back(c.b.Copy(c.send, c.recv, bytes));
+  if (c.n == 1) return absl::OkStatus();
+  const Buf tmp = c.b.Temp(bytes);
+  const Fold f = MakeFold(c.r, c.n);
+  v = FoldIn(c, f, c.recv, tmp, c.count, v);
+  if (f.newrank >= 0) {
+    std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
+    for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = PartStart(c.count, i, f.pof2);
+    v = HalvingReduceScatter(c, f, c.recv, tmp, start, v);
+    v = DoublingAllgather(c, f, c.recv, start, v);
+  }
+  if (c.r < 2 * f.rem) {  // the pairs: the odd one hands the result back
+    VertexId x = c.r % 2 == 1 ? c.b.Send(c.recv, bytes, c.r - 1, v) : c.b.Recv(c.recv, bytes, c.r + 1, v);
+    c.b.Note(x, "unfold");
+  }
+  return absl::OkStatus();
+}
+
+// Recursive doubling: log2 n exchanges, each of everything gathered so far.
+// Any n: a pair's even rank gives its block to the odd one first and gets
+// the whole result from it last.
+absl::Status AllgatherRecursiveDoubling(Ctx& c) {
+  const uint64_t block = c.Bytes(c.count);
+  std::vector<VertexId> v;
+  if (!c.in_place) v.push_back(c.b.Copy(c.send, c.At(c.recv, c.r, c.count), block));
+  if (c.n == 1) return absl::OkStatus();
+  const Fold f = MakeFold(c.r, c.n);
+  const uint64_t all = block * static_cast<uint64_t>(c.n);
+  if (f.newrank < 0) {
+    VertexId s = c.b.Send(c.At(c.recv, c.r, c.count), block, c.r + 1, v);
+    c.b.Note(s, "fold");
+    VertexId got = c.b.Recv(c.recv, all, c.r + 1, {s});
+    c.b.Note(got, "unfold");
+    return absl::OkStatus();
+  }
+  if (c.r < 2 * f.rem) {
+    VertexId got = c.b.Recv(c.At(c.recv, c.r - 1, c.count), block, c.r - 1);
+    c.b.Note(got, "fold");
+    v.push_back(got);
+  }
+  std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
+  for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
+  v = DoublingAllgather(c, f, c.recv, start, v);
+  if (c.r < 2 * f.rem) c.b.Note(c.b.Send(c.recv, all, c.r - 1, v), "unfold");
+  return absl::OkStatus();
+}
+
+// Bruck: rotate the blocks up by r; in round k send the blocks whose index
+// has bit k to rank r + k and take the same from r - k (ceil(log2 n) rounds
+// of about n/2 blocks, packed by copies); rotate back. For small blocks
+// with many ranks.
+absl::Status AlltoallBruck(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  const Buf src = c.in_place ? c.recv : c.send;
+  const Buf tmp = c.b.Temp(block * static_cast<uint64_t>(n));
+  std::vector<VertexId> have;
+  for (int i = 0; i < n; ++i) have.push_back(c.b.Copy(c.At(src, (c.r + i) % n, c.count), c.At(tmp, i, c.count), block));
+  for (int k = 1; k < n; k <<= 1) {
+    std::vector<int> idx;
+    for (int i = 0; i < n; ++i) {
+      if ((i & k) != 0) idx.push_back(i);
+    }
+    const uint64_t bytes = block * idx.size();
+    const Buf out = c.b.Temp(bytes);
+    const Buf in = c.b.Temp(bytes);
+    std::vector<VertexId> packed;
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      packed.push_back(c.b.Copy(c.At(tmp, idx[j], c.count), out + block * j, block, have));
+    }
+    VertexId s = c.b.Send(out, bytes, (c.r + k) % n, packed);
+    VertexId got = c.b.Recv(in, bytes, (c.r - k + n) % n);
+    c.b.Note(s, absl::StrFormat("round %d", k));
+    c.b.Note(got, absl::StrFormat("round %d", k));
+    std::vector<VertexId> after = packed;
+    after.push_back(got);
+    have.clear();
+    for (std::size_t j = 0; j < idx.size(); ++j) {
+      have.push_back(c.b.Copy(in + block * j, c.At(tmp, idx[j], c.count), block, after));
+    }
+    have.push_back(s);
+  }
+  // tmp block i came from rank r - i.
+  for (int i = 0; i < n; ++i) c.b.Copy(c.At(tmp, i, c.count), c.At(c.recv, (c.r - i + n) % n, c.count), block, have);
+  return absl::OkStatus();
+}
+
+// ---- the v forms ---------------------------------------------------------------
+
+// Ring allgatherv: step s passes block r - s to the right and takes block
+// r - s - 1 from the left, each of its own size.
+absl::Status AllgathervRing(Ctx& c) {
+  const int n = c.n;
+  auto blk = [&](int i) -> const Block& { return c.rblk[static_cast<std::size_t>(((i % n) + n) % n)]; };
+  VertexId prev = -1;
+  if (!c.in_place) prev = c.b.Copy(c.send, blk(c.r).at, c.Bytes(blk(c.r)));
+  for (int s = 0; s < n - 1; ++s) {
+    c.b.Send(blk(c.r - s).at, c.Bytes(blk(c.r - s)), (c.r + 1) % n, Deps({prev}));
+    prev = c.b.Recv(blk(c.r - s - 1).at, c.Bytes(blk(c.r - s - 1)), (c.r - 1 + n) % n);
+  }
+  return absl::OkStatus();
+}
+
+// Pairwise alltoallv: as AlltoallPairwise, with per-rank blocks.
+absl::Status AlltoallvPairwise(Ctx& c) {
+  const int n = c.n;
+  std::vector<Block> src = c.sblk;
+  VertexId prev = -1;
+  const Block& own_in = c.sblk[static_cast<std::size_t>(c.r)];
+  const Block& own_out = c.rblk[static_cast<std::size_t>(c.r)];
+  if (c.in_place) {  // the data to send is in recv, which the receives overwrite: copy it out first
+    int64_t total = 0;
+    for (const Block& b : c.rblk) total += b.elems;
+    const Buf tmp = c.b.Temp(c.Bytes(total));
+    std::vector<VertexId> copies;
+    int64_t at = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+      src[i].at = tmp + c.Bytes(at);
+      if (i != static_cast<std::size_t>(c.r)) copies.push_back(c.b.Copy(c.rblk[i].at, src[i].at, c.Bytes(c.rblk[i])));
+      at += c.rblk[i].elems;
+    }
+    prev = copies.empty() ? -1 : c.b.Fence(copies);
+  } else {
+    if (own_in.elems != own_out.elems) {
+      return absl::InvalidArgumentError(absl::StrFormat("send_counts[%d] = %d but recv_counts[%d] = %d", c.r,
+                                                        own_in.elems, c.r, own_out.elems));
+    }
+    prev = c.b.Copy(own_in.at, own_out.at, c.Bytes(own_in));
+  }
+  const bool pof2 = (n & (n - 1)) == 0;
+  for (int s = 1; s < n; ++s) {
+    const int to = pof2 ? (c.r ^ s) : (c.r + s) % n;
+    const int from = pof2 ? (c.r ^ s) : (c.r - s + n) % n;
+    const Block& out = src[static_cast<std::size_t>(to)];
+    const Block& in = c.rblk[static_cast<std::size_t>(from)];
+    VertexId sv = c.b.Send(out.at, c.Bytes(out), to, Deps({prev}));
+    VertexId got = c.b.Recv(in.at, c.Bytes(in), from, Deps({prev}));
+    c.b.Note(sv, absl::StrFormat("step %d", s));
+    c.b.Note(got, absl::StrFormat("step %d", s));
+    prev = c.b.Fence({sv, got});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace cartage::alg

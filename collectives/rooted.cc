@@ -220,4 +220,96 @@ absl::Status ScatterBinomial(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Rabenseifner's reduce: a recursive-halving reduce-scatter leaves each
+// new rank one reduced part, and a binomial gather (on the butterfly's own
+// pairs, relabelled so that the root's new rank is 0) brings the parts to
+// the root. Commutative operators only.
+absl::Status ReduceScatterGather(Ctx& c) {
+  const uint64_t bytes = c.Bytes(c.count);
+  if (c.n == 1) {
+    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
+    return absl::OkStatus();
+  }
+  const Buf acc = c.b.Temp(bytes);
+  const Buf tmp = c.b.Temp(bytes);
+  const VertexId load = c.b.Copy(c.send, acc, bytes);
+  const Fold f = MakeFold(c.r, c.n);
+  std::vector<VertexId> v = FoldIn(c, f, acc, tmp, c.count, {load});
+  const int nroot = f.NewRankOf(c.root);
+  if (f.newrank >= 0) {
+    std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
+    for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = PartStart(c.count, i, f.pof2);
+    const std::vector<VertexId> halving = HalvingReduceScatter(c, f, acc, tmp, start, v);
+    std::vector<VertexId> have = halving;
+    const int vr = f.newrank ^ nroot;
+    bool sent = false;
+    for (int mask = 1; mask < f.pof2; mask <<= 1) {
+      const int base = f.newrank & ~(mask - 1);  // this rank holds parts [base, base + mask)
+      const int partner = f.Rank(f.newrank ^ mask);
+      if ((vr & mask) != 0) {
+        const int64_t lo = start[static_cast<std::size_t>(base)];
+        VertexId s = c.b.Send(acc + c.Bytes(lo), c.Bytes(start[static_cast<std::size_t>(base + mask)] - lo), partner,
+                              have);
+        c.b.Note(s, absl::StrFormat("gather %d", mask));
+        sent = true;
+        break;
+      }
+      const int theirs = base ^ mask;
+      const int64_t lo = start[static_cast<std::size_t>(theirs)];
+      VertexId got = c.b.Recv(acc + c.Bytes(lo), c.Bytes(start[static_cast<std::size_t>(theirs + mask)] - lo),
+                              partner, halving);
+      c.b.Note(got, absl::StrFormat("gather %d", mask));
+      have.push_back(got);
+    }
+    if (!sent) {  // the root's new rank: the whole result
+      if (f.Rank(nroot) == c.root) {
+        c.b.Copy(acc, c.recv, bytes, have);
+      } else {
+        c.b.Send(acc, bytes, c.root, have);
+      }
+    }
+  }
+  if (c.r == c.root && f.newrank < 0) c.b.Recv(c.recv, bytes, f.Rank(nroot), v);  // after the fold read recv
+  return absl::OkStatus();
+}
+
+// ---- the v forms: one message per rank, straight to or from the root ------------
+
+// Linear gatherv (MPICH's choice too: the blocks differ in size, so a tree
+// would forward uneven, unknown amounts): every rank sends its block to the
+// root, which receives each into place. Zero-sized blocks travel too, so a
+// rank and the root that disagree about a size get an error, not a hang.
+absl::Status GathervLinear(Ctx& c) {
+  if (c.r != c.root) {
+    c.b.Send(c.send, c.Bytes(c.count), c.root);
+    return absl::OkStatus();
+  }
+  for (int i = 0; i < c.n; ++i) {
+    const Block& blk = c.rblk[static_cast<std::size_t>(i)];
+    if (i == c.r) {
+      if (!c.in_place) c.b.Copy(c.send, blk.at, c.Bytes(blk));
+      continue;
+    }
+    c.b.Recv(blk.at, c.Bytes(blk), i);
+  }
+  return absl::OkStatus();
+}
+
+// Linear scatterv: the reverse.
+absl::Status ScattervLinear(Ctx& c) {
+  if (c.r != c.root) {
+    c.b.Recv(c.recv, c.Bytes(c.count), c.root);
+    return absl::OkStatus();
+  }
+  for (int i = 0; i < c.n; ++i) {
+    const Block& blk = c.sblk[static_cast<std::size_t>(i)];
+    if (i == c.r) {
+      if (!c.in_place) c.b.Copy(blk.at, c.recv, c.Bytes(blk));
+      continue;
+    }
+    c.b.Send(blk.at, c.Bytes(blk), i);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace cartage::alg

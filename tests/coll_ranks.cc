@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms|persistent|concurrent|builder
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/segment_walk.h"
 #include "cartage/cartage.h"
@@ -127,117 +128,242 @@ Bytes Packed(const TypeCase& t, int rank, int64_t base, int64_t elems) {
   return out;
 }
 
-// A layout buffer for `elems` elements: sentinel bytes, then the packed data unpacked in.
-constexpr unsigned char kSentinel = 0xAB;
-Bytes Layout(const TypeCase& t, const Bytes& packed, int64_t elems) {
-  const int64_t span = elems == 0 ? 0 : (elems - 1) * t.type.extent() + t.type.true_extent();
-  Bytes out(static_cast<std::size_t>(std::max<int64_t>(span, 1)), kSentinel);
-  if (elems > 0) {
-    cartage::car::Unpack(packed.data(), elems, t.type, 0, elems * t.type.size(), out.data() - t.type.true_lb());
+// The reduction of ranks' elements [base, base + elems) over `ranks`, in order.
+Bytes Reduced(const TypeCase& t, const std::vector<int>& ranks, int64_t base, int64_t elems) {
+  const auto es = static_cast<std::size_t>(t.type.size());
+  Bytes out = Packed(t, ranks.at(0), base, elems);
+  for (std::size_t k = 1; k < ranks.size(); ++k) {
+    Bytes v = Packed(t, ranks[k], base, elems);
+    for (int64_t i = 0; i < elems; ++i) {  // out = out op v
+      unsigned char* slot = &v[static_cast<std::size_t>(i) * es];
+      t.ref(&out[static_cast<std::size_t>(i) * es], slot);
+      std::memcpy(&out[static_cast<std::size_t>(i) * es], slot, es);
+    }
   }
   return out;
 }
 
-// The reference result of `call` on rank `r` of `n`, packed; and how many elements.
-Bytes Reference(const TypeCase& t, const CollectiveCall& call, int r, int n, int64_t* elems) {
+// Blocks of packed elements at displacements (in extents): a buffer's contents.
+struct Piece {
+  int64_t displ;
+  Bytes packed;
+};
+constexpr unsigned char kSentinel = 0xAB;  // gaps, which must survive
+constexpr unsigned char kGarbage = 0x5A;   // what a collective must overwrite
+
+// The layout of `span` elements: sentinel bytes, with the pieces unpacked in.
+Bytes Layout(const TypeCase& t, const std::vector<Piece>& pieces, int64_t span) {
+  const int64_t bytes = span == 0 ? 0 : (span - 1) * t.type.extent() + t.type.true_extent();
+  Bytes out(static_cast<std::size_t>(std::max<int64_t>(bytes, 1)), kSentinel);
+  for (const Piece& p : pieces) {
+    const int64_t elems = static_cast<int64_t>(p.packed.size()) / t.type.size();
+    if (elems == 0) continue;
+    cartage::car::Unpack(p.packed.data(), elems, t.type, 0, elems * t.type.size(),
+                         out.data() - t.type.true_lb() + p.displ * t.type.extent());
+  }
+  return out;
+}
+
+// What one rank's buffers hold before and after a call.
+struct Plan {
+  std::vector<Piece> send;
+  int64_t send_span = 0;
+  std::vector<Piece> before;  // the receive buffer before (in place: the input)
+  std::vector<Piece> after;   // and after
+  int64_t recv_span = 0;
+  int64_t compare_span = -1;  // >= 0: only these leading elements are defined afterwards
+  bool recv_in_place = false;  // scatter(v)'s root: kInPlace as the receive buffer
+};
+
+// The v forms' per-rank counts (some zero: c = 1 gives 0, 1, 1, 0, ...) and
+// displacements: blocks in reverse rank order, one element apart.
+int64_t VCount(int64_t c, int i) { return c * (i % 3 + 1) / 2; }
+std::vector<int64_t> ReverseDispls(const std::vector<int64_t>& counts, int64_t* span) {
+  const std::size_t n = counts.size();
+  std::vector<int64_t> d(n);
+  int64_t at = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    d[i] = at;
+    at += counts[i] + 1;
+  }
+  *span = at;
+  return d;
+}
+Bytes Filler(const TypeCase& t, int64_t elems) {
+  return Bytes(static_cast<std::size_t>(elems * t.type.size()), kGarbage);
+}
+
+// The plan of `call` (counts filled in here for the v forms) on rank r of n.
+Plan MakePlan(const TypeCase& t, CollectiveCall& call, int r, int n, bool in_place) {
   const int64_t c = call.count;
-  const auto es = static_cast<std::size_t>(t.type.size());
-  Bytes out;
-  *elems = 0;
+  const int root = call.root;
+  const bool at_root = r == root;
+  Plan p;
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int q = 0; q < n; ++q) all[static_cast<std::size_t>(q)] = q;
+  auto whole = [&](std::vector<Piece>* side, int64_t* span, Bytes data) {
+    *span = static_cast<int64_t>(data.size()) / t.type.size();
+    side->push_back({0, std::move(data)});
+  };
+  // Per-rank blocks at the reverse displacements; `data(i)` is block i.
+  auto blocks = [&](std::vector<Piece>* side, int64_t* span, const std::vector<int64_t>& counts,
+                    std::vector<int64_t>* displs, const std::function<Bytes(int)>& data) {
+    *displs = ReverseDispls(counts, span);
+    for (int i = 0; i < n; ++i) side->push_back({(*displs)[static_cast<std::size_t>(i)], data(i)});
+  };
   switch (call.kind) {
     case Collective::kBcast:
-      *elems = c;
-      return Packed(t, call.root, 0, c);
+      whole(&p.after, &p.recv_span, Packed(t, root, 0, c));
+      p.before.push_back({0, at_root ? Packed(t, root, 0, c) : Filler(t, c)});
+      break;
     case Collective::kReduce:
-    case Collective::kAllreduce: {
-      if (call.kind == Collective::kReduce && r != call.root) return out;
-      *elems = c;
-      out = Packed(t, 0, 0, c);
-      for (int q = 1; q < n; ++q) {
-        Bytes v = Packed(t, q, 0, c);
-        for (int64_t i = 0; i < c; ++i) {  // out = out op v
-          unsigned char* slot = &v[static_cast<std::size_t>(i) * es];
-          t.ref(&out[static_cast<std::size_t>(i) * es], slot);
-          std::memcpy(&out[static_cast<std::size_t>(i) * es], slot, es);
-        }
-      }
-      return out;
+    case Collective::kAllreduce:
+    case Collective::kScan:
+    case Collective::kExscan: {
+      whole(&p.send, &p.send_span, Packed(t, r, 0, c));
+      std::vector<int> upto(all.begin(), all.begin() + (call.kind == Collective::kScan ? r + 1 : call.kind == Collective::kExscan ? r : n));
+      const bool result = call.kind == Collective::kReduce ? at_root : !upto.empty();
+      const bool has_recv = call.kind != Collective::kReduce || at_root;
+      if (!has_recv) break;
+      p.recv_span = c;
+      p.before.push_back({0, in_place ? Packed(t, r, 0, c) : Filler(t, c)});
+      p.after.push_back({0, result ? Reduced(t, upto, 0, c) : p.before[0].packed});  // exscan: rank 0's untouched
+      break;
     }
     case Collective::kGather:
     case Collective::kAllgather:
-      if (call.kind == Collective::kGather && r != call.root) return out;
-      *elems = c * n;
+      whole(&p.send, &p.send_span, Packed(t, r, 0, c));
+      if (call.kind == Collective::kGather && !at_root) break;
+      p.recv_span = c * n;
       for (int q = 0; q < n; ++q) {
-        Bytes v = Packed(t, q, 0, c);
-        out.insert(out.end(), v.begin(), v.end());
+        p.after.push_back({q * c, Packed(t, q, 0, c)});
+        p.before.push_back({q * c, in_place && q == r ? Packed(t, q, 0, c) : Filler(t, c)});
       }
-      return out;
+      break;
     case Collective::kScatter:
-      *elems = c;
-      return Packed(t, call.root, r * c, c);
-    case Collective::kAlltoall:
-      *elems = c * n;
-      for (int q = 0; q < n; ++q) {
-        Bytes v = Packed(t, q, r * c, c);  // block r of rank q's input
-        out.insert(out.end(), v.begin(), v.end());
+      if (at_root) {
+        p.send_span = c * n;
+        for (int i = 0; i < n; ++i) p.send.push_back({i * c, Packed(t, root, i * c, c)});
       }
-      return out;
-    default: return out;
+      p.recv_in_place = at_root && in_place;
+      if (p.recv_in_place) break;
+      p.recv_span = c;
+      p.before.push_back({0, Filler(t, c)});
+      p.after.push_back({0, Packed(t, root, r * c, c)});
+      break;
+    case Collective::kAlltoall:
+      p.send_span = p.recv_span = c * n;
+      for (int i = 0; i < n; ++i) {
+        p.send.push_back({i * c, Packed(t, r, i * c, c)});
+        p.before.push_back({i * c, in_place ? Packed(t, r, i * c, c) : Filler(t, c)});
+        p.after.push_back({i * c, Packed(t, i, r * c, c)});
+      }
+      break;
+    case Collective::kGatherv:
+    case Collective::kAllgatherv: {
+      std::vector<int64_t> counts(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) counts[static_cast<std::size_t>(i)] = VCount(c, i);
+      call.count = VCount(c, r);
+      whole(&p.send, &p.send_span, Packed(t, r, 0, call.count));
+      if (call.kind == Collective::kGatherv && !at_root) {
+        call.recv_counts.assign(static_cast<std::size_t>(n), -7);  // insignificant off the root: garbage
+        break;
+      }
+      call.recv_counts = counts;
+      blocks(&p.after, &p.recv_span, counts, &call.recv_displs, [&](int q) { return Packed(t, q, 0, VCount(c, q)); });
+      blocks(&p.before, &p.recv_span, counts, &call.recv_displs,
+             [&](int q) { return in_place && q == r ? Packed(t, q, 0, VCount(c, q)) : Filler(t, VCount(c, q)); });
+      break;
+    }
+    case Collective::kScatterv: {
+      std::vector<int64_t> counts(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n) + 1, 0);
+      for (int i = 0; i < n; ++i) {
+        counts[static_cast<std::size_t>(i)] = VCount(c, i);
+        offs[static_cast<std::size_t>(i) + 1] = offs[static_cast<std::size_t>(i)] + VCount(c, i);
+      }
+      call.count = VCount(c, r);
+      if (at_root) {
+        call.send_counts = counts;
+        blocks(&p.send, &p.send_span, counts, &call.send_displs,
+               [&](int i) { return Packed(t, root, offs[static_cast<std::size_t>(i)], VCount(c, i)); });
+      }
+      p.recv_in_place = at_root && in_place;
+      if (p.recv_in_place) break;
+      p.recv_span = call.count;
+      p.before.push_back({0, Filler(t, call.count)});
+      p.after.push_back({0, Packed(t, root, offs[static_cast<std::size_t>(r)], call.count)});
+      break;
+    }
+    case Collective::kAlltoallv: {
+      // Rank q sends rank i VCount(c, q + 2i) elements (in place: VCount(c, q + i), as MPI needs the
+      // counts to match both ways), from its elements [i * 2c, ...).
+      auto sc = [&](int q, int i) { return VCount(c, in_place ? q + i : q + 2 * i); };
+      std::vector<int64_t> scounts(static_cast<std::size_t>(n)), rcounts(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        scounts[static_cast<std::size_t>(i)] = sc(r, i);
+        rcounts[static_cast<std::size_t>(i)] = sc(i, r);
+      }
+      call.send_counts = scounts;
+      call.recv_counts = rcounts;
+      blocks(&p.send, &p.send_span, scounts, &call.send_displs, [&](int i) { return Packed(t, r, i * 2 * c, sc(r, i)); });
+      blocks(&p.after, &p.recv_span, rcounts, &call.recv_displs, [&](int q) { return Packed(t, q, r * 2 * c, sc(q, r)); });
+      blocks(&p.before, &p.recv_span, rcounts, &call.recv_displs,
+             [&](int q) { return in_place ? Packed(t, r, q * 2 * c, sc(r, q)) : Filler(t, sc(q, r)); });
+      break;
+    }
+    case Collective::kReduceScatter:
+    case Collective::kReduceScatterBlock: {
+      const bool v = call.kind == Collective::kReduceScatter;
+      std::vector<int64_t> counts(static_cast<std::size_t>(n)), offs(static_cast<std::size_t>(n) + 1, 0);
+      for (int i = 0; i < n; ++i) {
+        counts[static_cast<std::size_t>(i)] = v ? VCount(c, i) : c;
+        offs[static_cast<std::size_t>(i) + 1] = offs[static_cast<std::size_t>(i)] + counts[static_cast<std::size_t>(i)];
+      }
+      if (v) call.recv_counts = counts;
+      const int64_t total = offs[static_cast<std::size_t>(n)];
+      const int64_t mine = counts[static_cast<std::size_t>(r)];
+      whole(&p.send, &p.send_span, Packed(t, r, 0, total));
+      p.recv_span = in_place ? total : mine;
+      p.compare_span = mine;
+      p.before.push_back({0, in_place ? Packed(t, r, 0, total) : Filler(t, mine)});
+      p.after.push_back({0, Reduced(t, all, offs[static_cast<std::size_t>(r)], mine)});
+      break;
+    }
+    default: break;
   }
+  return p;
 }
 
-// The input elements of rank r (its send buffer), as the reference generated them.
-int64_t SendElems(const CollectiveCall& call, int r, int n) {
-  switch (call.kind) {
-    case Collective::kBcast: return r == call.root ? call.count : 0;
+bool InPlaceAllowed(Collective k, int r, int root) {
+  switch (k) {
     case Collective::kReduce:
-    case Collective::kAllreduce:
     case Collective::kGather:
-    case Collective::kAllgather: return call.count;
-    case Collective::kScatter: return r == call.root ? call.count * n : 0;
-    case Collective::kAlltoall: return call.count * n;
-    default: return 0;
+    case Collective::kGatherv:
+    case Collective::kScatter:
+    case Collective::kScatterv: return r == root;
+    case Collective::kBarrier:
+    case Collective::kBcast: return false;
+    default: return true;
   }
 }
-
-bool Reduces(Collective k) { return k == Collective::kReduce || k == Collective::kAllreduce; }
 
 // One call: builds the buffers, runs it (blocking, or nonblocking when
-// `nonblocking`), compares with the reference.
+// `nonblocking`), compares the whole receive buffer, gaps included, with
+// the reference.
 void Check(const Comm& w, const TypeCase& t, CollectiveCall call, bool in_place, bool nonblocking) {
   const int r = w.rank(), n = w.size();
-  int64_t out_elems = 0;
-  const Bytes expect = Reference(t, call, r, n, &out_elems);
-  const int64_t in_elems = SendElems(call, r, n);
-  Bytes send = Layout(t, Packed(t, r, 0, in_elems), in_elems);
-  // Allocated for the whole result where this rank has one; bcast's buffer
-  // is the input at the root.
-  const int64_t recv_elems = std::max(out_elems, call.kind == Collective::kBcast ? call.count : int64_t{0});
-  Bytes recv = Layout(t, {}, 0);
-  if (recv_elems > 0) recv.assign(static_cast<std::size_t>((recv_elems - 1) * t.type.extent() + t.type.true_extent()), kSentinel);
-  if (call.kind == Collective::kBcast && r == call.root) recv = send;
-  if (in_place) {
-    // The input sits where MPI_IN_PLACE puts it: the whole buffer, or this rank's block.
-    const int64_t c = call.count;
-    Bytes mine = Packed(t, r, 0, in_elems);
-    Bytes full;
-    if (call.kind == Collective::kGather || call.kind == Collective::kAllgather) {
-      full.assign(static_cast<std::size_t>(out_elems) * static_cast<std::size_t>(t.type.size()), 0);
-      // Other blocks: garbage the collective must overwrite (bytes 0x5A).
-      std::fill(full.begin(), full.end(), 0x5A);
-      std::copy(mine.begin(), mine.end(), full.begin() + static_cast<std::ptrdiff_t>(r * c * t.type.size()));
-    } else {
-      full = mine;
-    }
-    recv = Layout(t, full, out_elems);
-    call.send = cartage::kInPlace;
-  } else {
-    call.send = send.data() - t.type.true_lb();
-  }
-  call.recv = recv.data() - t.type.true_lb();
+  const Plan p = MakePlan(t, call, r, n, in_place);
+  Bytes send = Layout(t, p.send, p.send_span);
+  Bytes recv = Layout(t, p.before, p.recv_span);
+  const int64_t defined = p.compare_span >= 0 ? p.compare_span : p.recv_span;
+  const Bytes want = Layout(t, p.after, defined);
+  const bool scatter = call.kind == Collective::kScatter || call.kind == Collective::kScatterv;
+  call.send = in_place && !scatter ? cartage::kInPlace : send.data() - t.type.true_lb();
+  call.recv = p.recv_in_place ? const_cast<void*>(cartage::kInPlace) : recv.data() - t.type.true_lb();
   const std::string what = absl::StrFormat("%s/%s %s count %d root %d%s%s", cartage::CollectiveName(call.kind),
                                            call.algorithm, t.name, call.count, call.root,
                                            in_place ? " in place" : "", nonblocking ? " nonblocking" : "");
+  if (std::getenv("COLL_RANKS_TRACE") != nullptr) std::fprintf(stderr, "rank %d: %s\n", r, what.c_str());
   if (nonblocking) {
     Request req;
     OK(cartage::StartCollective(w, call, &req));
@@ -247,35 +373,32 @@ void Check(const Comm& w, const TypeCase& t, CollectiveCall call, bool in_place,
     absl::Status s = cartage::RunCollective(w, call);
     EXPECT(s.ok(), "%s: %s", what, s.ToString());
   }
-  if (out_elems == 0) return;
-  const Bytes want = Layout(t, expect, out_elems);
+  if (defined == 0) return;
   EXPECT(recv.size() >= want.size(), "%s: buffer sizes", what);
   for (std::size_t i = 0; i < want.size(); ++i) {
     EXPECT(recv[i] == want[i], "%s: byte %d is 0x%02x, expected 0x%02x", what, i, recv[i], want[i]);
   }
 }
 
-bool InPlaceAllowed(Collective k, int r, int root) {
-  return k == Collective::kAllreduce || k == Collective::kAllgather || k == Collective::kAlltoall ||
-         ((k == Collective::kReduce || k == Collective::kGather) && r == root);
-}
-
-// Every algorithm x type x size x root x (in place or not).
-void Algorithms(const Comm& w) {
+// Every algorithm x type x size x root x (in place or not). Optional
+// argument: only the collectives named (comma-separated).
+void Algorithms(const Comm& w, const std::string& only) {
   const int n = w.size();
   const std::vector<TypeCase> types = Types();
   const int64_t sizes[] = {0, 1, 37, 40009};  // 40009: not a multiple of any n here; > 64 KiB
   int calls = 0;
   for (const cartage::AlgorithmInfo& a : cartage::Algorithms()) {
+    if (!only.empty() && absl::StrCat(",", only, ",").find(absl::StrCat(",", cartage::CollectiveName(a.collective), ",")) ==
+                             std::string::npos) {
+      continue;
+    }
     for (const TypeCase& t : types) {
-      const bool reduces = Reduces(a.collective);
+      const bool reduces = cartage::Reduces(a.collective);
       if (a.collective == Collective::kBarrier && &t != &types[0]) continue;
       if (!reduces && t.op.has_value() && t.op->kind() == OpKind::kUser) continue;  // one data type is enough
       if (a.commutative_only && !t.op->commutative()) continue;
-      const bool rooted = a.collective == Collective::kBcast || a.collective == Collective::kReduce ||
-                          a.collective == Collective::kGather || a.collective == Collective::kScatter;
       std::vector<int> roots = {0};
-      if (rooted && n > 1) roots.push_back(n - 1);
+      if (cartage::Rooted(a.collective) && n > 1) roots.push_back(n - 1);
       for (int64_t count : sizes) {
         if (a.collective == Collective::kBarrier && count != 0) continue;
         for (int root : roots) {
@@ -290,7 +413,7 @@ void Algorithms(const Comm& w) {
             bool in_place = mode == 2;
             if (in_place && !InPlaceAllowed(a.collective, w.rank(), root)) {
               // Rooted in-place: the root alone passes kInPlace.
-              if (!(a.collective == Collective::kReduce || a.collective == Collective::kGather)) continue;
+              if (!cartage::Rooted(a.collective) || a.collective == Collective::kBcast) continue;
               in_place = false;
             }
             if (mode == 1 && count > 37) continue;  // nonblocking: the small sizes suffice
@@ -410,6 +533,28 @@ void Concurrent(const Comm& w) {
   if (w.rank() == 0) std::printf("concurrent: 3 collectives and point-to-point at once\n");
 }
 
+// What the selection picks for a small allreduce (CARTAGE_COLLECTIVES_FILE
+// may steer it), and that it runs; a broken selection file refuses the call.
+void Selection(const Comm& w) {
+  const int n = w.size();
+  std::vector<int32_t> in(2, w.rank() + 1), out(2);
+  CollectiveCall call;
+  call.kind = Collective::kAllreduce;
+  call.send = in.data();
+  call.recv = out.data();
+  call.count = 2;
+  call.type = Datatype::Basic(BasicType::kInt32);
+  call.op = Op(OpKind::kSum);
+  auto s = cartage::BuildCollective(w, call);
+  if (!s.ok()) {  // every rank reads the same file: every rank refuses
+    if (w.rank() == 0) std::printf("refused: %s\n", std::string(s.status().message()).c_str());
+    std::exit(0);
+  }
+  if (w.rank() == 0) std::printf("selected %s\n", (*s)->name().c_str());
+  OK((*s)->Run());
+  EXPECT(out[0] == n * (n + 1) / 2 && out[1] == out[0], "allreduce: %d %d", out[0], out[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -426,9 +571,11 @@ int main(int argc, char** argv) {
   g_rank = w.rank();
   const std::string mode = argv[1];
   if (mode == "algorithms") {
-    Algorithms(w);
+    Algorithms(w, argc > 2 ? argv[2] : "");
   } else if (mode == "persistent") {
     Persistent(w);
+  } else if (mode == "selection") {
+    Selection(w);
   } else if (mode == "concurrent") {
     Concurrent(w);
   } else {

@@ -1,7 +1,9 @@
 // Collectives: the schedule builder's validation and rendering (in one
 // process), and every algorithm through real processes (tests/coll_ranks.cc
 // under `cartage run`, shm method) at 1 to 8 ranks on 2 cores.
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,12 @@ namespace {
 using ::testing::HasSubstr;
 
 const Datatype kI32 = Datatype::Basic(BasicType::kInt32);
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  return static_cast<bool>(out);
+}
 
 TEST(ScheduleBuilder, RejectsACycleNamingAVertexOnIt) {
   ScheduleBuilder b(0, 2, "cyclic");
@@ -82,6 +90,14 @@ TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
         call.op = Op(OpKind::kSum);
         call.root = n - 1;
         call.algorithm = a.name;
+        if (Varying(a.collective)) {  // uneven blocks, one of them empty
+          for (int i = 0; i < n; ++i) {
+            call.send_counts.push_back(i == 1 ? 0 : 1001 + i);
+            call.recv_counts.push_back(i == 1 ? 0 : 1001 + i);
+          }
+          if (a.collective != Collective::kAlltoallv) call.count = call.recv_counts[static_cast<std::size_t>(r)];
+          if (a.collective == Collective::kScatterv) call.count = call.send_counts[static_cast<std::size_t>(r)];
+        }
         auto s = BuildCollective(r, n, call);
         ASSERT_TRUE(s.ok()) << a.name << " " << r << "/" << n << ": " << s.status();
       }
@@ -110,10 +126,97 @@ TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
 
 TEST(Collectives, SelectionPicksByBytesAndRanks) {
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "ring");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 5), "ring");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4, /*commutative=*/false), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "scatter_allgather");
-  EXPECT_THAT(DescribeSelection(), HasSubstr("allreduce  ring from 64 KiB"));
+  EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
+  EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 7), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 4), "pairwise");
+  const std::string table = DescribeSelection();
+  EXPECT_THAT(table, HasSubstr("allreduce             ring"));
+  EXPECT_THAT(table, HasSubstr("bytes=-65536"));
+}
+
+TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
+  auto rules = ParseSelectionFile(
+      "# comment\n"
+      "allreduce ring bytes=1K-2M ranks=3- # trailing\n"
+      "\n"
+      "alltoall bruck total=-4K pof2\n",
+      "t.sel");
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_EQ(rules->size(), 2u);
+  const SelectionRule& a = (*rules)[0];
+  EXPECT_EQ(a.collective, Collective::kAllreduce);
+  EXPECT_EQ(a.algorithm, "ring");
+  EXPECT_EQ(a.min_bytes, 1024u);
+  EXPECT_EQ(a.max_bytes, 2u << 20);
+  EXPECT_EQ(a.min_ranks, 3u);
+  EXPECT_EQ(a.max_ranks, UINT64_MAX);
+  EXPECT_EQ(a.source, "t.sel:2");
+  EXPECT_TRUE((*rules)[1].pof2);
+  EXPECT_EQ((*rules)[1].max_total, 4096u);
+  EXPECT_THAT(ParseSelectionFile("allreduce\n", "f").status().message(), HasSubstr("f:1: a rule is COLLECTIVE"));
+  EXPECT_THAT(ParseSelectionFile("\nallreduse ring\n", "f").status().message(),
+              HasSubstr("f:2: no collective 'allreduse'"));
+  EXPECT_THAT(ParseSelectionFile("allreduce rong\n", "f").status().message(),
+              HasSubstr("allreduce has no algorithm 'rong' (there are: recursive_doubling, ring, rabenseifner)"));
+  EXPECT_THAT(ParseSelectionFile("bcast chain bytes=9-3\n", "f").status().message(), HasSubstr("'9-3' is empty"));
+  EXPECT_THAT(ParseSelectionFile("bcast chain bytes=1X-\n", "f").status().message(), HasSubstr("'1X' is not a size"));
+  EXPECT_THAT(ParseSelectionFile("bcast chain colour=red\n", "f").status().message(),
+              HasSubstr("'colour=red' is none of"));
+}
+
+TEST(Collectives, BadCountsAreRefusedNamingTheArgument) {
+  CollectiveCall call;
+  call.kind = Collective::kAllgatherv;
+  call.type = kI32;
+  call.count = 2;
+  call.recv_counts = {2, 2};
+  auto s = BuildCollective(0, 3, call);
+  EXPECT_THAT(s.status().message(), HasSubstr("allgatherv (rank 0 of 3): recv_counts has 2 entries for a communicator of 3"));
+  call.recv_counts = {2, -1, 2};
+  EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("recv_counts[1] = -1"));
+  call.recv_counts = {3, 2, 2};
+  EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("sends 2 elements but recv_counts[0] = 3"));
+  call.kind = Collective::kGatherv;  // off the root, recv_counts do not count
+  call.recv_counts = {};
+  EXPECT_TRUE(BuildCollective(1, 3, call).ok());
+  call.send = kInPlace;
+  call.kind = Collective::kBcast;
+  EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("kInPlace is not allowed here"));
+}
+
+// A selection file steers a real job's choice, `cartage info` lists its
+// rules with their lines, and a broken one refuses the calls, naming the line.
+TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/good.sel", broken = dir + "/broken.sel";
+  ASSERT_TRUE(WriteFile(good, "# test\nallreduce ring ranks=3-4\nallreduce rabenseifner ranks=2-3\n"));
+  ASSERT_TRUE(WriteFile(broken, "allreduce ring\nallreduce sideways\n"));
+  for (const auto& [ranks, algo] : std::vector<std::pair<int, std::string>>{{2, "rabenseifner"}, {3, "ring"},
+                                                                          {4, "recursive_doubling"}}) {
+    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(ranks), "--timeout", "60", RANKS_BIN,
+                                        "selection"},
+                                       {"CARTAGE_COLLECTIVES_FILE=" + good});
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_THAT(r.out, HasSubstr("selected allreduce/" + algo)) << ranks;
+    EXPECT_THAT(r.out, HasSubstr("PASS selection"));
+  }
+  CommandResult info = RunCommand({CARTAGE_BIN, "info"}, {"CARTAGE_COLLECTIVES_FILE=" + good});
+  EXPECT_THAT(info.out, HasSubstr(good + ":2"));
+  const CommandResult r =
+      RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "60", RANKS_BIN, "selection"},
+                 {"CARTAGE_COLLECTIVES_FILE=" + broken});
+  EXPECT_THAT(r.out, HasSubstr("refused: allreduce (rank 0 of 2): collective selection file " + broken +
+                                  ":2: allreduce has no algorithm 'sideways'"));
+  info = RunCommand({CARTAGE_BIN, "info"}, {"CARTAGE_COLLECTIVES_FILE=" + broken});
+  EXPECT_THAT(info.out, HasSubstr("ERROR: collective selection file"));
 }
 
 struct Case {

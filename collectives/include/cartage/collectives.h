@@ -15,6 +15,7 @@
 #define CARTAGE_COLLECTIVES_INCLUDE_CARTAGE_COLLECTIVES_H_
 
 #include <cstdint>
+#include <climits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "cartage/cartage.h"
 #include "cartage/schedule.h"
 
@@ -36,23 +38,41 @@ inline const char in_place_marker = 0;
 inline const void* const kInPlace = &internal::in_place_marker;
 
 enum class Collective : uint8_t {
-  kBarrier, kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall, kCount
+  kBarrier, kBcast, kReduce, kAllreduce, kGather, kScatter, kAllgather, kAlltoall,
+  kGatherv, kScatterv, kAllgatherv, kAlltoallv, kReduceScatter, kReduceScatterBlock, kScan, kExscan,
+  kCount
 };
-// "barrier", "bcast", ...
+// "barrier", "bcast", ..., "reduce_scatter_block", "scan", "exscan".
 const char* CollectiveName(Collective c);
+// By name; nullopt if none.
+std::optional<Collective> CollectiveByName(absl::string_view name);
+// Whether the collective reduces (takes an operator), has a root, or takes
+// per-rank counts (the v forms and reduce_scatter).
+bool Reduces(Collective c);
+bool Rooted(Collective c);
+bool Varying(Collective c);
 
-// One call of a collective. `count` is the element count of the whole
-// buffer for bcast, reduce and allreduce, and per rank for gather,
-// scatter, allgather and alltoall.
+// One call of a collective. `count` is, in elements of `type`:
+//   bcast, reduce, allreduce, scan, exscan: the whole buffer;
+//   gather, scatter, allgather, alltoall, reduce_scatter_block: one rank's block;
+//   gatherv, allgatherv: what this rank sends; scatterv: what it receives;
+//   alltoallv, reduce_scatter: unused (the counts below say it all).
+// The v forms take per-rank counts and displacements (in extents of `type`;
+// empty displacements: the blocks lie one after another in rank order):
+//   gatherv (recv_* at the root), allgatherv: recv_counts, recv_displs;
+//   scatterv (at the root): send_counts, send_displs;
+//   alltoallv: both; reduce_scatter: recv_counts (rank i's share of the
+//   reduced vector, which is their sum long).
 struct CollectiveCall {
   Collective kind = Collective::kBarrier;
   const void* send = nullptr;  // or kInPlace
   void* recv = nullptr;
   int64_t count = 0;
   Datatype type = Datatype::Basic(BasicType::kByte);
-  std::optional<Op> op;    // reduce, allreduce
-  int root = 0;            // bcast, reduce, gather, scatter
+  std::optional<Op> op;    // the reducing collectives
+  int root = 0;            // the rooted collectives
   std::string algorithm;   // empty: the selection table's choice
+  std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;
 };
 
 // An algorithm: a named schedule builder for one collective.
@@ -64,10 +84,39 @@ struct AlgorithmInfo {
 };
 // Every algorithm, by collective.
 const std::vector<AlgorithmInfo>& Algorithms();
-// The algorithm the selection table (and CARTAGE_COLLECTIVES) picks.
+// The algorithm the selection table picks for a call of `bytes` (the
+// whole buffer for the whole-buffer collectives, one rank's block for the
+// others, the average block for the v forms). Overrides, first match wins:
+// CARTAGE_COLLECTIVES="allreduce=ring,bcast=chain" (whatever the size), then
+// the rules of the table file CARTAGE_COLLECTIVES_FILE (see
+// LoadSelectionFile), then the built-in table.
 std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative = true);
-// The selection table as text (for `cartage info`).
+// The selection table as text (for `cartage info`), overrides included.
 std::string DescribeSelection();
+
+// A selection rule: `collective` calls with min_bytes <= bytes < max_bytes,
+// min_ranks <= ranks < max_ranks, min_total <= bytes x ranks < max_total
+// (and ranks a power of two if pof2) use `algorithm`, unless it needs a
+// commutative operator and the call's is not.
+struct SelectionRule {
+  Collective collective = Collective::kBarrier;
+  std::string algorithm;
+  uint64_t min_bytes = 0, max_bytes = UINT64_MAX;
+  uint64_t min_ranks = 0, max_ranks = UINT64_MAX;
+  uint64_t min_total = 0, max_total = UINT64_MAX;
+  bool pof2 = false;
+  std::string source;  // "FILE:LINE"
+};
+// Parses a selection table file: one rule a line, first match wins,
+//   COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2]
+// (LO <= x < HI; LO or HI may be empty; sizes may end in K, M or G); `#`
+// starts a comment. `cartage info` prints the built-in table in this format.
+// Errors name the file, the line and what is wrong (an unknown collective
+// or algorithm, a bad range).
+absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view text, absl::string_view name);
+// The rules in force: CARTAGE_COLLECTIVES_FILE's, read once (an unreadable
+// or malformed file is an error every collective call reports), or none.
+absl::StatusOr<const std::vector<SelectionRule>*> SelectionFileRules();
 
 // Builds the schedule of one call: to run on `comm`, or (rank, size, no
 // buffers) to render. Errors name the collective, the algorithm and the
@@ -103,6 +152,30 @@ absl::Status Iallgather(const Comm& comm, const void* send, void* recv, int64_t 
 absl::Status Alltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type);
 absl::Status Ialltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                        Request* req);
+// The v forms: counts and displacements per rank, in elements and extents.
+absl::Status Gatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
+                     absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
+                     const Datatype& type, int root);
+absl::Status Scatterv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                      absl::Span<const int64_t> send_displs, void* recv, int64_t recv_count, const Datatype& type,
+                      int root);
+absl::Status Allgatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
+                        absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
+                        const Datatype& type);
+absl::Status Alltoallv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                       absl::Span<const int64_t> send_displs, void* recv, absl::Span<const int64_t> recv_counts,
+                       absl::Span<const int64_t> recv_displs, const Datatype& type);
+// Reduces the vectors of every rank (sum of recv_counts long) and leaves
+// rank i's part (recv_counts[i] elements, in rank order) on rank i.
+absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl::Span<const int64_t> recv_counts,
+                           const Datatype& type, const Op& op);
+absl::Status ReduceScatterBlock(const Comm& comm, const void* send, void* recv, int64_t recv_count,
+                                const Datatype& type, const Op& op);
+// Inclusive (scan) and exclusive (exscan: rank 0's recv is left alone)
+// prefix reductions in rank order.
+absl::Status Scan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, const Op& op);
+absl::Status Exscan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
+                    const Op& op);
 
 }  // namespace cartage
 
