@@ -118,7 +118,10 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // whole buffer for bcast, reduce, allreduce, reduce_scatter(_block), scan
 // and exscan, one rank's block for the others (the average for allgatherv,
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
-// The thresholds are first guesses: bench/RESULTS.md has what is measured.
+// Measured (bench/RESULTS.md, "Collectives: algorithms side by side"):
+// allreduce recursive_doubling vs rabenseifner crosses between 64 and 256
+// KiB at 4 ranks; Bruck's alltoall beats pairwise up to 256-byte blocks from
+// 3 ranks. The other thresholds are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               dissemination
 bcast                 binomial               bytes=-64K
@@ -127,7 +130,7 @@ bcast                 chain                  ranks=-4
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial
-allreduce             recursive_doubling     bytes=-64K
+allreduce             recursive_doubling     bytes=-128K
 allreduce             recursive_doubling     ranks=-3
 allreduce             rabenseifner           pof2
 allreduce             ring
@@ -137,7 +140,7 @@ scatter               binomial
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             ring
-alltoall              bruck                  bytes=-257 ranks=8-
+alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise
 gatherv               linear
 scatterv              linear

@@ -136,10 +136,12 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 7), "bruck");
   EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 4), "pairwise");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 4), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 2), "pairwise");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 100 << 10, 4), "recursive_doubling");
   const std::string table = DescribeSelection();
   EXPECT_THAT(table, HasSubstr("allreduce             ring"));
-  EXPECT_THAT(table, HasSubstr("bytes=-65536"));
+  EXPECT_THAT(table, HasSubstr("bytes=-131072"));
 }
 
 TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
