@@ -135,7 +135,9 @@ std::vector<alg::Block> Blocks(ScheduleBuilder& b, const std::vector<int64_t>& c
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const CollectiveCall& call, bool runnable) {
+// Builds `call` with algorithm `algo` (AlgorithmOf: chosen once per build).
+absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const CollectiveCall& call,
+                                                const std::string& algo, bool runnable) {
   const int n = b.size();
   const int r = b.rank();
   const char* coll = CollectiveName(call.kind);
@@ -201,7 +203,6 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
       return bad(std::string(f.status().message()));
     }
   }
-  const std::string algo = AlgorithmOf(call, n);
   const Algorithm* a = Find(k, algo);
   if (a == nullptr) {
     std::string names;
@@ -283,23 +284,25 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
   return s;
 }
 
-std::string ScheduleName(const CollectiveCall& call, int n) {
-  return absl::StrCat(CollectiveName(call.kind), "/", AlgorithmOf(call, n));
+std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
+  return absl::StrCat(CollectiveName(call.kind), "/", algo);
 }
 
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
-  ScheduleBuilder b(comm, ScheduleName(call, comm.size()));
-  return Build(b, call, /*runnable=*/true);
+  const std::string algo = AlgorithmOf(call, comm.size());
+  ScheduleBuilder b(comm, ScheduleName(call, algo));
+  return Build(b, call, algo, /*runnable=*/true);
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, const CollectiveCall& call) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d of %d", CollectiveName(call.kind), rank, size));
   }
-  ScheduleBuilder b(rank, size, ScheduleName(call, size));
-  return Build(b, call, /*runnable=*/false);
+  const std::string algo = AlgorithmOf(call, size);
+  ScheduleBuilder b(rank, size, ScheduleName(call, algo));
+  return Build(b, call, algo, /*runnable=*/false);
 }
 
 namespace {
@@ -381,9 +384,10 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   if (hit->in_place != in_place) {
     // This rank's part changed shape (the root switched to or from kInPlace):
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    ScheduleBuilder b(comm, ScheduleName(call, comm.size()));
+    const std::string algo = AlgorithmOf(call, comm.size());
+    ScheduleBuilder b(comm, ScheduleName(call, algo));
     b.UseSequence(hit->schedule->sequence());
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, /*runnable=*/true));
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true));
     hit->in_place = in_place;
     return hit->schedule->Run();
   }
