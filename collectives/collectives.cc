@@ -165,19 +165,23 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
       return bad(std::string(s.message()));
     }
   }
-  if (k == Collective::kAllgatherv && call.count != call.recv_counts[static_cast<std::size_t>(r)]) {
-    return bad(absl::StrFormat("sends %d elements but recv_counts[%d] = %d", call.count, r,
-                               call.recv_counts[static_cast<std::size_t>(r)]));
-  }
-  if (k == Collective::kGatherv && root && call.send != kInPlace &&
-      call.count != call.recv_counts[static_cast<std::size_t>(r)]) {
-    return bad(absl::StrFormat("the root sends %d elements but recv_counts[%d] = %d", call.count, r,
-                               call.recv_counts[static_cast<std::size_t>(r)]));
-  }
-  if (k == Collective::kScatterv && root && call.recv != kInPlace &&
-      call.count != call.send_counts[static_cast<std::size_t>(r)]) {
-    return bad(absl::StrFormat("the root receives %d elements but send_counts[%d] = %d", call.count, r,
-                               call.send_counts[static_cast<std::size_t>(r)]));
+  // What this rank passes for its own block must agree with its entry in the counts.
+  {
+    const auto me = static_cast<std::size_t>(r);
+    std::optional<std::pair<int64_t, std::string>> own;  // (its entry, the entry's name)
+    if (k == Collective::kAllgatherv || (k == Collective::kGatherv && root && call.send != kInPlace)) {
+      own = {call.recv_counts[me], absl::StrFormat("recv_counts[%d]", r)};
+    } else if (k == Collective::kScatterv && root && call.recv != kInPlace) {
+      own = {call.send_counts[me], absl::StrFormat("send_counts[%d]", r)};
+    }
+    if (own.has_value() && call.count != own->first) {
+      return bad(absl::StrFormat("count %d for this rank's own block but %s = %d", call.count, own->second,
+                                 own->first));
+    }
+    if (k == Collective::kAlltoallv && call.send != kInPlace && call.send_counts[me] != call.recv_counts[me]) {
+      return bad(absl::StrFormat("send_counts[%d] = %d but recv_counts[%d] = %d (its own block)", r,
+                                 call.send_counts[me], r, call.recv_counts[me]));
+    }
   }
   const Shape shape = ShapeOf(call, r, n);
   if (Reduces(k) && !call.op.has_value()) return bad("no reduction operator");

@@ -305,11 +305,7 @@ absl::Status AlltoallvPairwise(Ctx& c) {
       at += c.rblk[i].elems;
     }
     prev = copies.empty() ? -1 : c.b.Fence(copies);
-  } else {
-    if (own_in.elems != own_out.elems) {
-      return absl::InvalidArgumentError(absl::StrFormat("send_counts[%d] = %d but recv_counts[%d] = %d", c.r,
-                                                        own_in.elems, c.r, own_out.elems));
-    }
+  } else {  // BuildCollective checked that the two counts agree
     prev = c.b.Copy(own_in.at, own_out.at, c.Bytes(own_in));
   }
   const bool pof2 = (n & (n - 1)) == 0;

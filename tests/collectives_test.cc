@@ -185,7 +185,13 @@ TEST(Collectives, BadCountsAreRefusedNamingTheArgument) {
   call.recv_counts = {2, -1, 2};
   EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("recv_counts[1] = -1"));
   call.recv_counts = {3, 2, 2};
-  EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("sends 2 elements but recv_counts[0] = 3"));
+  EXPECT_THAT(BuildCollective(0, 3, call).status().message(), HasSubstr("count 2 for this rank's own block but recv_counts[0] = 3"));
+  call.kind = Collective::kAlltoallv;  // its own block: sent to itself, so the two counts must agree
+  call.send_counts = {1, 2, 3};
+  call.recv_counts = {2, 2, 3};
+  EXPECT_THAT(BuildCollective(0, 3, call).status().message(),
+              HasSubstr("send_counts[0] = 1 but recv_counts[0] = 2 (its own block)"));
+  EXPECT_TRUE(BuildCollective(1, 3, call).ok());
   call.kind = Collective::kGatherv;  // off the root, recv_counts do not count
   call.recv_counts = {};
   EXPECT_TRUE(BuildCollective(1, 3, call).ok());
