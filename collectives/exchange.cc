@@ -106,17 +106,11 @@ absl::Status AllreduceRing(Ctx& c) {
 // Ring: step s passes block r - s to the right and takes block r - s - 1
 // from the left.
 absl::Status AllgatherRing(Ctx& c) {
-  const int n = c.n;
-  VertexId prev = -1;
-  if (!c.in_place) prev = c.b.Copy(c.send, c.At(c.recv, c.r, c.count), c.Bytes(c.count));
-  const uint64_t bytes = c.Bytes(c.count);
-  for (int s = 0; s < n - 1; ++s) {
-    const int out = ((c.r - s) % n + n) % n;
-    const int in = ((c.r - s - 1) % n + n) % n;
-    c.b.Send(c.At(c.recv, out, c.count), bytes, (c.r + 1) % n, Deps({prev}));
-    prev = c.b.Recv(c.At(c.recv, in, c.count), bytes, (c.r - 1 + n) % n);
-  }
-  return absl::OkStatus();
+  // allgatherv's ring with n equal blocks (on a copy: BuildCollective
+  // unpacks the caller's rblk, which allgather leaves empty).
+  Ctx v = c;
+  for (int i = 0; i < c.n; ++i) v.rblk.push_back({c.At(c.recv, i, c.count), c.count, Buf{}});
+  return AllgathervRing(v);
 }
 
 // Bruck: ceil(log2 n) rounds; round k sends the blocks gathered so far to
