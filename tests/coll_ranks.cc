@@ -6,6 +6,7 @@
 // "PASS <mode>" when the whole job agrees.
 //
 // usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection
+// COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -559,7 +560,7 @@ void Selection(const Comm& w) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: coll_ranks algorithms|persistent|concurrent\n");
+    std::fprintf(stderr, "usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection\n");
     return 2;
   }
   auto agent = cartage::Agent::FromEnvironment();
