@@ -206,7 +206,7 @@ std::string Conditions(const SelectionRule& r) {
                     hi == UINT64_MAX ? "" : absl::StrCat(hi));
   };
   range("bytes", r.min_bytes, r.max_bytes);
-  range("ranks", r.min_ranks == 1 ? 0 : r.min_ranks, r.max_ranks);
+  range("ranks", r.min_ranks, r.max_ranks);
   range("total", r.min_total, r.max_total);
   if (r.pof2) absl::StrAppend(&out, out.empty() ? "" : " ", "pof2");
   return out;
