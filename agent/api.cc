@@ -376,6 +376,31 @@ absl::Status Comm::Launch(std::shared_ptr<Activity> activity, bool persistent, R
 
 uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ | 1u); }
 
+absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
+  if (peer < 0 || peer >= size_) {
+    return absl::InvalidArgumentError(absl::StrFormat("path: no rank %d in a communicator of %d", peer, size_));
+  }
+  const methods::Method& m = rt_->MethodFor(WorldRank(peer));
+  const methods::Capabilities& c = m.caps();
+  return PathInfo{.method = std::string(m.name()),
+                  .eager_limit = c.eager_limit,
+                  .max_buffer = c.max_buffer,
+                  .lends_buffers = c.needs_registration || c.max_buffer > 0};
+}
+
+absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_t bytes) const {
+  if (peer < 0 || peer >= size_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("lend buffer: no rank %d in a communicator of %d", peer, size_));
+  }
+  CARTAGE_ASSIGN_OR_RETURN(std::byte * p, rt_->Lend(WorldRank(peer), bytes));
+  std::weak_ptr<const void> alive = rt_->Liveness();
+  Runtime* rt = rt_;
+  return std::shared_ptr<std::byte>(p, [rt, alive](std::byte* q) {
+    if (alive.lock() != nullptr) rt->GiveBack(q);  // else the runtime gave it back when it finalized
+  });
+}
+
 Comm Comm::Dup() const { return Comm(rt_, rank_, size_, rt_->NewContext(), group_); }
 
 absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {

@@ -117,12 +117,28 @@ void Runtime::InstallAgentOps(car::Carrier& vc) {
   vc.unpost_recv = &Runtime::UnpostRecv;
 }
 
+absl::StatusOr<std::byte*> Runtime::Lend(int peer, std::size_t bytes) {
+  methods::Method& m = MethodFor(peer);
+  CARTAGE_ASSIGN_OR_RETURN(methods::MethodBuffer b, m.AllocBuffer(std::max<std::size_t>(bytes, 1)));
+  lent_[b.data] = {&m, b};
+  return b.data;
+}
+
+void Runtime::GiveBack(std::byte* p) {
+  auto it = lent_.find(p);
+  if (it == lent_.end()) return;
+  it->second.first->FreeBuffer(it->second.second);
+  lent_.erase(it);
+}
+
 Runtime::~Runtime() {
   // A runtime whose set-up failed part-way (a method that did not open, a
   // plugin that did not load) has nothing to finalize with its peers.
   const bool up = matcher_ != nullptr;
   // Every rank reaches finalize before anyone detaches.
   if (up) (void)boot_->Fence();
+  for (auto& [p, lent] : lent_) lent.first->FreeBuffer(lent.second);
+  lent_.clear();
   for (const auto& m : methods_) m->Close();
   // Messages nobody received: their CARs and buffers go back.
   std::vector<Car*> left;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -89,6 +90,13 @@ class Runtime : public methods::MethodHost {
   // Whether the method that reaches world rank `peer` (-1: any) can name
   // `context` and `tag` in its envelope (ofi's tag layouts cannot name all).
   absl::Status CheckEnvelope(int peer, uint32_t context, int tag) const;
+  // A buffer lent by the method that reaches world rank `peer`
+  // (Method::AllocBuffer); GiveBack returns it. The runtime returns those
+  // still lent when it finalizes.
+  absl::StatusOr<std::byte*> Lend(int peer, std::size_t bytes);
+  void GiveBack(std::byte* p);
+  // Alive while the runtime is: what outlives it (a lent buffer) checks it.
+  std::weak_ptr<const void> Liveness() const { return alive_; }
   // Why `peer` is unusable (OK if it is fine).
   const absl::Status& PeerStatus(int peer) const { return dead_[static_cast<std::size_t>(peer)]; }
 
@@ -138,6 +146,8 @@ class Runtime : public methods::MethodHost {
   methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
   Route any_route_;                              // wildcard receives: native_'s limits, if any
   WaitPolicy wait_;
+  absl::flat_hash_map<std::byte*, std::pair<methods::Method*, methods::MethodBuffer>> lent_;
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
   // Temporary buffers for unexpected eager messages, in two size classes.

@@ -81,8 +81,11 @@ ScheduleBuilder::ScheduleBuilder(int rank, int size, std::string name)
       sends_to_(static_cast<std::size_t>(std::max(size, 0))),
       recvs_from_(static_cast<std::size_t>(std::max(size, 0))) {}
 
-Buf ScheduleBuilder::Temp(uint64_t bytes) {
+Buf ScheduleBuilder::Temp(uint64_t bytes) { return LentTemp(bytes, -1); }
+
+Buf ScheduleBuilder::LentTemp(uint64_t bytes, int peer) {
   temps_.push_back(bytes);
+  lenders_.push_back(peer);
   Buf b;
   b.temp = static_cast<int>(temps_.size()) - 1;
   return b;
@@ -154,6 +157,22 @@ VertexId ScheduleBuilder::Unpack(Buf packed, int64_t count, const Datatype& type
   return Typed(VertexKind::kUnpack, packed, layout, count, type, after);
 }
 
+VertexId ScheduleBuilder::PackRange(Buf layout, int64_t count, const Datatype& type, uint64_t first, uint64_t last,
+                                    Buf packed, absl::Span<const VertexId> after) {
+  const VertexId id = Typed(VertexKind::kPack, layout, packed, count, type, after);
+  vertices_.back().first = first;
+  vertices_.back().bytes = last >= first ? last - first : 0;
+  return id;
+}
+
+VertexId ScheduleBuilder::UnpackRange(Buf packed, int64_t count, const Datatype& type, uint64_t first,
+                                      uint64_t last, Buf layout, absl::Span<const VertexId> after) {
+  const VertexId id = Typed(VertexKind::kUnpack, packed, layout, count, type, after);
+  vertices_.back().first = first;
+  vertices_.back().bytes = last >= first ? last - first : 0;
+  return id;
+}
+
 VertexId ScheduleBuilder::Fence(absl::Span<const VertexId> after) {
   Vertex v;
   v.kind = VertexKind::kFence;
@@ -161,9 +180,15 @@ VertexId ScheduleBuilder::Fence(absl::Span<const VertexId> after) {
 }
 
 void ScheduleBuilder::Depend(VertexId earlier, VertexId later, EdgeKind kind) {
-  if (later >= 0 && later < static_cast<VertexId>(vertices_.size())) {
-    vertices_[static_cast<std::size_t>(later)].after.push_back({earlier, kind});
+  if (later < 0 || later >= static_cast<VertexId>(vertices_.size())) return;
+  std::vector<Edge>& after = vertices_[static_cast<std::size_t>(later)].after;
+  for (Edge& e : after) {
+    if (e.from == earlier) {  // one edge per pair: the more specific kind wins
+      if (e.kind == EdgeKind::kCompletion) e.kind = kind;
+      return;
+    }
   }
+  after.push_back({earlier, kind});
 }
 
 void ScheduleBuilder::Note(VertexId v, std::string note) {
@@ -230,13 +255,18 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
         if (x.count < 0) return bad(v, absl::StrFormat("negative count %d", x.count));
         const bool pack = x.kind == VertexKind::kPack;
         const Buf& layout = pack ? x.src : x.dst;
+        const uint64_t whole = static_cast<uint64_t>(x.count) * static_cast<uint64_t>(x.type->size());
+        if (x.first > whole || x.bytes > whole - x.first) {
+          return bad(v, absl::StrFormat("bytes [%d, %d) are past the %d packed bytes of %d elements of %s", x.first,
+                                        x.first + x.bytes, whole, x.count, x.type->name()));
+        }
         if (layout.is_temp()) {
           const uint64_t span = x.count == 0 ? 0
                                              : static_cast<uint64_t>((x.count - 1) * x.type->extent() +
                                                                      x.type->true_lb() + x.type->true_extent());
           CARTAGE_RETURN_IF_ERROR(check_buf(v, layout, span, "layout"));
         } else {
-          CARTAGE_RETURN_IF_ERROR(check_buf(v, layout, x.bytes, "layout"));
+          CARTAGE_RETURN_IF_ERROR(check_buf(v, layout, whole, "layout"));
         }
         CARTAGE_RETURN_IF_ERROR(check_buf(v, pack ? x.dst : x.src, x.bytes, "packed buffer"));
         break;
@@ -341,7 +371,24 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->sequence_ = sequence_.has_value() ? *sequence_ : comm_.has_value() ? comm_->NextScheduleSequence() : 0;
   s->vertices_ = vertices_;
   s->temp_sizes_ = temps_;
-  for (uint64_t bytes : temps_) s->temps_.push_back(std::make_unique<std::byte[]>(std::max<uint64_t>(bytes, 1)));
+  s->temp_lenders_ = lenders_;
+  for (std::size_t t = 0; t < temps_.size(); ++t) {
+    const uint64_t bytes = std::max<uint64_t>(temps_[t], 1);
+    if (lenders_[t] >= 0 && comm_.has_value()) {
+      absl::StatusOr<std::shared_ptr<std::byte>> lent = comm_->LendBuffer(lenders_[t], bytes);
+      if (!lent.ok()) {
+        return absl::Status(lent.status().code(),
+                            absl::StrFormat("schedule %s (rank %d): temporary buffer %d: %s", name_, rank_, t,
+                                            lent.status().message()));
+      }
+      s->lent_.push_back(*std::move(lent));
+      s->temps_.push_back(nullptr);
+    } else {
+      s->temps_.push_back(std::make_unique<std::byte[]>(bytes));
+      s->lent_.push_back(nullptr);
+    }
+    s->temp_at_.push_back(s->temps_.back() ? s->temps_.back().get() : s->lent_.back().get());
+  }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
     const Vertex& x = vertices_[v];
@@ -392,7 +439,7 @@ std::string Schedule::StateOf(VertexId v) const {
 }
 
 std::byte* Schedule::Resolve(const Buf& b) const {
-  std::byte* base = b.is_temp() ? temps_[static_cast<std::size_t>(b.temp)].get() : static_cast<std::byte*>(b.user);
+  std::byte* base = b.is_temp() ? temp_at_[static_cast<std::size_t>(b.temp)] : static_cast<std::byte*>(b.user);
   return base == nullptr ? nullptr : base + b.offset;
 }
 
@@ -542,10 +589,16 @@ absl::Status Schedule::RunLocal(VertexId v) {
       if (x.bytes > 0) std::memmove(Resolve(x.dst), Resolve(x.src), x.bytes);
       return absl::OkStatus();
     case VertexKind::kPack:
-      if (x.count > 0) car::Pack(Resolve(x.src), x.count, *x.type, 0, static_cast<int64_t>(x.bytes), Resolve(x.dst));
+      if (x.bytes > 0) {
+        car::Pack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
+                  static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
+      }
       return absl::OkStatus();
     case VertexKind::kUnpack:
-      if (x.count > 0) car::Unpack(Resolve(x.src), x.count, *x.type, 0, static_cast<int64_t>(x.bytes), Resolve(x.dst));
+      if (x.bytes > 0) {
+        car::Unpack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
+                    static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
+      }
       return absl::OkStatus();
     default: return absl::OkStatus();
   }

@@ -24,6 +24,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -147,6 +148,17 @@ struct ProbeResult {
   uint64_t bytes = 0;
 };
 
+// What the method that carries traffic to one peer offers. The xfer
+// interface's buffer policy (cartage/xfer.h) reads it.
+struct PathInfo {
+  std::string method;          // "self", "shm", "tcp", "ofi", ...
+  uint64_t eager_limit = 0;    // larger messages go by rendezvous
+  std::size_t max_buffer = 0;  // the largest buffer it lends (0: any size)
+  // Whether its own buffers beat plain memory: it needs memory registered
+  // before a transfer, or keeps a pool of buffers of its own.
+  bool lends_buffers = false;
+};
+
 // A communicator: a group of ranks and a context that isolates its traffic.
 class Comm {
  public:
@@ -214,6 +226,15 @@ class Comm {
   // schedules. Every rank builds its schedules in the same order, so the
   // same schedule gets the same number everywhere (its tags derive from it).
   uint32_t NextScheduleSequence() const;
+
+  // The method that reaches `peer` (a rank of this communicator) and what
+  // it offers; an error for a rank that does not exist.
+  absl::StatusOr<PathInfo> PathTo(int peer) const;
+  // A buffer of at least `bytes` lent by the method that reaches `peer`
+  // (seed 002's method alloc: memory that method sends from and receives
+  // into as it is). It goes back to the method with its last reference, or
+  // when the agent finalizes, whichever comes first (not to be used after).
+  absl::StatusOr<std::shared_ptr<std::byte>> LendBuffer(int peer, std::size_t bytes) const;
 
   // A communicator over the same ranks with its own context. Every rank
   // must call it, in the same order relative to other Dup/Split calls.

@@ -86,6 +86,7 @@ struct Vertex {
   Buf dst;             // recv: where; reduce: the accumulator; copy, pack, unpack: to
   uint64_t bytes = 0;  // packed bytes moved or reduced
   int64_t count = 0;   // reduce, pack, unpack: elements of `type`
+  uint64_t first = 0;  // pack, unpack: where `bytes` start in the packed form of the `count` elements
   std::optional<Datatype> type;
   std::optional<Op> op;
   bool src_is_left = true;  // reduce: dst = src op dst; else dst = dst op src
@@ -107,10 +108,15 @@ class ScheduleBuilder {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& name() const { return name_; }
+  // The communicator it builds for; null for a schedule to render.
+  const Comm* comm() const { return comm_.has_value() ? &*comm_ : nullptr; }
 
   // A temporary buffer of `bytes`, owned by the schedule (freed with it,
   // never while a run that uses it is in flight).
   Buf Temp(uint64_t bytes);
+  // The same, lent by the method that reaches `peer` (Comm::LendBuffer):
+  // memory that method moves data from and into as it is.
+  Buf LentTemp(uint64_t bytes, int peer);
 
   VertexId Send(Buf src, uint64_t bytes, int peer, absl::Span<const VertexId> after = {});
   VertexId Recv(Buf dst, uint64_t bytes, int peer, absl::Span<const VertexId> after = {});
@@ -123,10 +129,16 @@ class ScheduleBuilder {
   VertexId Pack(Buf layout, int64_t count, const Datatype& type, Buf packed, absl::Span<const VertexId> after = {});
   VertexId Unpack(Buf packed, int64_t count, const Datatype& type, Buf layout,
                   absl::Span<const VertexId> after = {});
+  // Only bytes [first, last) of the packed form of the `count` elements.
+  VertexId PackRange(Buf layout, int64_t count, const Datatype& type, uint64_t first, uint64_t last, Buf packed,
+                     absl::Span<const VertexId> after = {});
+  VertexId UnpackRange(Buf packed, int64_t count, const Datatype& type, uint64_t first, uint64_t last, Buf layout,
+                       absl::Span<const VertexId> after = {});
   // Does nothing; joins dependencies.
   VertexId Fence(absl::Span<const VertexId> after = {});
 
-  // An edge more: `later` waits for `earlier`.
+  // An edge more: `later` waits for `earlier` (where it did already, a
+  // completion edge takes `kind`).
   void Depend(VertexId earlier, VertexId later, EdgeKind kind = EdgeKind::kCompletion);
   // Labels for diagrams.
   void Note(VertexId v, std::string note);
@@ -153,6 +165,7 @@ class ScheduleBuilder {
   std::string name_;
   std::vector<Vertex> vertices_;
   std::vector<uint64_t> temps_;      // sizes
+  std::vector<int> lenders_;         // per temporary: the peer whose method lends it, or -1
   std::vector<int> sends_to_;        // per peer: sends so far (the next step number)
   std::vector<int> recvs_from_;
   std::optional<uint32_t> sequence_;
@@ -181,6 +194,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   int size() const { return size_; }
   const std::vector<Vertex>& vertices() const { return vertices_; }
   const std::vector<uint64_t>& temp_sizes() const { return temp_sizes_; }
+  // Per temporary: the peer whose method lent it, or -1 (plain memory).
+  const std::vector<int>& temp_lenders() const { return temp_lenders_; }
   uint32_t sequence() const { return sequence_; }
   // The tag a send / receive vertex uses on the wire.
   int TagOf(const Vertex& v) const;
@@ -215,7 +230,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   uint32_t sequence_ = 0;
   std::vector<Vertex> vertices_;
   std::vector<uint64_t> temp_sizes_;
-  std::vector<std::unique_ptr<std::byte[]>> temps_;
+  std::vector<int> temp_lenders_;
+  std::vector<std::unique_ptr<std::byte[]>> temps_;  // plain ones (null where lent)
+  std::vector<std::shared_ptr<std::byte>> lent_;     // lent ones (null where plain)
+  std::vector<std::byte*> temp_at_;                  // each one's memory
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;
