@@ -5,22 +5,26 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/segment_walk.h"
 #include "cartage/cartage.h"
 #include "tests/rank_check.h"
 #include "cartage/collectives.h"
+#include "cartage/xfer.h"
 
 namespace {
 
@@ -556,11 +560,148 @@ void Selection(const Comm& w) {
   EXPECT(out[0] == n * (n + 1) / 2 && out[1] == out[0], "allreduce: %d %d", out[0], out[1]);
 }
 
+// ---- the xfer interface ---------------------------------------------------------
+
+// Chains 0 -> 1 -> ... -> n-1 built from xfer blocks, pipelined in 16 KiB
+// chunks, in every buffer mode (and the policy's choice), every type, every
+// size; each run twice:
+//   bcast:      0 sends; the middle ranks recv_mop_forward (no op); the last recv_mop;
+//   accumulate: the same with the op: rank r ends with P0 op Pr;
+//   forward:    the middle ranks forward_op (nothing stays there); the last gets P0;
+//   reduce:     gather blocks the other way: rank r combines what comes from r+1
+//               into its own data and sends that on; rank 0 ends with P0 op ... op Pn-1.
+void XferChains(const Comm& w) {
+  using cartage::Buf;
+  using cartage::BufferMode;
+  using cartage::Segment;
+  using cartage::Xfer;
+  using cartage::XferOptions;
+  const int r = w.rank(), n = w.size();
+  const std::vector<std::optional<BufferMode>> modes = {std::nullopt, BufferMode::kSenderSupplies,
+                                                        BufferMode::kReceiverSupplies, BufferMode::kUseSegment,
+                                                        BufferMode::kUseTmp};
+  enum Chain { kBcast, kAccumulate, kForward, kReduce };
+  const char* kChainName[] = {"bcast", "accumulate", "forward", "reduce"};
+  // What the policy reads, and the lending it forces.
+  for (int peer = 0; peer < n; ++peer) {
+    absl::StatusOr<cartage::PathInfo> path = w.PathTo(peer);
+    OK(path.status());
+    EXPECT(!path->method.empty() && !path->lends_buffers, "path to %d: %s lends %d", peer, path->method,
+           path->lends_buffers);
+    absl::StatusOr<std::shared_ptr<std::byte>> lent = w.LendBuffer(peer, 100);
+    OK(lent.status());
+    std::memset(lent->get(), 0x11, 100);
+  }
+  EXPECT(absl::StrContains(w.PathTo(n).status().message(), absl::StrFormat("path: no rank %d", n)), "%s",
+         w.PathTo(n).status().ToString());
+  EXPECT(absl::StrContains(w.LendBuffer(-1, 8).status().message(), "lend buffer: no rank -1"), "%s",
+         w.LendBuffer(-1, 8).status().ToString());
+  int runs = 0;
+  for (const TypeCase& t : Types()) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{37}, int64_t{40009}}) {
+      for (const std::optional<BufferMode>& mode : modes) {
+        for (Chain chain : {kBcast, kAccumulate, kForward, kReduce}) {
+          const std::string what =
+              absl::StrFormat("xfer %s %s count %d mode %s", kChainName[chain], t.name, count,
+                              mode.has_value() ? cartage::BufferModeName(*mode) : "policy");
+          if (std::getenv("COLL_RANKS_TRACE") != nullptr) std::fprintf(stderr, "rank %d: %s\n", r, what.c_str());
+          const XferOptions opts{.chunk_bytes = 16 << 10, .buffer = mode};
+          const Bytes mine = Packed(t, r, 0, count);
+          Bytes buf;
+          auto fill = [&] {
+            const bool garbage = (chain == kBcast || chain == kForward) && r > 0;
+            const Bytes fresh = Layout(t, {{0, garbage ? Filler(t, count) : mine}}, count);
+            buf.assign(fresh.begin(), fresh.end());  // same size: the schedule's pointer stays valid
+          };
+          fill();
+          const Segment seg = Segment::Of(Buf::User(buf.data() - t.type.true_lb(), "buf"), count, t.type);
+          cartage::ScheduleBuilder b(w, what);
+          absl::Status built = absl::OkStatus();
+          std::vector<BufferMode> got_modes;
+          if (chain == kReduce) {
+            Xfer x = Xfer::GatherInit(b, r == 0 ? cartage::kNoPeer : r - 1, opts);
+            if (r + 1 < n) built.Update(x.RecvMopOp(seg, t.op, r + 1, /*piece_first=*/false));
+            if (r > 0) built.Update(x.SendOp(seg));
+            built.Update(x.Start().status());
+          } else {
+            Xfer x = Xfer::ScatterInit(b, r == 0 ? cartage::kNoPeer : r - 1, opts);
+            const std::optional<Op> op = chain == kAccumulate ? t.op : std::nullopt;
+            if (r == 0) {
+              if (n > 1) built.Update(x.SendOp(seg, 1));
+            } else if (r + 1 < n) {
+              built.Update(chain == kForward ? x.ForwardOp(seg.bytes(), r + 1) : x.RecvMopForwardOp(seg, op, r + 1));
+            } else {
+              built.Update(x.RecvMopOp(seg, op));
+            }
+            built.Update(x.Start().status());
+            got_modes = x.modes();
+          }
+          // A mode that cannot serve is refused, naming the op: USE_SEGMENT_BUF where the piece
+          // is combined into its segment, or has none (forward_op).
+          const bool refused =
+              mode == BufferMode::kUseSegment && (chain == kAccumulate || chain == kForward) && r > 0 && r + 1 < n;
+          if (refused) {
+            EXPECT(!built.ok() &&
+                       absl::StrContains(built.message(), chain == kForward ? "forward_op" : "recv_mop_forward_op") &&
+                       absl::StrContains(built.message(), "USE_SEGMENT_BUF"),
+                   "%s: expected a refusal, got %s", what, built.ToString());
+          } else {
+            EXPECT(built.ok(), "%s: %s", what, built.ToString());
+          }
+          // Every rank must agree to run it: one refusal skips it everywhere.
+          int32_t ok = built.ok() ? 1 : 0, all_ok = 0;
+          CollectiveCall agree;
+          agree.kind = Collective::kAllreduce;
+          agree.send = &ok;
+          agree.recv = &all_ok;
+          agree.count = 1;
+          agree.type = Datatype::Basic(BasicType::kInt32);
+          agree.op = Op(OpKind::kMin);
+          OK(cartage::RunCollective(w, agree));
+          if (all_ok == 0) continue;
+          for (const BufferMode m : got_modes) {
+            const BufferMode want = mode.has_value() ? *mode
+                                    : (t.type.contiguous() && chain == kBcast) ? BufferMode::kUseSegment
+                                                                               : BufferMode::kUseTmp;
+            EXPECT(m == want, "%s: chunk forwarded by %s, expected %s", what, cartage::BufferModeName(m),
+                   cartage::BufferModeName(want));
+          }
+          auto schedule = b.Build();
+          OK(schedule.status());
+          for (int run = 0; run < 2; ++run) {
+            fill();
+            OK((*schedule)->Run());
+            std::vector<int> ranks;
+            Bytes want_packed;
+            if (chain == kBcast || (chain == kForward && r + 1 == n)) {
+              want_packed = Packed(t, 0, 0, count);
+            } else if (chain == kForward) {
+              want_packed = r == 0 ? mine : Filler(t, count);
+            } else if (chain == kAccumulate) {
+              want_packed = r == 0 ? mine : Reduced(t, {0, r}, 0, count);
+            } else {
+              for (int k = r; k < n; ++k) ranks.push_back(k);
+              want_packed = Reduced(t, ranks, 0, count);
+            }
+            const Bytes want = Layout(t, {{0, want_packed}}, count);
+            for (std::size_t i = 0; i < want.size() && count > 0; ++i) {
+              EXPECT(buf[i] == want[i], "%s run %d: byte %d is 0x%02x, expected 0x%02x", what, run, i, buf[i],
+                     want[i]);
+            }
+          }
+          ++runs;
+        }
+      }
+    }
+  }
+  if (r == 0) std::printf("xfer: %d chains checked\n", runs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection\n");
+    std::fprintf(stderr, "usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer\n");
     return 2;
   }
   auto agent = cartage::Agent::FromEnvironment();
@@ -579,6 +720,8 @@ int main(int argc, char** argv) {
     Selection(w);
   } else if (mode == "concurrent") {
     Concurrent(w);
+  } else if (mode == "xfer") {
+    XferChains(w);
   } else {
     std::fprintf(stderr, "coll_ranks: unknown mode %s\n", mode.c_str());
     return 2;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cartage/collectives.h"
 #include "cartage/schedule.h"
+#include "cartage/xfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/run_command.h"
@@ -227,6 +228,146 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
   EXPECT_THAT(info.out, HasSubstr("ERROR: collective selection file"));
 }
 
+// ---- the xfer interface ----------------------------------------------------------
+
+TEST(Xfer, BufferPolicyFollowsSizeAndMethodCapabilities) {
+  const PathInfo shm{.method = "shm", .eager_limit = 8192, .max_buffer = 0, .lends_buffers = false};
+  const PathInfo verbs{.method = "verbs", .eager_limit = 4096, .max_buffer = 1 << 20, .lends_buffers = true};
+  ForwardFacts f{.bytes = 65536, .has_segment = true, .segment_contiguous = true, .mop = false, .from = shm, .to = shm};
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kUseSegment);  // lands in place, leaves from there
+  f.mop = true;                                            // the segment then holds the combination
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kUseTmp);
+  f.segment_contiguous = false;
+  f.mop = false;
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kUseTmp);
+  f.to = verbs;  // the outgoing method lends registered buffers: land there
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kSenderSupplies);
+  f.to = shm;
+  f.from = verbs;
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kReceiverSupplies);
+  f.bytes = 4096;  // eager: copied through the method's own buffers anyway
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kUseTmp);
+  f.bytes = (1 << 20) + 1;  // more than it lends
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kUseTmp);
+  f.has_segment = false;
+  f.bytes = 65536;
+  f.to = verbs;
+  EXPECT_EQ(ChooseBufferMode(f), BufferMode::kSenderSupplies);
+
+  EXPECT_TRUE(CheckBufferMode(BufferMode::kUseTmp, f).ok());
+  EXPECT_THAT(CheckBufferMode(BufferMode::kUseSegment, f).message(), HasSubstr("no segment"));
+  f.has_segment = true;
+  f.mop = true;
+  EXPECT_THAT(CheckBufferMode(BufferMode::kUseSegment, f).message(), HasSubstr("combined"));
+
+  for (BufferMode m : {BufferMode::kSenderSupplies, BufferMode::kReceiverSupplies, BufferMode::kUseSegment,
+                       BufferMode::kUseTmp}) {
+    EXPECT_EQ(*BufferModeByName(BufferModeName(m)), m);
+  }
+  EXPECT_EQ(*BufferModeByName("tmp"), BufferMode::kUseTmp);
+  EXPECT_EQ(*BufferModeByName("Sender"), BufferMode::kSenderSupplies);
+  EXPECT_THAT(BufferModeByName("bounce").status().message(), HasSubstr("unknown buffer mode \"bounce\""));
+}
+
+// The kinds and edges of a block's vertices, for the structural checks.
+std::vector<VertexId> Preds(const ScheduleBuilder& b, VertexId v) {
+  std::vector<VertexId> out;
+  for (const Edge& e : b.vertices()[static_cast<std::size_t>(v)].after) out.push_back(e.from);
+  return out;
+}
+
+TEST(Xfer, AForwardIsCutIntoChunksThatPipeline) {
+  // Rank 1 of 3 forwards 200000 bytes from 0 to 2 in 64 KiB chunks.
+  ScheduleBuilder b(1, 3, "chain");
+  std::vector<std::byte> mem(200000);
+  const Segment seg = Segment::Of(Buf::User(mem.data(), "data"), 200000, Datatype::Basic(BasicType::kByte));
+  Xfer x = Xfer::ScatterInit(b, 0);
+  ASSERT_TRUE(x.RecvMopForwardOp(seg, std::nullopt, 2).ok());
+  auto sinks = x.Start();
+  ASSERT_TRUE(sinks.ok());
+  ASSERT_EQ(b.vertices().size(), 8u);  // 4 chunks: recv, send each
+  ASSERT_EQ(x.modes().size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    const Vertex& recv = b.vertices()[static_cast<std::size_t>(2 * k)];
+    const Vertex& send = b.vertices()[static_cast<std::size_t>(2 * k + 1)];
+    EXPECT_EQ(x.modes()[static_cast<std::size_t>(k)], BufferMode::kUseSegment);
+    EXPECT_EQ(recv.kind, VertexKind::kRecv);
+    EXPECT_EQ(send.kind, VertexKind::kSend);
+    EXPECT_EQ(recv.chunk, k);
+    EXPECT_EQ(recv.bytes, k < 3 ? 65536u : 200000u - 3 * 65536u);
+    EXPECT_EQ(recv.dst.offset, static_cast<uint64_t>(k) * 65536u);  // in place, in the user's memory
+    EXPECT_EQ(send.src.offset, recv.dst.offset);
+    // Chunk k leaves as soon as chunk k arrived: it waits for that receive alone.
+    ASSERT_EQ(send.after.size(), 1u);
+    EXPECT_EQ(send.after[0].from, 2 * k);
+    EXPECT_EQ(send.after[0].kind, EdgeKind::kProgress);
+    EXPECT_TRUE(recv.after.empty());  // every receive is posted at once
+  }
+  EXPECT_EQ(*sinks, (std::vector<VertexId>{1, 3, 5, 7}));
+}
+
+TEST(Xfer, ForcedModesPlaceTheLandingBufferAndLentOnesComeFromThePeersMethod) {
+  std::vector<std::byte> mem(1000);
+  for (BufferMode m : {BufferMode::kSenderSupplies, BufferMode::kReceiverSupplies, BufferMode::kUseTmp}) {
+    ScheduleBuilder b(1, 3, "forced");
+    Xfer x = Xfer::ScatterInit(b, 0, XferOptions{.chunk_bytes = 0, .buffer = m});
+    ASSERT_TRUE(x.ForwardOp(1000, 2).ok());
+    ASSERT_TRUE(x.Start().ok());
+    auto built = b.Build();
+    ASSERT_TRUE(built.ok()) << built.status();
+    const auto& lenders = (*built)->temp_lenders();
+    ASSERT_EQ(lenders.size(), 1u) << BufferModeName(m);
+    EXPECT_EQ(lenders[0], m == BufferMode::kSenderSupplies ? 2 : m == BufferMode::kReceiverSupplies ? 0 : -1);
+    const Vertex& send = b.vertices()[1];
+    EXPECT_TRUE(send.src.is_temp());
+    EXPECT_EQ(send.note, BufferModeName(m));
+    EXPECT_EQ(send.after[0].kind, m == BufferMode::kReceiverSupplies ? EdgeKind::kBuffer : EdgeKind::kProgress);
+  }
+  // A forced mode that cannot serve is an error naming the op, the block and the ranks.
+  ScheduleBuilder b(1, 3, "forced");
+  Xfer x = Xfer::ScatterInit(b, 0, XferOptions{.chunk_bytes = 0, .buffer = BufferMode::kUseSegment});
+  const absl::Status s = x.ForwardOp(1000, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("xfer scatter forward_op (forced, rank 1) from rank 0 to rank 2: USE_SEGMENT_BUF"));
+  const Segment seg = Segment::Of(Buf::User(mem.data(), "data"), 250, kI32);
+  EXPECT_THAT(x.RecvMopForwardOp(seg, Op(OpKind::kSum), 2).message(), HasSubstr("combined"));
+  EXPECT_THAT(x.SendOp(seg, 7).message(), HasSubstr("no rank 7 in a communicator of 3"));
+  EXPECT_THAT(x.RecvMopOp(seg.Range(2, 1000), Op(OpKind::kSum)).message(), HasSubstr("whole element"));
+  ASSERT_TRUE(x.Start().ok());
+  EXPECT_EQ(x.SendOp(seg, 2).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(x.Start().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Xfer, AGatherBlockSendsEachChunkOnceEveryPieceOfItIsCombinedIn) {
+  // Rank 1 of 4 combines the pieces of ranks 2 and 3 into its data and sends
+  // the result on to 0, in 64 KiB chunks.
+  ScheduleBuilder b(1, 4, "reduce");
+  std::vector<int32_t> acc(50000);
+  const Segment seg = Segment::Of(Buf::User(acc.data(), "acc"), 50000, kI32);  // 200000 B: 4 chunks
+  Xfer x = Xfer::GatherInit(b, 0);
+  ASSERT_TRUE(x.RecvMopOp(seg, Op(OpKind::kSum), 2).ok());
+  ASSERT_TRUE(x.RecvMopOp(seg, Op(OpKind::kSum), 3).ok());
+  ASSERT_TRUE(x.SendOp(seg).ok());
+  ASSERT_TRUE(x.Start().ok());
+  ASSERT_TRUE(b.Build().ok());
+  std::vector<VertexId> reduces2, reduces3, sends;
+  for (VertexId v = 0; v < static_cast<VertexId>(b.vertices().size()); ++v) {
+    const Vertex& x2 = b.vertices()[static_cast<std::size_t>(v)];
+    if (x2.kind == VertexKind::kSend) sends.push_back(v);
+    if (x2.kind == VertexKind::kReduce) (reduces2.size() < 4 ? reduces2 : reduces3).push_back(v);
+  }
+  ASSERT_EQ(sends.size(), 4u);
+  ASSERT_EQ(reduces3.size(), 4u);
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(b.vertices()[static_cast<std::size_t>(sends[k])].peer, 0);
+    // Chunk k of 3's piece is combined after chunk k of 2's (the same bytes), and
+    // chunk k leaves after that: not waiting for any other chunk.
+    EXPECT_THAT(Preds(b, reduces3[k]), ::testing::Contains(reduces2[k]));
+    EXPECT_EQ(Preds(b, sends[k]), (std::vector<VertexId>{reduces3[k]}));
+    EXPECT_EQ(b.vertices()[static_cast<std::size_t>(reduces2[k])].count, k < 3 ? 16384 : 50000 - 3 * 16384);
+  }
+}
+
 struct Case {
   const char* mode;
   int ranks;
@@ -247,7 +388,8 @@ INSTANTIATE_TEST_SUITE_P(
     Shm, CollectiveRanks,
     ::testing::Values(Case{"algorithms", 1}, Case{"algorithms", 2}, Case{"algorithms", 3}, Case{"algorithms", 4},
                       Case{"algorithms", 5}, Case{"algorithms", 7}, Case{"algorithms", 8}, Case{"persistent", 1},
-                      Case{"persistent", 3}, Case{"persistent", 4}, Case{"concurrent", 2}, Case{"concurrent", 5}),
+                      Case{"persistent", 3}, Case{"persistent", 4}, Case{"concurrent", 2}, Case{"concurrent", 5},
+                      Case{"xfer", 2}, Case{"xfer", 3}, Case{"xfer", 5}),
     [](const ::testing::TestParamInfo<Case>& p) { return absl::StrCat(p.param.mode, "_np", p.param.ranks); });
 
 }  // namespace
