@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "cartage/collectives.h"
 #include "cartage/schedule.h"
+#include "cartage/xfer.h"
 
 namespace cartage::alg {
 

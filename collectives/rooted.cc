@@ -25,48 +25,65 @@ absl::Status BarrierDissemination(Ctx& c) {
 
 // ---- bcast ---------------------------------------------------------------------
 
+// Bcast as seed 002's scatter blocks over the packed buffer: a rank receives
+// from its parent and forwards to its children. A piece larger than
+// kForwardChunk travels in chunks, so a rank forwards chunk k while chunk
+// k+1 arrives (the xfer layer cuts and pipelines; USE_SEGMENT_BUF by its
+// policy, the buffer being contiguous: chunks land in place and leave from
+// there).
+constexpr uint64_t kForwardChunk = 64 << 10;
+
+namespace {
+
+Segment Whole(const Ctx& c) {
+  return Segment::Of(c.recv, static_cast<int64_t>(c.Bytes(c.count)), Datatype::Basic(car::BasicType::kByte));
+}
+
+// Receives from `parent` (kNoPeer at the root) and passes it on to
+// `children` in order.
+absl::Status BcastTree(Ctx& c, int parent, const std::vector<int>& children, uint64_t chunk) {
+  Xfer x = Xfer::ScatterInit(c.b, parent, XferOptions{.chunk_bytes = chunk, .buffer = std::nullopt});
+  const Segment all = Whole(c);
+  std::size_t i = 0;
+  if (parent == kNoPeer) {
+    // the root's data is in place already
+  } else if (children.empty()) {
+    CARTAGE_RETURN_IF_ERROR(x.RecvMopOp(all, std::nullopt));
+  } else {
+    CARTAGE_RETURN_IF_ERROR(x.RecvMopForwardOp(all, std::nullopt, children[i++]));
+  }
+  for (; i < children.size(); ++i) CARTAGE_RETURN_IF_ERROR(x.SendOp(all, children[i]));
+  return x.Start().status();
+}
+
+}  // namespace
+
 // Binomial tree rooted at `root`: receive from the parent, then send to the
-// children, farthest first.
+// children, farthest first; pipelined in chunks where ranks forward (n > 2).
 absl::Status BcastBinomial(Ctx& c) {
   const int vr = (c.r - c.root + c.n) % c.n;
-  const uint64_t bytes = c.Bytes(c.count);
-  VertexId got = -1;
+  int parent = kNoPeer;
   int mask = 1;
   for (; mask < c.n; mask <<= 1) {
     if ((vr & mask) != 0) {
-      got = c.b.Recv(c.recv, bytes, (vr - mask + c.root) % c.n);
+      parent = (vr - mask + c.root) % c.n;
       break;
     }
   }
+  std::vector<int> children;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < c.n) c.b.Send(c.recv, bytes, (vr + mask + c.root) % c.n, Deps({got}));
+    if (vr + mask < c.n) children.push_back((vr + mask + c.root) % c.n);
   }
-  return absl::OkStatus();
+  return BcastTree(c, parent, children, c.n > 2 ? kForwardChunk : 0);
 }
 
 // A chain root -> root+1 -> ... in chunks: a rank forwards chunk k while
 // chunk k+1 arrives (every receive is posted at once).
 absl::Status BcastChain(Ctx& c) {
-  constexpr uint64_t kChunkBytes = 64 << 10;
   const int vr = (c.r - c.root + c.n) % c.n;
-  const int64_t per = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / std::max<uint64_t>(c.es, 1)));
-  const int64_t chunks = std::max<int64_t>(1, (c.count + per - 1) / per);
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t first = k * per;
-    const int64_t elems = std::min(per, c.count - first);
-    const Buf at = c.At(c.recv, first, 1);
-    VertexId got = -1;
-    if (vr > 0) {
-      got = c.b.Recv(at, c.Bytes(elems), (vr - 1 + c.root) % c.n);
-      c.b.Chunk(got, static_cast<int>(k));
-    }
-    if (vr + 1 < c.n) {  // forwards what the receive brought in: a buffer dependency
-      VertexId s = c.b.Send(at, c.Bytes(elems), (vr + 1 + c.root) % c.n);
-      c.b.Chunk(s, static_cast<int>(k));
-      if (got >= 0) c.b.Depend(got, s, EdgeKind::kBuffer);
-    }
-  }
-  return absl::OkStatus();
+  std::vector<int> next;
+  if (vr + 1 < c.n) next.push_back((vr + 1 + c.root) % c.n);
+  return BcastTree(c, vr == 0 ? kNoPeer : (vr - 1 + c.root) % c.n, next, kForwardChunk);
 }
 
 // Van de Geijn: a binomial scatter of n parts, then a ring allgather of them.
