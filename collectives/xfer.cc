@@ -139,13 +139,15 @@ Xfer::Access Xfer::AccessOf(const Segment& seg, bool write) const {
   return a;
 }
 
+bool Xfer::SameBuffer(const Access& x, const Access& y) {
+  return x.temp == y.temp && x.user == y.user && (x.name == y.name || std::strcmp(x.name, y.name) == 0);
+}
+
 std::vector<VertexId> Xfer::Conflicts(const Access& a) const {
   std::vector<VertexId> out;
   for (const Access& e : accesses_) {
     if (!a.write && !e.write) continue;
-    const bool same_buffer = e.temp == a.temp && e.user == a.user &&
-                             (e.name == a.name || std::strcmp(e.name, a.name) == 0);
-    if (!same_buffer) continue;
+    if (!SameBuffer(e, a)) continue;
     bool overlap;
     if (a.type_id != nullptr && a.type_id == e.type_id && a.count == e.count && a.offset == e.offset) {
       overlap = a.lo < e.hi && e.lo < a.hi;  // the same elements: packed ranges map to disjoint bytes
@@ -167,8 +169,7 @@ void Xfer::Record(Access a, VertexId v) {
     std::erase_if(accesses_, [&](const Access& e) {
       const bool same_layout = e.type_id == a.type_id && (a.type_id == nullptr || (e.count == a.count &&
                                                                                    e.offset == a.offset));
-      return same_layout && e.temp == a.temp && e.user == a.user &&
-             (e.name == a.name || std::strcmp(e.name, a.name) == 0) && a.lo <= e.lo && e.hi <= a.hi;
+      return same_layout && SameBuffer(e, a) && a.lo <= e.lo && e.hi <= a.hi;
     });
   }
   accesses_.push_back(a);
@@ -255,14 +256,28 @@ struct Chunks {
 
 }  // namespace
 
+absl::Status Xfer::Combinable(const char* op, const Segment& seg, const std::optional<Op>& mop, int src) const {
+  if (!mop.has_value() || seg.first % static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1)) == 0) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("xfer %s %s (%s, rank %d) from rank %d: a combined piece must start at a whole element "
+                      "(byte %d of %s)",
+                      scatter_ ? "scatter" : "gather", op, b_->name(), b_->rank(), src, seg.first, seg.type.name()));
+}
+
+Buf Xfer::Landing(BufferMode mode, uint64_t bytes, int src, int dest) {
+  switch (mode) {
+    case BufferMode::kSenderSupplies: return b_->LentTemp(bytes, dest);
+    case BufferMode::kReceiverSupplies: return b_->LentTemp(bytes, src);
+    default: return b_->Temp(bytes);
+  }
+}
+
 absl::Status Xfer::RecvMopOp(const Segment& seg, const std::optional<Op>& mop, int peer, bool piece_first) {
   const int src = scatter_ ? (peer == kNoPeer ? peer_ : peer) : peer;
   CARTAGE_RETURN_IF_ERROR(Usable("recv_mop_op", src));
-  if (mop.has_value() && seg.first % static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "xfer recv_mop_op (%s, rank %d) from rank %d: a combined piece must start at a whole element (byte %d of %s)",
-        b_->name(), b_->rank(), src, seg.first, seg.type.name()));
-  }
+  CARTAGE_RETURN_IF_ERROR(Combinable("recv_mop_op", seg, mop, src));
   ScheduleBuilder& b = *b_;
   const Chunks ch(seg.bytes(), ChunkOf(seg, mop.has_value()));
   for (uint64_t k = 0; k < ch.n; ++k) {
@@ -289,12 +304,7 @@ absl::Status Xfer::RecvMopForwardOp(const Segment& seg, const std::optional<Op>&
   const int dest = scatter_ ? peer : peer_;
   CARTAGE_RETURN_IF_ERROR(Usable("recv_mop_forward_op", src));
   CARTAGE_RETURN_IF_ERROR(Usable("recv_mop_forward_op", dest));
-  if (mop.has_value() && seg.first % static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "xfer recv_mop_forward_op (%s, rank %d) from rank %d: a combined piece must start at a whole element "
-        "(byte %d of %s)",
-        b_->name(), b_->rank(), src, seg.first, seg.type.name()));
-  }
+  CARTAGE_RETURN_IF_ERROR(Combinable("recv_mop_forward_op", seg, mop, src));
   ScheduleBuilder& b = *b_;
   const PathInfo from = Path(src);
   const PathInfo to = Path(dest);
@@ -335,9 +345,7 @@ absl::Status Xfer::RecvMopForwardOp(const Segment& seg, const std::optional<Op>&
       sent = b.Send(out, piece.bytes(), dest, With({packed}));
       b.Depend(got, sent, EdgeKind::kProgress);
     } else {
-      const Buf landing = mode == BufferMode::kSenderSupplies     ? b.LentTemp(piece.bytes(), dest)
-                          : mode == BufferMode::kReceiverSupplies ? b.LentTemp(piece.bytes(), src)
-                                                                  : b.Temp(piece.bytes());
+      const Buf landing = Landing(mode, piece.bytes(), src, dest);
       got = b.Recv(landing, piece.bytes(), src, With({}));
       made_.push_back(got);
       sent = b.Send(landing, piece.bytes(), dest, With({}));
@@ -369,9 +377,7 @@ absl::Status Xfer::ForwardOp(uint64_t bytes, int peer) {
                          .from = from, .to = to};
     CARTAGE_ASSIGN_OR_RETURN(BufferMode mode, ModeFor(f, "forward_op", src, dest));
     modes_.push_back(mode);
-    const Buf landing = mode == BufferMode::kSenderSupplies     ? b.LentTemp(len, dest)
-                        : mode == BufferMode::kReceiverSupplies ? b.LentTemp(len, src)
-                                                                : b.Temp(len);
+    const Buf landing = Landing(mode, len, src, dest);
     const VertexId got = b.Recv(landing, len, src, With({}));
     const VertexId sent = b.Send(landing, len, dest, With({}));
     b.Depend(got, sent, mode == BufferMode::kReceiverSupplies ? EdgeKind::kBuffer : EdgeKind::kProgress);

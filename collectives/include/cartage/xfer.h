@@ -163,6 +163,7 @@ class Xfer {
   // The chunk size for `seg` (whole elements with a mop).
   uint64_t ChunkOf(const Segment& seg, bool mop) const;
   Access AccessOf(const Segment& seg, bool write) const;
+  static bool SameBuffer(const Access& x, const Access& y);
   // Vertices that an access must wait for; records it for `v`.
   std::vector<VertexId> Conflicts(const Access& a) const;
   void Record(Access a, VertexId v);
@@ -171,6 +172,10 @@ class Xfer {
   // combine. Returns the last vertex.
   VertexId Settle(Buf landed, const Segment& seg, const std::optional<Op>& mop, bool piece_first,
                   VertexId arrived, const char* note);
+  // A combined piece starts at a whole element.
+  absl::Status Combinable(const char* op, const Segment& seg, const std::optional<Op>& mop, int src) const;
+  // Where a forwarded chunk lands in `mode` (not USE_SEGMENT_BUF).
+  Buf Landing(BufferMode mode, uint64_t bytes, int src, int dest);
   absl::StatusOr<BufferMode> ModeFor(const ForwardFacts& f, const char* op, int from, int to) const;
   PathInfo Path(int peer) const;
 
