@@ -133,11 +133,24 @@ Datatype Datatype::Make(std::vector<TypeNode> nodes, std::string name, bool has_
 }
 
 Datatype Datatype::Basic(BasicType t) {
-  TypeNode leaf;
-  leaf.bytes = static_cast<int64_t>(SizeOf(t));
-  leaf.basic = t;
-  // A pair type's trailing padding counts in its extent (the C struct's size).
-  return Make({leaf}, std::string(TypeName(t)), true, 0, static_cast<int64_t>(ExtentOf(t)));
+  // Built once per basic type: a call hands out a reference, allocating
+  // nothing (every typed call and collective names one).
+  auto build = [](BasicType b) {
+    TypeNode leaf;
+    leaf.bytes = static_cast<int64_t>(SizeOf(b));
+    leaf.basic = b;
+    // A pair type's trailing padding counts in its extent (the C struct's size).
+    return Make({leaf}, std::string(TypeName(b)), true, 0, static_cast<int64_t>(ExtentOf(b)));
+  };
+  static const std::vector<Datatype>* const kBasic = [&] {
+    auto* all = new std::vector<Datatype>();
+    for (std::size_t i = 0; i < static_cast<std::size_t>(BasicType::kCount); ++i) {
+      all->push_back(build(static_cast<BasicType>(i)));
+    }
+    return all;
+  }();
+  const auto i = static_cast<std::size_t>(t);
+  return i < kBasic->size() ? (*kBasic)[i] : build(t);
 }
 
 bool Datatype::homogeneous(BasicType* type) const {
