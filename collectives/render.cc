@@ -14,31 +14,27 @@ namespace cartage {
 
 namespace {
 
-std::string Where(const Buf& b) {
-  return b.is_temp() ? absl::StrFormat("tmp%d+%d", b.temp, b.offset) : absl::StrFormat("%s+%d", b.name, b.offset);
-}
-
 // The lines of a vertex's label.
 std::vector<std::string> LabelLines(const Vertex& x, VertexId v) {
   std::vector<std::string> lines;
   switch (x.kind) {
     case VertexKind::kSend:
       lines.push_back(absl::StrFormat("%d: send %d B to %d", v, x.bytes, x.peer));
-      lines.push_back(absl::StrCat("from ", Where(x.src)));
+      lines.push_back(absl::StrCat("from ", x.src.Label()));
       break;
     case VertexKind::kRecv:
       lines.push_back(absl::StrFormat("%d: recv %d B from %d", v, x.bytes, x.peer));
-      lines.push_back(absl::StrCat("into ", Where(x.dst)));
+      lines.push_back(absl::StrCat("into ", x.dst.Label()));
       break;
     case VertexKind::kReduce:
       lines.push_back(absl::StrFormat("%d: reduce %d B (%s)", v, x.bytes, car::OpName(x.op->kind())));
-      lines.push_back(x.src_is_left ? absl::StrCat(Where(x.src), " op ", Where(x.dst))
-                                    : absl::StrCat(Where(x.dst), " op ", Where(x.src)));
+      lines.push_back(x.src_is_left ? absl::StrCat(x.src.Label(), " op ", x.dst.Label())
+                                    : absl::StrCat(x.dst.Label(), " op ", x.src.Label()));
       break;
     case VertexKind::kFence: lines.push_back(absl::StrFormat("%d: fence", v)); break;
     default:
       lines.push_back(absl::StrFormat("%d: %s %d B", v, VertexKindName(x.kind), x.bytes));
-      lines.push_back(absl::StrCat(Where(x.src), " -> ", Where(x.dst)));
+      lines.push_back(absl::StrCat(x.src.Label(), " -> ", x.dst.Label()));
   }
   if (x.chunk >= 0) lines.push_back(absl::StrFormat("chunk %d", x.chunk));
   if (!x.note.empty()) lines.push_back(x.note);

@@ -1,32 +1,17 @@
-// The schedule builder, its validation, and the engine that runs a schedule
-// as car_vertex CARs under the progress engine.
+// The schedule builder and its validation: Build checks a graph and makes
+// its vertices car_vertex CARs (schedule_engine.cc runs them).
 #include "cartage/schedule.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "car/segment_walk.h"
 #include "car/vertex_fsm.h"
 
 namespace cartage {
 
 namespace {
-
-using car::VertexEvent;
-using car::VertexMachine;
-
-// Tags: (1 + sequence mod kSlots) * kStepTags + step mod kStepTags, so that
-// tags stay clear of the small ones Comm::Split uses on the same context.
-constexpr int kStepTags = 1024;
-constexpr uint32_t kSlots = (static_cast<uint32_t>(kMaxTag) + 1) / kStepTags - 1;
-
-std::string BufName(const Buf& b) {
-  if (b.is_temp()) return absl::StrFormat("tmp%d+%d", b.temp, b.offset);
-  return absl::StrFormat("%s+%d", b.name, b.offset);
-}
 
 // Whether [lo, hi) is covered by the union of `ranges`.
 bool Covered(std::vector<std::pair<uint64_t, uint64_t>> ranges, uint64_t lo, uint64_t hi) {
@@ -41,6 +26,10 @@ bool Covered(std::vector<std::pair<uint64_t, uint64_t>> ranges, uint64_t lo, uin
 }
 
 }  // namespace
+
+std::string Buf::Label() const {
+  return is_temp() ? absl::StrFormat("tmp%d+%d", temp, offset) : absl::StrFormat("%s+%d", name, offset);
+}
 
 const char* VertexKindName(VertexKind k) {
   switch (k) {
@@ -97,24 +86,25 @@ VertexId ScheduleBuilder::Add(Vertex v, absl::Span<const VertexId> after) {
   return static_cast<VertexId>(vertices_.size()) - 1;
 }
 
-VertexId ScheduleBuilder::Send(Buf src, uint64_t bytes, int peer, absl::Span<const VertexId> after) {
+// A send or receive: the n-th message to or from `peer` in this schedule.
+VertexId ScheduleBuilder::Message(VertexKind kind, Buf at, uint64_t bytes, int peer,
+                                  absl::Span<const VertexId> after) {
   Vertex v;
-  v.kind = VertexKind::kSend;
+  v.kind = kind;
   v.peer = peer;
-  if (peer >= 0 && peer < size_) v.step = sends_to_[static_cast<std::size_t>(peer)]++;
-  v.src = src;
+  std::vector<int>& count = kind == VertexKind::kSend ? sends_to_ : recvs_from_;
+  if (peer >= 0 && peer < size_) v.step = count[static_cast<std::size_t>(peer)]++;
+  (kind == VertexKind::kSend ? v.src : v.dst) = at;
   v.bytes = bytes;
   return Add(std::move(v), after);
 }
 
+VertexId ScheduleBuilder::Send(Buf src, uint64_t bytes, int peer, absl::Span<const VertexId> after) {
+  return Message(VertexKind::kSend, src, bytes, peer, after);
+}
+
 VertexId ScheduleBuilder::Recv(Buf dst, uint64_t bytes, int peer, absl::Span<const VertexId> after) {
-  Vertex v;
-  v.kind = VertexKind::kRecv;
-  v.peer = peer;
-  if (peer >= 0 && peer < size_) v.step = recvs_from_[static_cast<std::size_t>(peer)]++;
-  v.dst = dst;
-  v.bytes = bytes;
-  return Add(std::move(v), after);
+  return Message(VertexKind::kRecv, dst, bytes, peer, after);
 }
 
 // A vertex over `count` elements of `type` (reduce, pack, unpack).
@@ -374,20 +364,16 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->temp_lenders_ = lenders_;
   for (std::size_t t = 0; t < temps_.size(); ++t) {
     const uint64_t bytes = std::max<uint64_t>(temps_[t], 1);
-    if (lenders_[t] >= 0 && comm_.has_value()) {
-      absl::StatusOr<std::shared_ptr<std::byte>> lent = comm_->LendBuffer(lenders_[t], bytes);
-      if (!lent.ok()) {
-        return absl::Status(lent.status().code(),
-                            absl::StrFormat("schedule %s (rank %d): temporary buffer %d: %s", name_, rank_, t,
-                                            lent.status().message()));
-      }
-      s->lent_.push_back(*std::move(lent));
-      s->temps_.push_back(nullptr);
-    } else {
-      s->temps_.push_back(std::make_unique<std::byte[]>(bytes));
-      s->lent_.push_back(nullptr);
+    if (lenders_[t] < 0 || !comm_.has_value()) {
+      s->temps_.emplace_back(new std::byte[bytes](), std::default_delete<std::byte[]>());
+      continue;
     }
-    s->temp_at_.push_back(s->temps_.back() ? s->temps_.back().get() : s->lent_.back().get());
+    absl::StatusOr<std::shared_ptr<std::byte>> lent = comm_->LendBuffer(lenders_[t], bytes);
+    if (!lent.ok()) {
+      return absl::Status(lent.status().code(), absl::StrFormat("schedule %s (rank %d): temporary buffer %d: %s",
+                                                                name_, rank_, t, lent.status().message()));
+    }
+    s->temps_.push_back(*std::move(lent));
   }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
@@ -419,231 +405,6 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     s->cars_[v] = c;
   }
   return s;
-}
-
-// ---- Schedule ------------------------------------------------------------------
-
-Schedule::~Schedule() {
-  if (pool_) {
-    for (car::Car* c : cars_) pool_->Release(c);
-  }
-}
-
-int Schedule::TagOf(const Vertex& v) const {
-  return static_cast<int>(1 + sequence_ % kSlots) * kStepTags + v.step % kStepTags;
-}
-
-std::string Schedule::StateOf(VertexId v) const {
-  if (!pool_ || v < 0 || static_cast<std::size_t>(v) >= cars_.size()) return "unbuilt";
-  return std::string(cars_[static_cast<std::size_t>(v)]->state_name());
-}
-
-std::byte* Schedule::Resolve(const Buf& b) const {
-  std::byte* base = b.is_temp() ? temp_at_[static_cast<std::size_t>(b.temp)] : static_cast<std::byte*>(b.user);
-  return base == nullptr ? nullptr : base + b.offset;
-}
-
-std::string Schedule::Describe(VertexId v) const {
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  std::string what;
-  switch (x.kind) {
-    case VertexKind::kSend: what = absl::StrFormat("send %d B to rank %d from %s", x.bytes, x.peer, BufName(x.src)); break;
-    case VertexKind::kRecv: what = absl::StrFormat("recv %d B from rank %d into %s", x.bytes, x.peer, BufName(x.dst)); break;
-    case VertexKind::kReduce:
-      what = absl::StrFormat("reduce %d B (%s) %s into %s", x.bytes, car::OpName(x.op->kind()), BufName(x.src),
-                             BufName(x.dst));
-      break;
-    default: what = absl::StrFormat("%s %d B %s -> %s", VertexKindName(x.kind), x.bytes, BufName(x.src), BufName(x.dst));
-  }
-  return absl::StrFormat("%s (rank %d): vertex %d (%s)", name_, rank_, v, what);
-}
-
-void Schedule::RebindUser(const char* name, const void* base) {
-  auto rebind = [&](Buf& b) {
-    if (!b.is_temp() && (b.name == name || std::strcmp(b.name, name) == 0)) b.user = const_cast<void*>(base);
-  };
-  for (Vertex& x : vertices_) {
-    rebind(x.src);
-    rebind(x.dst);
-  }
-}
-
-absl::Status Schedule::Start(Request* req) {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
-  return comm_->Launch(shared_from_this(), /*persistent=*/false, req);
-}
-
-absl::Status Schedule::Bind(Request* req) {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
-  return comm_->Launch(shared_from_this(), /*persistent=*/true, req);
-}
-
-absl::Status Schedule::Run() {
-  Request req;
-  CARTAGE_RETURN_IF_ERROR(Start(&req));
-  return req.Wait();
-}
-
-absl::Status Schedule::Begin() {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
-  if (running_) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
-  }
-  done_ = car::Completion();
-  done_.pending = static_cast<int64_t>(cars_.size());
-  failed_.reset();
-  inflight_.clear();
-  for (car::Car* c : cars_) c->Rearm();
-  running_ = true;
-  for (car::Car* c : cars_) {
-    if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
-    CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
-  }
-  return absl::OkStatus();
-}
-
-std::optional<absl::Status> Schedule::Poll(int* work) {
-  for (std::size_t i = 0; i < inflight_.size();) {
-    const VertexId v = inflight_[i];
-    Request& r = reqs_[v];
-    if (!r.completed()) {
-      ++i;
-      continue;
-    }
-    inflight_[i] = inflight_.back();
-    inflight_.pop_back();
-    ++*work;
-    const absl::Status st = Finished(v, r);
-    car::Car& c = *cars_[static_cast<std::size_t>(v)];
-    if (st.ok()) {
-      (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
-    } else {
-      car::CarSignal sig;
-      sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
-      if (!failed_.has_value()) failed_ = sig.error;
-      (void)VertexMachine::Dispatch(c, VertexEvent::kError, sig);
-    }
-  }
-  if (done_.pending > 0) return std::nullopt;
-  running_ = false;
-  if (failed_.has_value()) return *failed_;
-  return done_.status;
-}
-
-absl::Status Schedule::Finished(VertexId v, Request& r) {
-  absl::Status st = r.Wait();  // completed: returns at once
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  if (st.ok() && x.kind == VertexKind::kRecv && r.bytes() != x.bytes) {
-    st = absl::InvalidArgumentError(absl::StrFormat(
-        "received %d bytes, expected %d (the ranks disagree about the sizes)", r.bytes(), x.bytes));
-  }
-  return st;
-}
-
-void Schedule::LaunchVertex(car::Car& car, car::CarStep& step) {
-  auto* s = static_cast<Schedule*>(car.spec().owner);
-  s->Launch(*static_cast<const VertexId*>(car.method_private()), car, step);
-}
-
-void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  absl::Status st;
-  if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
-    Request& r = reqs_[v];
-    st = x.kind == VertexKind::kSend ? comm_->Isend(Resolve(x.src), x.bytes, x.peer, TagOf(x), &r)
-                                     : comm_->Irecv(Resolve(x.dst), x.bytes, x.peer, TagOf(x), &r);
-    if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
-      st = Finished(v, r);
-      if (st.ok()) {
-        step.Raise<VertexMachine>(car, VertexEvent::kComplete);
-        return;
-      }
-    } else if (st.ok()) {
-      inflight_.push_back(v);
-      return;  // Poll completes it
-    }
-  } else {
-    st = RunLocal(v);
-    if (st.ok()) {
-      step.Raise<VertexMachine>(car, VertexEvent::kComplete);
-      return;
-    }
-  }
-  car::CarSignal sig;
-  sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
-  if (!failed_.has_value()) failed_ = sig.error;
-  step.Raise<VertexMachine>(car, VertexEvent::kError, sig);
-}
-
-absl::Status Schedule::RunLocal(VertexId v) {
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  switch (x.kind) {
-    case VertexKind::kReduce: return ReduceInto(v);
-    case VertexKind::kCopy:
-      if (x.bytes > 0) std::memmove(Resolve(x.dst), Resolve(x.src), x.bytes);
-      return absl::OkStatus();
-    case VertexKind::kPack:
-      if (x.bytes > 0) {
-        car::Pack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
-                  static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
-      }
-      return absl::OkStatus();
-    case VertexKind::kUnpack:
-      if (x.bytes > 0) {
-        car::Unpack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
-                    static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
-      }
-      return absl::OkStatus();
-    default: return absl::OkStatus();
-  }
-}
-
-namespace {
-
-// inout = in op inout over `count` packed elements of `type`.
-void Apply(const Op& op, const void* in, void* inout, int64_t count, const Datatype& type) {
-  car::BasicType basic;
-  if (op.kind() != OpKind::kUser && type.homogeneous(&basic)) {
-    car::ReduceBasic(op.kind(), basic, in, inout, count * type.size() / static_cast<int64_t>(car::SizeOf(basic)));
-    return;
-  }
-  if (type.contiguous()) {
-    op.fn()(in, inout, count, type, op.context());
-    return;
-  }
-  // A user operator on a non-contiguous type works on the type's layout:
-  // unpack the accumulator, reduce the packed operand into it, pack it back.
-  const int64_t bytes = count * type.size();
-  std::vector<std::byte> layout(static_cast<std::size_t>((count - 1) * type.extent() + type.true_extent()));
-  std::byte* base = layout.data() - type.true_lb();
-  car::Unpack(inout, count, type, 0, bytes, base);
-  (void)car::ReduceUnpack(op, in, count, type, 0, bytes, base);  // Build checked the operator
-  car::Pack(base, count, type, 0, bytes, inout);
-}
-
-}  // namespace
-
-absl::Status Schedule::ReduceInto(VertexId v) {
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  if (x.count == 0) return absl::OkStatus();
-  const std::byte* in = Resolve(x.src);
-  std::byte* inout = Resolve(x.dst);
-  if (x.src_is_left || x.op->commutative()) {
-    Apply(*x.op, in, inout, x.count, *x.type);
-    return absl::OkStatus();
-  }
-  // inout = inout op in: reduce into a copy of `in`, then move it over.
-  std::vector<std::byte>& tmp = scratch_[static_cast<std::size_t>(v)];
-  std::memcpy(tmp.data(), in, x.bytes);
-  Apply(*x.op, inout, tmp.data(), x.count, *x.type);
-  std::memcpy(inout, tmp.data(), x.bytes);
-  return absl::OkStatus();
 }
 
 }  // namespace cartage

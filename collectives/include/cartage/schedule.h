@@ -57,6 +57,8 @@ struct Buf {
     return b;
   }
   bool is_temp() const { return temp >= 0; }
+  // How errors and diagrams name it: "tmp2+64", "recv+0".
+  std::string Label() const;
 };
 
 enum class VertexKind : uint8_t { kSend, kRecv, kReduce, kCopy, kPack, kUnpack, kFence };
@@ -157,6 +159,7 @@ class ScheduleBuilder {
 
  private:
   VertexId Add(Vertex v, absl::Span<const VertexId> after);
+  VertexId Message(VertexKind kind, Buf at, uint64_t bytes, int peer, absl::Span<const VertexId> after);
   VertexId Typed(VertexKind kind, Buf src, Buf dst, int64_t count, const Datatype& type,
                  absl::Span<const VertexId> after);
   std::optional<Comm> comm_;
@@ -231,9 +234,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<Vertex> vertices_;
   std::vector<uint64_t> temp_sizes_;
   std::vector<int> temp_lenders_;
-  std::vector<std::unique_ptr<std::byte[]>> temps_;  // plain ones (null where lent)
-  std::vector<std::shared_ptr<std::byte>> lent_;     // lent ones (null where plain)
-  std::vector<std::byte*> temp_at_;                  // each one's memory
+  std::vector<std::shared_ptr<std::byte>> temps_;  // plain memory, or lent by a method
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;
