@@ -44,12 +44,10 @@ Segment Whole(const Ctx& c) {
 absl::Status BcastTree(Ctx& c, int parent, const std::vector<int>& children, uint64_t chunk) {
   Xfer x = Xfer::ScatterInit(c.b, parent, XferOptions{.chunk_bytes = chunk, .buffer = std::nullopt});
   const Segment all = Whole(c);
-  std::size_t i = 0;
-  if (parent == kNoPeer) {
-    // the root's data is in place already
-  } else if (children.empty()) {
+  std::size_t i = 0;  // the root's data is in place already: it only sends
+  if (parent != kNoPeer && children.empty()) {
     CARTAGE_RETURN_IF_ERROR(x.RecvMopOp(all, std::nullopt));
-  } else {
+  } else if (parent != kNoPeer) {
     CARTAGE_RETURN_IF_ERROR(x.RecvMopForwardOp(all, std::nullopt, children[i++]));
   }
   for (; i < children.size(); ++i) CARTAGE_RETURN_IF_ERROR(x.SendOp(all, children[i]));

@@ -82,8 +82,21 @@ absl::Status CheckBufferMode(BufferMode m, const ForwardFacts& f) {
 
 // ---- Blocks -----------------------------------------------------------------------
 
+namespace {
+
+// CARTAGE_XFER_BUFFER: a mode to force wherever it can serve, if set.
+absl::StatusOr<std::optional<BufferMode>> EnvBuffer() {
+  const char* env = std::getenv("CARTAGE_XFER_BUFFER");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  absl::StatusOr<BufferMode> m = BufferModeByName(env);
+  if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("CARTAGE_XFER_BUFFER: ", m.status().message()));
+  return *m;
+}
+
+}  // namespace
+
 Xfer::Xfer(ScheduleBuilder& b, bool scatter, int peer, XferOptions options)
-    : b_(&b), scatter_(scatter), peer_(peer), options_(options) {}
+    : b_(&b), scatter_(scatter), peer_(peer), options_(options), env_buffer_(EnvBuffer()) {}
 
 Xfer Xfer::ScatterInit(ScheduleBuilder& b, int src, XferOptions options) {
   return Xfer(b, /*scatter=*/true, src, options);
@@ -111,14 +124,7 @@ absl::Status Xfer::Usable(const char* op, int peer) const {
   return absl::OkStatus();
 }
 
-uint64_t Xfer::ChunkOf(const Segment& seg, bool mop) const {
-  uint64_t chunk = options_.chunk_bytes == 0 ? UINT64_MAX : options_.chunk_bytes;
-  if (mop) {  // a combine works on whole elements
-    const auto es = static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1));
-    chunk = chunk == UINT64_MAX ? chunk : std::max(es, chunk / es * es);
-  }
-  return chunk;
-}
+uint64_t Xfer::Chunk() const { return options_.chunk_bytes == 0 ? UINT64_MAX : options_.chunk_bytes; }
 
 Xfer::Access Xfer::AccessOf(const Segment& seg, bool write) const {
   Access a{};
@@ -200,11 +206,8 @@ absl::StatusOr<BufferMode> Xfer::ModeFor(const ForwardFacts& f, const char* op, 
     if (absl::Status s = CheckBufferMode(*options_.buffer, f); !s.ok()) return refuse(s);
     return *options_.buffer;
   }
-  if (const char* env = std::getenv("CARTAGE_XFER_BUFFER"); env != nullptr && *env != '\0') {
-    absl::StatusOr<BufferMode> m = BufferModeByName(env);
-    if (!m.ok()) return refuse(absl::InvalidArgumentError(absl::StrCat("CARTAGE_XFER_BUFFER: ", m.status().message())));
-    if (CheckBufferMode(*m, f).ok()) return *m;
-  }
+  if (!env_buffer_.ok()) return refuse(env_buffer_.status());
+  if (env_buffer_->has_value() && CheckBufferMode(**env_buffer_, f).ok()) return **env_buffer_;
   return ChooseBufferMode(f);
 }
 
@@ -227,8 +230,8 @@ VertexId Xfer::Settle(Buf landed, const Segment& seg, const std::optional<Op>& m
     last = b.UnpackRange(landed, seg.count, seg.type, seg.first, seg.last, seg.buf, With(deps));
   } else {  // combine on the packed form: pack the segment's chunk, combine, unpack it again
     const Buf acc = b.Temp(seg.bytes());
-    const VertexId packed = b.PackRange(seg.buf, seg.count, seg.type, seg.first, seg.last, acc, With(Conflicts(
-                                                                                                AccessOf(seg, false))));
+    const VertexId packed =
+        b.PackRange(seg.buf, seg.count, seg.type, seg.first, seg.last, acc, With(Conflicts(AccessOf(seg, false))));
     made_.push_back(packed);
     const VertexId combined = b.Reduce(landed, acc, elems, seg.type, *mop, With({arrived, packed}), piece_first);
     made_.push_back(combined);
@@ -257,13 +260,19 @@ struct Chunks {
 }  // namespace
 
 absl::Status Xfer::Combinable(const char* op, const Segment& seg, const std::optional<Op>& mop, int src) const {
-  if (!mop.has_value() || seg.first % static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1)) == 0) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("xfer %s %s (%s, rank %d) from rank %d: a combined piece must start at a whole element "
-                      "(byte %d of %s)",
-                      scatter_ ? "scatter" : "gather", op, b_->name(), b_->rank(), src, seg.first, seg.type.name()));
+  if (!mop.has_value()) return absl::OkStatus();
+  // Chunks are cut alike on both ends of a link (every op cuts every
+  // `chunk_bytes`), so a combined piece and its chunks must be whole elements.
+  const auto es = static_cast<uint64_t>(std::max<int64_t>(seg.type.size(), 1));
+  const char* what = seg.first % es != 0                                      ? "starts inside an element"
+                     : seg.bytes() % es != 0                                  ? "ends inside an element"
+                     : options_.chunk_bytes != 0 && options_.chunk_bytes % es != 0 ? "is cut inside an element"
+                                                                                   : nullptr;
+  if (what == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "xfer %s %s (%s, rank %d) from rank %d: a combined piece %s of %s (%d bytes; bytes [%d, %d), chunks of %d)",
+      scatter_ ? "scatter" : "gather", op, b_->name(), b_->rank(), src, what, seg.type.name(), es, seg.first,
+      seg.last, options_.chunk_bytes));
 }
 
 Buf Xfer::Landing(BufferMode mode, uint64_t bytes, int src, int dest) {
@@ -279,7 +288,7 @@ absl::Status Xfer::RecvMopOp(const Segment& seg, const std::optional<Op>& mop, i
   CARTAGE_RETURN_IF_ERROR(Usable("recv_mop_op", src));
   CARTAGE_RETURN_IF_ERROR(Combinable("recv_mop_op", seg, mop, src));
   ScheduleBuilder& b = *b_;
-  const Chunks ch(seg.bytes(), ChunkOf(seg, mop.has_value()));
+  const Chunks ch(seg.bytes(), Chunk());
   for (uint64_t k = 0; k < ch.n; ++k) {
     const Segment piece = ch.Of(seg, k);
     VertexId got;
@@ -308,7 +317,7 @@ absl::Status Xfer::RecvMopForwardOp(const Segment& seg, const std::optional<Op>&
   ScheduleBuilder& b = *b_;
   const PathInfo from = Path(src);
   const PathInfo to = Path(dest);
-  const Chunks ch(seg.bytes(), ChunkOf(seg, mop.has_value()));
+  const Chunks ch(seg.bytes(), Chunk());
   for (uint64_t k = 0; k < ch.n; ++k) {
     const Segment piece = ch.Of(seg, k);
     const ForwardFacts f{.bytes = piece.bytes(),
@@ -370,7 +379,7 @@ absl::Status Xfer::ForwardOp(uint64_t bytes, int peer) {
   ScheduleBuilder& b = *b_;
   const PathInfo from = Path(src);
   const PathInfo to = Path(dest);
-  const Chunks ch(bytes, options_.chunk_bytes == 0 ? UINT64_MAX : options_.chunk_bytes);
+  const Chunks ch(bytes, Chunk());
   for (uint64_t k = 0; k < ch.n; ++k) {
     const uint64_t len = ch.Bytes(bytes, k);
     const ForwardFacts f{.bytes = len, .has_segment = false, .segment_contiguous = false, .mop = false,
@@ -396,7 +405,7 @@ absl::Status Xfer::SendOp(const Segment& seg, int peer) {
   const int dest = scatter_ ? peer : (peer == kNoPeer ? peer_ : peer);
   CARTAGE_RETURN_IF_ERROR(Usable("send_op", dest));
   ScheduleBuilder& b = *b_;
-  const Chunks ch(seg.bytes(), ChunkOf(seg, false));
+  const Chunks ch(seg.bytes(), Chunk());
   for (uint64_t k = 0; k < ch.n; ++k) {
     const Segment piece = ch.Of(seg, k);
     const Access r = AccessOf(piece, /*write=*/false);

@@ -332,7 +332,16 @@ TEST(Xfer, ForcedModesPlaceTheLandingBufferAndLentOnesComeFromThePeersMethod) {
   const Segment seg = Segment::Of(Buf::User(mem.data(), "data"), 250, kI32);
   EXPECT_THAT(x.RecvMopForwardOp(seg, Op(OpKind::kSum), 2).message(), HasSubstr("combined"));
   EXPECT_THAT(x.SendOp(seg, 7).message(), HasSubstr("no rank 7 in a communicator of 3"));
-  EXPECT_THAT(x.RecvMopOp(seg.Range(2, 1000), Op(OpKind::kSum)).message(), HasSubstr("whole element"));
+  EXPECT_THAT(x.RecvMopOp(seg.Range(2, 1000), Op(OpKind::kSum)).message(), HasSubstr("starts inside an element"));
+  EXPECT_THAT(x.RecvMopOp(seg.Range(0, 998), Op(OpKind::kSum)).message(), HasSubstr("ends inside an element"));
+  {  // 64 KiB chunks of a 12-byte type: the two ends could not agree on whole elements
+    ScheduleBuilder b12(1, 3, "cut");
+    Xfer x12 = Xfer::ScatterInit(b12, 0);
+    const Segment triples = Segment::Of(Buf::User(mem.data(), "data"), 80, *Datatype::Contiguous(3, kI32));
+    EXPECT_THAT(x12.RecvMopOp(triples, Op(OpKind::kSum)).message(),
+                HasSubstr("a combined piece is cut inside an element of contiguous"));
+    EXPECT_TRUE(x12.RecvMopOp(triples, std::nullopt).ok());  // uncombined: any byte boundary
+  }
   ASSERT_TRUE(x.Start().ok());
   EXPECT_EQ(x.SendOp(seg, 2).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(x.Start().status().code(), absl::StatusCode::kFailedPrecondition);

@@ -100,8 +100,9 @@ BufferMode ChooseBufferMode(const ForwardFacts& f);
 absl::Status CheckBufferMode(BufferMode m, const ForwardFacts& f);
 
 struct XferOptions {
-  // Pieces larger than this are cut into chunks of this size (whole
-  // elements where a mop combines them); 0: never.
+  // Pieces larger than this are cut into chunks of this size; 0: never.
+  // Every op of every rank cuts alike, so both ends of a link agree; a
+  // block that combines pieces needs a multiple of the type's size.
   uint64_t chunk_bytes = 64 << 10;
   // Forces a buffer mode on every forward of the block (an error where it
   // cannot serve). Without it, CARTAGE_XFER_BUFFER (a mode's name) forces
@@ -160,8 +161,8 @@ class Xfer {
   };
   Xfer(ScheduleBuilder& b, bool scatter, int peer, XferOptions options);
   absl::Status Usable(const char* op, int peer) const;
-  // The chunk size for `seg` (whole elements with a mop).
-  uint64_t ChunkOf(const Segment& seg, bool mop) const;
+  // The chunk size: the same for every op, so both ends of a link cut alike.
+  uint64_t Chunk() const;
   Access AccessOf(const Segment& seg, bool write) const;
   static bool SameBuffer(const Access& x, const Access& y);
   // Vertices that an access must wait for; records it for `v`.
@@ -172,7 +173,7 @@ class Xfer {
   // combine. Returns the last vertex.
   VertexId Settle(Buf landed, const Segment& seg, const std::optional<Op>& mop, bool piece_first,
                   VertexId arrived, const char* note);
-  // A combined piece starts at a whole element.
+  // A combined piece and its chunks are whole elements.
   absl::Status Combinable(const char* op, const Segment& seg, const std::optional<Op>& mop, int src) const;
   // Where a forwarded chunk lands in `mode` (not USE_SEGMENT_BUF).
   Buf Landing(BufferMode mode, uint64_t bytes, int src, int dest);
@@ -183,6 +184,7 @@ class Xfer {
   bool scatter_;
   int peer_;  // scatter: the source; gather: the destination
   XferOptions options_;
+  absl::StatusOr<std::optional<BufferMode>> env_buffer_;  // CARTAGE_XFER_BUFFER, read once
   std::vector<VertexId> after_;
   std::vector<Access> accesses_;
   std::vector<VertexId> made_;
