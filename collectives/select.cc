@@ -25,7 +25,8 @@ const std::vector<Algorithm>& Registry() {
     auto* all = new std::vector<Algorithm>{
       {{Collective::kBarrier, "dissemination", "ceil(log2 n) rounds of one message each way", false},
        &BarrierDissemination},
-      {{Collective::kBcast, "binomial", "binomial tree; log2 n steps of the whole buffer", false}, &BcastBinomial},
+      {{Collective::kBcast, "binomial", "binomial tree; log2 n steps, in 64 KiB chunks where ranks forward", false},
+       &BcastBinomial},
       {{Collective::kBcast, "scatter_allgather", "binomial scatter of n parts, then a ring allgather", false},
        &BcastScatterAllgather},
       {{Collective::kBcast, "chain", "pipelined chain in 64 KiB chunks", false}, &BcastChain},
