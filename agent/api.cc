@@ -83,8 +83,16 @@ absl::Status Request::Start() {
 absl::Status Request::BeginActivity() {
   CARTAGE_RETURN_IF_ERROR(activity_->Begin());
   done_ = car::Completion();
-  done_.pending = 1;
   in_flight_ = true;
+  // A run whose every step finished as it began (eager sends, messages that
+  // were waiting) completes here: its Wait then takes no round of progress,
+  // which would only drain more incoming messages into the unexpected queue.
+  int work = 0;
+  if (std::optional<absl::Status> outcome = activity_->Poll(&work)) {
+    done_.status = *std::move(outcome);
+    return absl::OkStatus();
+  }
+  done_.pending = 1;
   runtime_->Watch(activity_.get(), this);
   return absl::OkStatus();
 }
