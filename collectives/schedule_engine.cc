@@ -63,12 +63,23 @@ std::string Schedule::Describe(VertexId v) const {
 }
 
 void Schedule::RebindUser(const char* name, const void* base) {
-  auto rebind = [&](Buf& b) {
-    if (!b.is_temp() && (b.name == name || std::strcmp(b.name, name) == 0)) b.user = const_cast<void*>(base);
-  };
-  for (Vertex& x : vertices_) {
-    rebind(x.src);
-    rebind(x.dst);
+  auto same = [](const char* a, const char* b) { return a == b || std::strcmp(a, b) == 0; };
+  if (user_bufs_.empty()) {  // the vertices do not change once built: index them once
+    auto note = [&](Buf& b) {
+      if (b.is_temp() || b.name == nullptr) return;
+      for (auto& [n, bufs] : user_bufs_) {
+        if (same(n, b.name)) return bufs.push_back(&b);
+      }
+      user_bufs_.push_back({b.name, {&b}});
+    };
+    for (Vertex& x : vertices_) {
+      note(x.src);
+      note(x.dst);
+    }
+  }
+  for (auto& [n, bufs] : user_bufs_) {
+    if (!same(n, name)) continue;
+    for (Buf* b : bufs) b->user = const_cast<void*>(base);
   }
 }
 

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -244,6 +245,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   car::Completion done_;             // vertices still to finish, first error
   bool running_ = false;
   std::optional<absl::Status> failed_;  // the first vertex error of this run
+  // Per user buffer name: the vertices' buffers that name it (RebindUser),
+  // gathered on its first call.
+  std::vector<std::pair<const char*, std::vector<Buf*>>> user_bufs_;
 };
 
 // Whole-job rendering: every rank's schedule of one collective (built in
