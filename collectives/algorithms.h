@@ -112,6 +112,7 @@ const Algorithm* Find(Collective c, absl::string_view name);
 
 // The builders.
 absl::Status BarrierDissemination(Ctx& c);
+absl::Status BarrierLinear(Ctx& c);
 absl::Status BcastBinomial(Ctx& c);
 absl::Status BcastChain(Ctx& c);
 absl::Status BcastScatterAllgather(Ctx& c);
@@ -120,9 +121,12 @@ absl::Status GatherBinomial(Ctx& c);
 absl::Status ScatterBinomial(Ctx& c);
 absl::Status AllreduceRecursiveDoubling(Ctx& c);
 absl::Status AllreduceRing(Ctx& c);
+absl::Status AllreduceLinear(Ctx& c);
 absl::Status AllgatherRing(Ctx& c);
 absl::Status AllgatherBruck(Ctx& c);
+absl::Status AllgatherLinear(Ctx& c);
 absl::Status AlltoallPairwise(Ctx& c);
+absl::Status AlltoallLinear(Ctx& c);
 absl::Status ReduceScatterGather(Ctx& c);
 absl::Status AllreduceRabenseifner(Ctx& c);
 absl::Status AllgatherRecursiveDoubling(Ctx& c);

@@ -56,6 +56,47 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Linear: every rank sends its vector to every other and reduces all n in
+// rank order, x0 op (x1 op (... op x(n-1))), so every rank computes the
+// same result bit for bit, and non-commutative operators work. One round of
+// n - 1 messages each way: for small vectors, where the number of rounds a
+// rank waits through costs more than the messages (ranks outnumbering cores:
+// every wait is a trip through the scheduler).
+absl::Status AllreduceLinear(Ctx& c) {
+  const int n = c.n;
+  const uint64_t bytes = c.Bytes(c.count);
+  if (n == 1) {
+    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
+    return absl::OkStatus();
+  }
+  const Buf tmp = c.b.Temp(bytes * static_cast<uint64_t>(n));
+  auto slot = [&](int i) { return tmp + bytes * static_cast<uint64_t>(i); };
+  // In place, the accumulator (recv) holds this rank's vector: keep a copy.
+  Buf own = c.send;
+  VertexId saved = -1;
+  if (c.in_place) {
+    own = slot(c.r);
+    saved = c.b.Copy(c.recv, own, bytes);
+  }
+  std::vector<VertexId> got(static_cast<std::size_t>(n), -1);
+  for (int s = 1; s < n; ++s) {
+    const int to = (c.r + s) % n;
+    const int from = (c.r - s + n) % n;
+    c.b.Send(own, bytes, to, Deps({saved}));
+    got[static_cast<std::size_t>(from)] = c.b.Recv(slot(from), bytes, from);
+  }
+  auto at = [&](int i) { return i == c.r ? own : slot(i); };
+  const int top = n - 1;
+  VertexId last = saved;
+  if (!(c.in_place && c.r == top)) {
+    last = c.b.Copy(at(top), c.recv, bytes, Deps({got[static_cast<std::size_t>(top)], saved}));
+  }
+  for (int i = top - 1; i >= 0; --i) {
+    last = c.Reduce(at(i), c.recv, c.count, Deps({last, got[static_cast<std::size_t>(i)]}));  // x_i on the left
+  }
+  return absl::OkStatus();
+}
+
 // Ring: a reduce-scatter (n - 1 steps, each rank ends up owning one reduced
 // part) and an allgather of the parts (n - 1 steps). Bandwidth-optimal;
 // commutative operators only.
@@ -113,6 +154,23 @@ absl::Status AllgatherRing(Ctx& c) {
   return AllgathervRing(v);
 }
 
+// Linear: this rank's block goes straight to every other rank, all at once;
+// one round (see AllreduceLinear).
+absl::Status AllgatherLinear(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  const Buf mine = c.At(c.recv, c.r, c.count);
+  const Buf own = c.in_place ? mine : c.send;
+  if (!c.in_place) c.b.Copy(c.send, mine, block);
+  for (int s = 1; s < n; ++s) {
+    const int to = (c.r + s) % n;
+    const int from = (c.r - s + n) % n;
+    c.b.Send(own, block, to);
+    c.b.Recv(c.At(c.recv, from, c.count), block, from);
+  }
+  return absl::OkStatus();
+}
+
 // Bruck: ceil(log2 n) rounds; round k sends the blocks gathered so far to
 // rank - k and receives as many from rank + k into a rotated buffer, which
 // is rotated back at the end. Any rank count.
@@ -167,6 +225,28 @@ absl::Status AlltoallPairwise(Ctx& c) {
     c.b.Note(sv, absl::StrFormat("step %d", s));
     c.b.Note(got, absl::StrFormat("step %d", s));
     prev = c.b.Fence({sv, got});
+  }
+  return absl::OkStatus();
+}
+
+// Linear (Open MPI's basic linear): every send and receive posted at once;
+// one round (see AllreduceLinear).
+absl::Status AlltoallLinear(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  Buf src = c.send;
+  VertexId saved = -1;
+  if (c.in_place) {  // the receives overwrite the blocks to send: send from a copy
+    src = c.b.Temp(block * static_cast<uint64_t>(n));
+    saved = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(n));
+  } else {
+    c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
+  }
+  for (int s = 1; s < n; ++s) {
+    const int to = (c.r + s) % n;
+    const int from = (c.r - s + n) % n;
+    c.b.Send(c.At(src, to, c.count), block, to, Deps({saved}));
+    c.b.Recv(c.At(c.recv, from, c.count), block, from, Deps({saved}));
   }
   return absl::OkStatus();
 }

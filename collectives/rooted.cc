@@ -23,6 +23,17 @@ absl::Status BarrierDissemination(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Linear: a message to every other rank and one from each, all at once;
+// one round of n - 1 messages each way (for ranks outnumbering cores, where
+// each round a rank waits through is a trip through the scheduler).
+absl::Status BarrierLinear(Ctx& c) {
+  for (int s = 1; s < c.n; ++s) {
+    c.b.Send(Buf{}, 0, (c.r + s) % c.n);
+    c.b.Recv(Buf{}, 0, (c.r - s + c.n) % c.n);
+  }
+  return absl::OkStatus();
+}
+
 // ---- bcast ---------------------------------------------------------------------
 
 // Bcast as seed 002's scatter blocks over the packed buffer: a rank receives

@@ -25,6 +25,7 @@ const std::vector<Algorithm>& Registry() {
     auto* all = new std::vector<Algorithm>{
       {{Collective::kBarrier, "dissemination", "ceil(log2 n) rounds of one message each way", false},
        &BarrierDissemination},
+      {{Collective::kBarrier, "linear", "one round: a message to and from every other rank", false}, &BarrierLinear},
       {{Collective::kBcast, "binomial", "binomial tree; log2 n steps, in 64 KiB chunks where ranks forward", false},
        &BcastBinomial},
       {{Collective::kBcast, "scatter_allgather", "binomial scatter of n parts, then a ring allgather", false},
@@ -37,12 +38,16 @@ const std::vector<Algorithm>& Registry() {
        &AllreduceRecursiveDoubling},
       {{Collective::kAllreduce, "ring", "ring reduce-scatter then ring allgather; 2(n-1) steps of 1/n", true},
        &AllreduceRing},
+      {{Collective::kAllreduce, "linear", "one round: every vector to every rank, reduced in rank order there", false},
+       &AllreduceLinear},
       {{Collective::kGather, "binomial", "binomial tree; subtrees' blocks travel together", false}, &GatherBinomial},
       {{Collective::kScatter, "binomial", "binomial tree; subtrees' blocks travel together", false},
        &ScatterBinomial},
       {{Collective::kAllgather, "ring", "n-1 steps of one block", false}, &AllgatherRing},
       {{Collective::kAllgather, "bruck", "ceil(log2 n) rounds, any n, then a rotation", false}, &AllgatherBruck},
+      {{Collective::kAllgather, "linear", "one round: this rank's block to every other rank", false}, &AllgatherLinear},
       {{Collective::kAlltoall, "pairwise", "n-1 exchange steps, one partner each", false}, &AlltoallPairwise},
+      {{Collective::kAlltoall, "linear", "one round: every block sent and received at once", false}, &AlltoallLinear},
       {{Collective::kReduce, "reduce_scatter_gather", "Rabenseifner: recursive-halving reduce-scatter, then a gather",
         true},
        &ReduceScatterGather},
@@ -119,11 +124,15 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // whole buffer for bcast, reduce, allreduce, reduce_scatter(_block), scan
 // and exscan, one rank's block for the others (the average for allgatherv,
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
-// Measured (bench/RESULTS.md, "Collectives: algorithms side by side"):
-// allreduce recursive_doubling vs rabenseifner crosses between 64 and 256
-// KiB at 4 ranks; Bruck's alltoall beats pairwise up to 256-byte blocks from
-// 3 ranks. The other thresholds are first guesses.
+// Measured (bench/RESULTS.md, "Collectives: algorithms side by side" and
+// "One-round algorithms"): allreduce recursive_doubling vs rabenseifner
+// crosses between 64 and 256 KiB at 4 ranks; Bruck's alltoall beats pairwise
+// up to 256-byte blocks from 3 ranks; with 3 to 8 ranks the one-round linear
+// algorithms beat every multi-round one (barrier, allgather and alltoall at
+// every size measured, allreduce below 8 KiB) where ranks outnumber cores.
+// The other thresholds are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
+barrier               linear                 ranks=3-9
 barrier               dissemination
 bcast                 binomial               bytes=-64K
 bcast                 binomial               ranks=-3
@@ -131,6 +140,7 @@ bcast                 chain                  ranks=-4
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial
+allreduce             linear                 bytes=-8K ranks=3-9
 allreduce             recursive_doubling     bytes=-128K
 allreduce             recursive_doubling     ranks=-3
 allreduce             rabenseifner           pof2
@@ -138,9 +148,11 @@ allreduce             ring
 allreduce             recursive_doubling
 gather                binomial
 scatter               binomial
+allgather             linear                 ranks=3-9
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             ring
+alltoall              linear                 ranks=3-9
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise
 gatherv               linear

@@ -126,7 +126,13 @@ TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
 }
 
 TEST(Collectives, SelectionPicksByBytesAndRanks) {
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 2), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 9), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8 << 10, 4), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 2), "dissemination");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 9), "dissemination");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 5), "ring");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4, /*commutative=*/false), "recursive_doubling");
@@ -134,10 +140,13 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
   EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "scatter_allgather");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 7), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 4), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 3), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 16), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 15), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 16), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 16), "pairwise");
   EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 2), "pairwise");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 100 << 10, 4), "recursive_doubling");
   const std::string table = DescribeSelection();
@@ -168,7 +177,7 @@ TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
   EXPECT_THAT(ParseSelectionFile("\nallreduse ring\n", "f").status().message(),
               HasSubstr("f:2: no collective 'allreduse'"));
   EXPECT_THAT(ParseSelectionFile("allreduce rong\n", "f").status().message(),
-              HasSubstr("allreduce has no algorithm 'rong' (there are: recursive_doubling, ring, rabenseifner)"));
+              HasSubstr("allreduce has no algorithm 'rong' (there are: recursive_doubling, ring, linear, rabenseifner)"));
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=9-3\n", "f").status().message(), HasSubstr("'9-3' is empty"));
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=1X-\n", "f").status().message(), HasSubstr("'1X' is not a size"));
   EXPECT_THAT(ParseSelectionFile("bcast chain colour=red\n", "f").status().message(),
@@ -209,7 +218,7 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
   ASSERT_TRUE(WriteFile(good, "# test\nallreduce ring ranks=3-4\nallreduce rabenseifner ranks=2-3\n"));
   ASSERT_TRUE(WriteFile(broken, "allreduce ring\nallreduce sideways\n"));
   for (const auto& [ranks, algo] : std::vector<std::pair<int, std::string>>{{2, "rabenseifner"}, {3, "ring"},
-                                                                          {4, "recursive_doubling"}}) {
+                                                                          {4, "linear"}}) {
     const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(ranks), "--timeout", "60", RANKS_BIN,
                                         "selection"},
                                        {"CARTAGE_COLLECTIVES_FILE=" + good});
