@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "car/recv_fsm.h"
@@ -49,6 +50,18 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && rt->size() > cpus) rt->wait_.spin_rounds = 20;
+  if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
+    if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WAIT_SPIN=%s: need a count >= 1", v));
+    }
+  }
+  if (const char* v = std::getenv("CARTAGE_WAIT_YIELD_US")) {
+    int us = 0;
+    if (!absl::SimpleAtoi(v, &us) || us < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WAIT_YIELD_US=%s: need microseconds >= 0", v));
+    }
+    rt->wait_.yield_for = std::chrono::microseconds(us);
+  }
   rt->last_peer_check_ = std::chrono::steady_clock::now();
   return rt;
 }

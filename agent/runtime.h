@@ -29,7 +29,8 @@ class Request;
 
 namespace cartage::agent {
 
-// How a waiting rank spends its time (seed 002: spin, then yield, then block).
+// How a waiting rank spends its time (seed 002: spin, then yield, then block);
+// CARTAGE_WAIT_SPIN and CARTAGE_WAIT_YIELD_US set the first two.
 struct WaitPolicy {
   int spin_rounds = 2000;                          // progress rounds before yielding
   std::chrono::microseconds yield_for{2000};       // then yield this long

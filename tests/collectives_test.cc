@@ -237,6 +237,23 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
   EXPECT_THAT(info.out, HasSubstr("ERROR: collective selection file"));
 }
 
+// The wait strategy's knobs: a job that yields at once (no spinning, no
+// yielding before it blocks) still completes its collectives; a bad value
+// stops every rank at start-up, naming the variable.
+TEST(WaitPolicy, KnobsSteerTheJobAndBadValuesAreNamed) {
+  CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", RANKS_BIN, "selection"},
+                               {"CARTAGE_WAIT_SPIN=1", "CARTAGE_WAIT_YIELD_US=0"});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("PASS selection"));
+  r = RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "60", RANKS_BIN, "selection"}, {"CARTAGE_WAIT_SPIN=0"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.out + r.err, HasSubstr("CARTAGE_WAIT_SPIN=0: need a count >= 1"));
+  r = RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "60", RANKS_BIN, "selection"},
+                 {"CARTAGE_WAIT_YIELD_US=soon"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.out + r.err, HasSubstr("CARTAGE_WAIT_YIELD_US=soon: need microseconds >= 0"));
+}
+
 // ---- the xfer interface ----------------------------------------------------------
 
 TEST(Xfer, BufferPolicyFollowsSizeAndMethodCapabilities) {
