@@ -43,7 +43,8 @@ std::vector<ParamInfo> Params() {
       {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
                       "pipelined copy through the rings"},
       {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
-                              "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU)"},
+                              "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
+                              "where ranks outnumber CPUs the default is 65536)"},
   };
 }
 
@@ -76,6 +77,7 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
     if (!absl::SimpleAtoi(v, &o.cma_min)) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN=%s: not a number", v));
     }
+    o.cma_min_set = true;
   }
   return o;
 }
@@ -86,6 +88,9 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
                                                              const ShmOptions& options) {
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
+  if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); !options.cma_min_set && cpus > 0 && ex.size() > cpus) {
+    m->options_.cma_min = options.cma_min_oversubscribed;
+  }
   m->caps_ = Caps(options);
   m->host_ = host;
   m->rank_ = ex.rank();

@@ -33,6 +33,10 @@ struct ShmOptions {
   std::size_t eager_limit = 8192;      // larger messages go by rendezvous
   bool cma = true;                     // single copy with process_vm_readv where it works
   std::size_t cma_min = 64u << 20;     // ...for rendezvous messages of at least this many bytes
+  // ...and where the ranks outnumber the CPUs (a pipelined copy needs the
+  // sender running, a single copy does not): CARTAGE_SHM_CMA_MIN wins over both.
+  std::size_t cma_min_oversubscribed = 64u << 10;
+  bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
   // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA, CARTAGE_SHM_CMA_MIN.
   static absl::StatusOr<ShmOptions> FromEnvironment();
 };
