@@ -129,14 +129,17 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // crosses between 64 and 256 KiB at 4 ranks; Bruck's alltoall beats pairwise
 // up to 256-byte blocks from 3 ranks; with 3 to 8 ranks the one-round linear
 // algorithms beat every multi-round one (barrier, allgather and alltoall at
-// every size measured, allreduce below 8 KiB) where ranks outnumber cores.
+// every size measured, allreduce below 8 KiB) where ranks outnumber cores,
+// and so do bcast's chain at 4 ranks and binomial up to 8 from 64 KiB
+// (scatter_allgather's 2 log n + n rounds lose at every size there).
 // The other thresholds are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               linear                 ranks=3-9
 barrier               dissemination
 bcast                 binomial               bytes=-64K
 bcast                 binomial               ranks=-3
-bcast                 chain                  ranks=-4
+bcast                 chain                  ranks=-5
+bcast                 binomial               ranks=-9
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial

@@ -137,7 +137,9 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4, /*commutative=*/false), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "scatter_allgather");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16), "scatter_allgather");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "binomial");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4), "chain");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "linear");
