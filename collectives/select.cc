@@ -125,8 +125,8 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // and exscan, one rank's block for the others (the average for allgatherv,
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
 // Measured (bench/RESULTS.md, "Collectives: algorithms side by side" and
-// "One-round algorithms"): allreduce recursive_doubling vs rabenseifner
-// crosses between 64 and 256 KiB at 4 ranks; Bruck's alltoall beats pairwise
+// "Collectives: one round where ranks outnumber cores"): allreduce
+// recursive_doubling vs rabenseifner crosses between 64 and 256 KiB at 4 ranks; Bruck's alltoall beats pairwise
 // up to 256-byte blocks from 3 ranks; with 3 to 8 ranks the one-round linear
 // algorithms beat every multi-round one (barrier, allgather and alltoall at
 // every size measured, allreduce below 8 KiB) where ranks outnumber cores,
