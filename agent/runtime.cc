@@ -48,8 +48,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
   for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus > 0 && rt->size() > cpus) rt->wait_.spin_rounds = 20;
+  if (methods::RanksOutnumberCpus(rt->size())) rt->wait_.spin_rounds = 20;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WAIT_SPIN=%s: need a count >= 1", v));

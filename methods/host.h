@@ -4,6 +4,8 @@
 #ifndef CARTAGE_METHODS_HOST_H_
 #define CARTAGE_METHODS_HOST_H_
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 
@@ -13,6 +15,14 @@
 #include "car/car.h"
 
 namespace cartage::methods {
+
+// Whether `ranks` on this host outnumber its CPUs. The agent's wait policy
+// and the shm method's choice of copy both turn on it: a rank that waits
+// then yields at once, and a copy that needs its peer scheduled is avoided.
+inline bool RanksOutnumberCpus(int ranks) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && ranks > cpus;
+}
 
 // The job-wide key-value exchange (the bootstrap implements it).
 class Exchange {

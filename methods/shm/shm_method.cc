@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
                                                              const ShmOptions& options) {
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
-  if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); !options.cma_min_set && cpus > 0 && ex.size() > cpus) {
+  if (!options.cma_min_set && RanksOutnumberCpus(ex.size())) {
     m->options_.cma_min = options.cma_min_oversubscribed;
   }
   m->caps_ = Caps(options);
