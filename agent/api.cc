@@ -75,6 +75,13 @@ absl::Status Request::Start() {
   }
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
   if (activity_) return BeginActivity();
+  if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
+    int rank = peer_;
+    if (group_) rank = static_cast<int>(std::find(group_->begin(), group_->end(), peer_) - group_->begin());
+    const bool send = car_->kind() == car::CarKind::kSend;
+    return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", send ? "send" : "recv",
+                                                  send ? "to" : "from", rank, runtime_->PeerStatus(peer_).message()));
+  }
   car_->Rearm();
   runtime_->Rebind(*car_, peer_);
   return runtime_->Post(this);
@@ -105,7 +112,7 @@ absl::Status Request::Free() {
     return absl::OkStatus();
   }
   if (car_ == nullptr) return absl::OkStatus();
-  runtime_->Unregister(registration_);
+  if (registration_ != kUnregistered) runtime_->Unregister(registration_);
   runtime_->Release(car_);
   car_ = nullptr;
   persistent_ = false;
@@ -188,7 +195,7 @@ absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> req
 
 // ---- Comm ----------------------------------------------------------------------
 
-absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, bool persistent,
+absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, Persistence persistence,
                          uint32_t context) const {
   void* const buf = data.buf;
   const char* op = send ? (sync ? "ssend" : "send") : "recv";
@@ -249,7 +256,12 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   spec.synchronous = sync;
   req->group_ = group_;
   CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
-  if (persistent) {
+  if (persistence == Persistence::kUnregistered) {
+    req->persistent_ = true;
+    req->registration_ = Request::kUnregistered;
+    return absl::OkStatus();
+  }
+  if (persistence == Persistence::kRegistered) {
     req->persistent_ = true;
     absl::StatusOr<uint64_t> token = rt_->Register(any_source ? -1 : world, span_start, span);
     if (!token.ok()) {
@@ -280,10 +292,14 @@ absl::Status Comm::Irecv(void* buf, std::size_t bytes, int source, int tag, Requ
   return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req);
 }
 absl::Status Comm::SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req, /*persistent=*/true);
+  return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req, Persistence::kRegistered);
 }
 absl::Status Comm::RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
-  return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req, /*persistent=*/true);
+  return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req, Persistence::kRegistered);
+}
+
+absl::Status Comm::StepInit(bool send, void* buf, std::size_t bytes, int peer, int tag, Request* req) const {
+  return Start(send, false, {buf, Bytes(bytes), nullptr}, peer, tag, req, Persistence::kUnregistered);
 }
 
 absl::Status Comm::Isend(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
@@ -300,11 +316,11 @@ absl::Status Comm::Irecv(void* buf, int64_t count, const Datatype& type, int sou
 }
 absl::Status Comm::SendInit(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
                             Request* req) const {
-  return Start(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, req, /*persistent=*/true);
+  return Start(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, req, Persistence::kRegistered);
 }
 absl::Status Comm::RecvInit(void* buf, int64_t count, const Datatype& type, int source, int tag,
                             Request* req) const {
-  return Start(false, false, {buf, count, &type}, source, tag, req, /*persistent=*/true);
+  return Start(false, false, {buf, count, &type}, source, tag, req, Persistence::kRegistered);
 }
 absl::Status Comm::Send(const void* buf, int64_t count, const Datatype& type, int dest, int tag) const {
   return Blocking(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, nullptr);
@@ -421,9 +437,9 @@ absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
   std::vector<Request> reqs(2 * static_cast<std::size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     CARTAGE_RETURN_IF_ERROR(Start(false, false, {&all[2 * static_cast<std::size_t>(r)], sizeof(mine), nullptr}, r,
-                                  kSplitTag, &reqs[static_cast<std::size_t>(r)], false, collective));
+                                  kSplitTag, &reqs[static_cast<std::size_t>(r)], Persistence::kNone, collective));
     CARTAGE_RETURN_IF_ERROR(Start(true, false, {const_cast<int*>(mine), sizeof(mine), nullptr}, r, kSplitTag,
-                                  &reqs[static_cast<std::size_t>(size_ + r)], false, collective));
+                                  &reqs[static_cast<std::size_t>(size_ + r)], Persistence::kNone, collective));
   }
   for (Request& r : reqs) {
     if (absl::Status s = r.Wait(); !s.ok()) {

@@ -20,6 +20,9 @@
 //           every rank; per-call µs averaged over the ranks; bcast from rank
 //           0, allreduce a sum of doubles; sizes are bytes per rank; the
 //           iteration count is calibrated so a repetition takes --target_s
+// exchange  the same loop over point-to-point: each rank an Irecv and an
+//           Isend with its partner (rank ^ 1), then waits for both: the
+//           floor of a one-round collective (2 ranks: barrier, allreduce)
 // bench/peers/osu_mpi.c runs the same tests, sizes and loops over MPI
 // (bench/compare puts the two side by side).
 // Each size: a warm-up, then --reps timed repetitions; medians with min and
@@ -191,16 +194,18 @@ double CmaProbeMBps(const Comm& w, std::vector<char>& buf, std::size_t bytes) {
 
 constexpr const char* kTests[] = {"pingpong",  "bw",        "bibw",      "rate",     "match_posted",
                                   "match_posted_any", "match_unexpected", "match_unexpected_any",
-                                  "barrier",   "bcast",     "allreduce", "allgather", "alltoall"};
+                                  "barrier",   "bcast",     "allreduce", "allgather", "alltoall", "exchange"};
 constexpr int kControlTag = 32000;
 
 bool IsMatching(const std::string& test) { return test.rfind("match_", 0) == 0; }
 bool IsCollective(const std::string& test) {
-  return test == "barrier" || test == "bcast" || test == "allreduce" || test == "allgather" || test == "alltoall";
+  return test == "barrier" || test == "bcast" || test == "allreduce" || test == "allgather" || test == "alltoall" ||
+         test == "exchange";
 }
 
 // The algorithm the selection table picks for a test's calls.
 std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks) {
+  if (test == "exchange") return "point-to-point";
   const cartage::Collective c = test == "barrier"     ? cartage::Collective::kBarrier
                                 : test == "bcast"       ? cartage::Collective::kBcast
                                 : test == "allreduce" ? cartage::Collective::kAllreduce
@@ -229,6 +234,12 @@ double RunCollective(const Comm& w, const std::string& test, std::vector<char>& 
       CARTAGE_CHECK_OK(cartage::Allreduce(w, sbuf.data(), rbuf.data(), n / 8, dbl, sum));
     } else if (test == "allgather") {
       CARTAGE_CHECK_OK(cartage::Allgather(w, sbuf.data(), rbuf.data(), n, byte));
+    } else if (test == "exchange") {
+      cartage::Request rq, sq;
+      const int peer = (w.rank() ^ 1) < w.size() ? w.rank() ^ 1 : w.rank();  // an odd rank out: itself
+      CARTAGE_CHECK_OK(w.Irecv(rbuf.data(), bytes, peer, 9, &rq));
+      CARTAGE_CHECK_OK(w.Isend(sbuf.data(), bytes, peer, 9, &sq));
+      CARTAGE_CHECK_OK(cartage::WaitAll({&rq, &sq}));
     } else {
       CARTAGE_CHECK_OK(cartage::Alltoall(w, sbuf.data(), rbuf.data(), n, byte));
     }

@@ -388,6 +388,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->successors_.resize(n);
   s->cars_.assign(n, nullptr);
   s->reqs_ = std::make_unique<Request[]>(n);
+  s->prepared_on_.assign(n, nullptr);
   static const car::Carrier kVertexCarrier{.name = "schedule", .launch = &Schedule::LaunchVertex};
   // Sinks first, so that every CAR can name its successors when created.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

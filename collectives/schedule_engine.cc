@@ -170,9 +170,18 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   absl::Status st;
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
+    // The step's persistent request: prepared at its first run, and again
+    // only when its buffer moved (RebindUser), then started.
     Request& r = reqs_[v];
-    st = x.kind == VertexKind::kSend ? comm_->Isend(Resolve(x.src), x.bytes, x.peer, TagOf(x), &r)
-                                     : comm_->Irecv(Resolve(x.dst), x.bytes, x.peer, TagOf(x), &r);
+    const bool send = x.kind == VertexKind::kSend;
+    std::byte* buf = Resolve(send ? x.src : x.dst);
+    const void*& prepared = prepared_on_[static_cast<std::size_t>(v)];
+    if (r.persistent() && prepared != buf) st = r.Free();  // fails while still active, as a restart would
+    if (st.ok() && !r.persistent()) {
+      st = comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r);
+      prepared = buf;
+    }
+    if (st.ok()) st = r.Start();
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {

@@ -447,6 +447,10 @@ void EarlyExit(const Comm& w) {
   }
   if (w.rank() == 0) {
     int v = 0;
+    // Prepared while rank 1 lived, started once it is gone: refused at start
+    // (a receive would otherwise wait for ever).
+    Request persistent;
+    OK(w.RecvInit(&v, sizeof(v), 1, 1, &persistent));
     const auto start = std::chrono::steady_clock::now();
     const absl::Status s = w.Recv(&v, sizeof(v), 1, 0);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -460,6 +464,11 @@ void EarlyExit(const Comm& w) {
     s.IgnoreError();
     const absl::Status again = w.Isend(&v, sizeof(v), 1, 0, &r);
     EXPECT(again.code() == absl::StatusCode::kUnavailable, "%s", again.ToString());
+    const absl::Status restart = persistent.Start();
+    EXPECT(restart.code() == absl::StatusCode::kUnavailable &&
+               restart.message().find("persistent recv from rank 1: rank 1 exited or finalized") != std::string::npos,
+           "%s", restart.ToString());
+    EXPECT(!persistent.active(), "a refused start left the request active");
   }
 }
 

@@ -123,7 +123,8 @@ class Request {
   bool in_flight_ = false;
   bool persistent_ = false;
   int peer_ = 0;                               // the world rank a persistent CAR is bound to
-  uint64_t registration_ = 0;                  // the method's registration of the buffer
+  static constexpr uint64_t kUnregistered = ~uint64_t{0};
+  uint64_t registration_ = 0;                  // the method's registration of the buffer (or kUnregistered)
   std::optional<car::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
   std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
   std::shared_ptr<Activity> activity_;         // a collective: what the progress engine polls
@@ -213,6 +214,14 @@ class Comm {
   absl::Status SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
   absl::Status RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
 
+  // A persistent send or receive of `bytes` bytes for one step of a
+  // collective schedule: SendInit or RecvInit on this communicator, except
+  // that the buffer is not registered with the method (every start hands it
+  // over as Isend or Irecv would), so a step whose buffer moved is freed and
+  // prepared again at no registration cost. A schedule prepares each send
+  // and receive step once and starts it at every run.
+  absl::Status StepInit(bool send, void* buf, std::size_t bytes, int peer, int tag, Request* req) const;
+
   // Runs `activity` (a collective schedule) under `req`: Begin() now, then
   // polled by every round of progress until it finishes; `req` keeps it
   // alive while it runs. A persistent request keeps it until Free() and
@@ -255,8 +264,11 @@ class Comm {
     int64_t count;
     const Datatype* type;
   };
+  // What Start makes: an operation posted now, or a persistent one (whose
+  // buffer is registered with the method, or not: StepInit).
+  enum class Persistence : uint8_t { kNone, kRegistered, kUnregistered };
   absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
-                     bool persistent = false, uint32_t context = kOwnContext) const;
+                     Persistence persistence = Persistence::kNone, uint32_t context = kOwnContext) const;
   // Start, then wait; `status` (optional) gets source, tag and byte count.
   absl::Status Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const;
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }

@@ -240,7 +240,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;
   std::vector<std::vector<car::Car*>> successors_;
-  std::unique_ptr<Request[]> reqs_;  // per vertex: its send or receive
+  // Per vertex: its send or receive, persistent (Comm::StepInit) and
+  // started at every run, and the buffer it was prepared on.
+  std::unique_ptr<Request[]> reqs_;
+  std::vector<const void*> prepared_on_;
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
   car::Completion done_;             // vertices still to finish, first error
   bool running_ = false;
