@@ -97,9 +97,13 @@ std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf t
                                            const std::vector<VertexId>& after);
 // Recursive doubling allgather over the new ranks: new rank i brings
 // [start[i], start[i+1]) of acc, and all of acc ends up everywhere.
-// Returns every vertex it made.
+// Returns every vertex it made. Sends wait for `after`; receives (which
+// write only blocks this rank does not hold) for `recv_after`. `first_from`,
+// when given, is where this rank's own block lies before it reaches acc:
+// the first send takes it from there, waiting for nothing.
 std::vector<VertexId> DoublingAllgather(Ctx& c, const Fold& f, Buf acc, const std::vector<int64_t>& start,
-                                        const std::vector<VertexId>& after);
+                                        const std::vector<VertexId>& after, const std::vector<VertexId>& recv_after,
+                                        const Buf* first_from = nullptr);
 
 // An algorithm: its description and its schedule builder.
 struct Algorithm {

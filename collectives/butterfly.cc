@@ -77,9 +77,11 @@ std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf t
 }
 
 std::vector<VertexId> DoublingAllgather(Ctx& c, const Fold& f, Buf acc, const std::vector<int64_t>& start,
-                                        const std::vector<VertexId>& after) {
+                                        const std::vector<VertexId>& after, const std::vector<VertexId>& recv_after,
+                                        const Buf* first_from) {
   std::vector<VertexId> made;
   std::vector<VertexId> send_deps = after;
+  std::vector<VertexId> recv_deps = recv_after;
   const int nr = f.newrank;
   auto at = [&](int idx) { return acc + c.Bytes(start[static_cast<std::size_t>(idx)]); };
   auto bytes = [&](int lo, int n) {
@@ -89,11 +91,13 @@ std::vector<VertexId> DoublingAllgather(Ctx& c, const Fold& f, Buf acc, const st
     const int base = nr & ~(mask - 1);  // the new ranks whose data this rank holds: [base, base + mask)
     const int theirs = base ^ mask;
     const int dst = f.Rank(nr ^ mask);
-    VertexId s = c.b.Send(at(base), bytes(base, mask), dst, send_deps);
-    VertexId got = c.b.Recv(at(theirs), bytes(theirs, mask), dst, after);
+    VertexId s = mask == 1 && first_from != nullptr ? c.b.Send(*first_from, bytes(base, mask), dst)
+                                                    : c.b.Send(at(base), bytes(base, mask), dst, send_deps);
+    VertexId got = c.b.Recv(at(theirs), bytes(theirs, mask), dst, recv_deps);
     c.b.Note(s, absl::StrFormat("doubling %d", mask));
     c.b.Note(got, absl::StrFormat("doubling %d", mask));
     made.insert(made.end(), {s, got});
+    if (mask == 1 && first_from != nullptr) send_deps = after;  // later rounds send it from acc, once copied
     send_deps.push_back(got);
   }
   return made;

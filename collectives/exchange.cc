@@ -14,24 +14,41 @@ namespace cartage::alg {
 // Recursive doubling (MPICH's): the first 2*rem ranks pair up so that a power
 // of two take part, partners exchange and reduce, then the pairs' odd ranks
 // hand the result back. Keeps rank order for non-commutative operators.
+// Not in place, the accumulator (recv) holds this rank's input until its
+// first reduce: the first send takes the input from the send buffer, so
+// that the copy into recv runs beside the first exchange rather than
+// before it, and only what writes recv waits for the copy.
 absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
-  VertexId last = -1;
-  if (!c.in_place) last = c.b.Copy(c.send, c.recv, bytes);
-  if (c.n == 1) return absl::OkStatus();
+  if (c.n == 1) {
+    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
+    return absl::OkStatus();
+  }
   const Buf acc = c.recv;
+  const Buf input = c.in_place ? acc : c.send;  // what the first send takes
   const Buf tmp = c.b.Temp(bytes);
+  // The copy into acc, made for the first reduce into acc, which waits for
+  // it (every later step waits for that reduce); -1 in place or later.
+  bool copied = false;
+  auto copy = [&]() -> VertexId {
+    if (copied || c.in_place) return -1;
+    copied = true;
+    return c.b.Copy(c.send, acc, bytes);
+  };
   int pof2 = 1;
   while (pof2 * 2 <= c.n) pof2 *= 2;
   const int rem = c.n - pof2;
+  VertexId last = -1;  // the last step that read or wrote acc
+  bool sent = false;   // whether this rank sent its input yet
   int newrank;
   if (c.r < 2 * rem) {
     if (c.r % 2 == 0) {
-      last = c.b.Send(acc, bytes, c.r + 1, Deps({last}));
+      last = c.b.Send(input, bytes, c.r + 1);
+      sent = true;
       newrank = -1;
     } else {
       VertexId got = c.b.Recv(tmp, bytes, c.r - 1);
-      last = c.Reduce(tmp, acc, c.count, Deps({got, last}));  // the lower rank is on the left
+      last = c.Reduce(tmp, acc, c.count, Deps({got, copy()}));  // the lower rank is on the left
       newrank = c.r / 2;
     }
   } else {
@@ -41,16 +58,17 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
     for (int mask = 1; mask < pof2; mask <<= 1) {
       const int newdst = newrank ^ mask;
       const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
-      VertexId s = c.b.Send(acc, bytes, dst, Deps({last}));
+      VertexId s = sent || last >= 0 ? c.b.Send(acc, bytes, dst, Deps({last})) : c.b.Send(input, bytes, dst);
+      sent = true;
       VertexId got = c.b.Recv(tmp, bytes, dst, Deps({last}));
-      last = c.Reduce(tmp, acc, c.count, Deps({s, got}), /*in_is_left=*/dst < c.r);
+      last = c.Reduce(tmp, acc, c.count, Deps({s, got, copy()}), /*in_is_left=*/dst < c.r);
     }
   }
   if (c.r < 2 * rem) {
     if (c.r % 2 == 1) {
       c.b.Send(acc, bytes, c.r - 1, Deps({last}));
     } else {
-      c.b.Recv(acc, bytes, c.r + 1, Deps({last}));
+      c.b.Recv(acc, bytes, c.r + 1, Deps({last}));  // the whole result: no copy of the input needed
     }
   }
   return absl::OkStatus();
@@ -212,8 +230,8 @@ absl::Status AlltoallPairwise(Ctx& c) {
   if (c.in_place) {  // the data to send is in recv, which the receives overwrite
     src = c.b.Temp(block * static_cast<uint64_t>(n));
     prev = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(n));
-  } else {
-    prev = c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
+  } else {  // its own block: a copy beside the steps (they neither read nor write it)
+    c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
   }
   const bool pof2 = (n & (n - 1)) == 0;
   if (c.in_place) prev = c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block, Deps({prev}));
@@ -224,7 +242,7 @@ absl::Status AlltoallPairwise(Ctx& c) {
     VertexId got = c.b.Recv(c.At(c.recv, from, c.count), block, from, Deps({prev}));
     c.b.Note(sv, absl::StrFormat("step %d", s));
     c.b.Note(got, absl::StrFormat("step %d", s));
-    prev = c.b.Fence({sv, got});
+    if (s + 1 < n) prev = c.b.Fence({sv, got});  // one step at a time; the last needs no fence
   }
   return absl::OkStatus();
 }
@@ -266,7 +284,7 @@ absl::Status AllreduceRabenseifner(Ctx& c) {
     std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
     for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = PartStart(c.count, i, f.pof2);
     v = HalvingReduceScatter(c, f, c.recv, tmp, start, v);
-    v = DoublingAllgather(c, f, c.recv, start, v);
+    v = DoublingAllgather(c, f, c.recv, start, v, v);
   }
   if (c.r < 2 * f.rem) {  // the pairs: the odd one hands the result back
     VertexId x = c.r % 2 == 1 ? c.b.Send(c.recv, bytes, c.r - 1, v) : c.b.Recv(c.recv, bytes, c.r + 1, v);
@@ -278,12 +296,20 @@ absl::Status AllreduceRabenseifner(Ctx& c) {
 // Recursive doubling: log2 n exchanges, each of everything gathered so far.
 // Any n: a pair's even rank gives its block to the odd one first and gets
 // the whole result from it last.
+// Not in place, a rank outside the fold sends its block from the send
+// buffer in the first round, beside the copy into recv.
 absl::Status AllgatherRecursiveDoubling(Ctx& c) {
   const uint64_t block = c.Bytes(c.count);
   std::vector<VertexId> v;
   if (!c.in_place) v.push_back(c.b.Copy(c.send, c.At(c.recv, c.r, c.count), block));
   if (c.n == 1) return absl::OkStatus();
   const Fold f = MakeFold(c.r, c.n);
+  if (c.r >= 2 * f.rem && !c.in_place) {  // this rank's block is its own new rank's: send it from the input
+    std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
+    for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
+    DoublingAllgather(c, f, c.recv, start, v, {}, &c.send);
+    return absl::OkStatus();
+  }
   const uint64_t all = block * static_cast<uint64_t>(c.n);
   if (f.newrank < 0) {
     VertexId s = c.b.Send(c.At(c.recv, c.r, c.count), block, c.r + 1, v);
@@ -299,7 +325,7 @@ absl::Status AllgatherRecursiveDoubling(Ctx& c) {
   }
   std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
   for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
-  v = DoublingAllgather(c, f, c.recv, start, v);
+  v = DoublingAllgather(c, f, c.recv, start, v, v);
   if (c.r < 2 * f.rem) c.b.Note(c.b.Send(c.recv, all, c.r - 1, v), "unfold");
   return absl::OkStatus();
 }

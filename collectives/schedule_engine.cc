@@ -67,19 +67,21 @@ void Schedule::RebindUser(const char* name, const void* base) {
   if (user_bufs_.empty()) {  // the vertices do not change once built: index them once
     auto note = [&](Buf& b) {
       if (b.is_temp() || b.name == nullptr) return;
-      for (auto& [n, bufs] : user_bufs_) {
-        if (same(n, b.name)) return bufs.push_back(&b);
+      for (UserBuf& u : user_bufs_) {
+        if (same(u.name, b.name)) return u.bufs.push_back(&b);
       }
-      user_bufs_.push_back({b.name, {&b}});
+      user_bufs_.push_back({b.name, {&b}, nullptr, false});
     };
     for (Vertex& x : vertices_) {
       note(x.src);
       note(x.dst);
     }
   }
-  for (auto& [n, bufs] : user_bufs_) {
-    if (!same(n, name)) continue;
-    for (Buf* b : bufs) b->user = const_cast<void*>(base);
+  for (UserBuf& u : user_bufs_) {
+    if ((u.rebound && u.base == base) || !same(u.name, name)) continue;  // the same buffer again: nothing to do
+    for (Buf* b : u.bufs) b->user = const_cast<void*>(base);
+    u.base = base;
+    u.rebound = true;
   }
 }
 

@@ -250,7 +250,13 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::optional<absl::Status> failed_;  // the first vertex error of this run
   // Per user buffer name: the vertices' buffers that name it (RebindUser),
   // gathered on its first call.
-  std::vector<std::pair<const char*, std::vector<Buf*>>> user_bufs_;
+  struct UserBuf {
+    const char* name;
+    std::vector<Buf*> bufs;
+    const void* base;  // what RebindUser pointed them at last
+    bool rebound;      // whether it has
+  };
+  std::vector<UserBuf> user_bufs_;
 };
 
 // Whole-job rendering: every rank's schedule of one collective (built in
