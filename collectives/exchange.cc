@@ -304,9 +304,9 @@ absl::Status AllgatherRecursiveDoubling(Ctx& c) {
   if (!c.in_place) v.push_back(c.b.Copy(c.send, c.At(c.recv, c.r, c.count), block));
   if (c.n == 1) return absl::OkStatus();
   const Fold f = MakeFold(c.r, c.n);
+  std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
+  for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
   if (c.r >= 2 * f.rem && !c.in_place) {  // this rank's block is its own new rank's: send it from the input
-    std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
-    for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
     DoublingAllgather(c, f, c.recv, start, v, {}, &c.send);
     return absl::OkStatus();
   }
@@ -323,8 +323,6 @@ absl::Status AllgatherRecursiveDoubling(Ctx& c) {
     c.b.Note(got, "fold");
     v.push_back(got);
   }
-  std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
-  for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = int64_t{f.First(i)} * c.count;
   v = DoublingAllgather(c, f, c.recv, start, v, v);
   if (c.r < 2 * f.rem) c.b.Note(c.b.Send(c.recv, all, c.r - 1, v), "unfold");
   return absl::OkStatus();
