@@ -42,11 +42,13 @@ void Request::Finish() {
   car_ = nullptr;
 }
 
-int Request::source() const {
-  if (!group_) return done_.source;
-  const auto it = std::find(group_->begin(), group_->end(), done_.source);
+int Request::CommRank(int world) const {
+  if (!group_) return world;
+  const auto it = std::find(group_->begin(), group_->end(), world);
   return it == group_->end() ? -1 : static_cast<int>(it - group_->begin());
 }
+
+int Request::source() const { return CommRank(done_.source); }
 
 absl::Status Request::Wait() {
   if (!in_flight_) return done_.status;
@@ -76,11 +78,10 @@ absl::Status Request::Start() {
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
   if (activity_) return BeginActivity();
   if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
-    int rank = peer_;
-    if (group_) rank = static_cast<int>(std::find(group_->begin(), group_->end(), peer_) - group_->begin());
     const bool send = car_->kind() == car::CarKind::kSend;
     return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", send ? "send" : "recv",
-                                                  send ? "to" : "from", rank, runtime_->PeerStatus(peer_).message()));
+                                                  send ? "to" : "from", CommRank(peer_),
+                                                  runtime_->PeerStatus(peer_).message()));
   }
   car_->Rearm();
   runtime_->Rebind(*car_, peer_);

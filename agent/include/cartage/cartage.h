@@ -116,6 +116,7 @@ class Request {
   friend std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
   friend absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
   void Finish();  // once completed: returns the CAR (kept if persistent)
+  int CommRank(int world) const;  // a world rank's rank in the communicator (-1: not in it)
   absl::Status BeginActivity();  // runs activity_ once and has the runtime poll it
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
