@@ -387,8 +387,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
       .method_private_bytes = sizeof(VertexId), .cars_per_slab = std::max<std::size_t>(n, 1), .max_cars = 0});
   s->successors_.resize(n);
   s->cars_.assign(n, nullptr);
-  s->reqs_ = std::make_unique<Request[]>(n);
-  s->prepared_on_.assign(n, nullptr);
+  s->reqs_ = std::make_unique<Schedule::StepRequest[]>(n);
   static const car::Carrier kVertexCarrier{.name = "schedule", .launch = &Schedule::LaunchVertex};
   // Sinks first, so that every CAR can name its successors when created.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

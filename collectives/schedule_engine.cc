@@ -70,7 +70,7 @@ void Schedule::RebindUser(const char* name, const void* base) {
       for (UserBuf& u : user_bufs_) {
         if (same(u.name, b.name)) return u.bufs.push_back(&b);
       }
-      user_bufs_.push_back({b.name, {&b}, nullptr, false});
+      user_bufs_.push_back({b.name, {&b}, std::nullopt});
     };
     for (Vertex& x : vertices_) {
       note(x.src);
@@ -78,10 +78,9 @@ void Schedule::RebindUser(const char* name, const void* base) {
     }
   }
   for (UserBuf& u : user_bufs_) {
-    if ((u.rebound && u.base == base) || !same(u.name, name)) continue;  // the same buffer again: nothing to do
+    if (u.base == base || !same(u.name, name)) continue;  // the same buffer again: nothing to do
     for (Buf* b : u.bufs) b->user = const_cast<void*>(base);
     u.base = base;
-    u.rebound = true;
   }
 }
 
@@ -128,7 +127,7 @@ absl::Status Schedule::Begin() {
 std::optional<absl::Status> Schedule::Poll(int* work) {
   for (std::size_t i = 0; i < inflight_.size();) {
     const VertexId v = inflight_[i];
-    Request& r = reqs_[v];
+    Request& r = reqs_[v].req;
     if (!r.completed()) {
       ++i;
       continue;
@@ -174,10 +173,10 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
     // The step's persistent request: prepared at its first run, and again
     // only when its buffer moved (RebindUser), then started.
-    Request& r = reqs_[v];
+    Request& r = reqs_[v].req;
     const bool send = x.kind == VertexKind::kSend;
     std::byte* buf = Resolve(send ? x.src : x.dst);
-    const void*& prepared = prepared_on_[static_cast<std::size_t>(v)];
+    const void*& prepared = reqs_[v].prepared_on;
     if (r.persistent() && prepared != buf) st = r.Free();  // fails while still active, as a restart would
     if (st.ok() && !r.persistent()) {
       st = comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r);

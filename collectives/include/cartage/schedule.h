@@ -242,8 +242,11 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
   // started at every run, and the buffer it was prepared on.
-  std::unique_ptr<Request[]> reqs_;
-  std::vector<const void*> prepared_on_;
+  struct StepRequest {
+    Request req;
+    const void* prepared_on = nullptr;
+  };
+  std::unique_ptr<StepRequest[]> reqs_;
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
   car::Completion done_;             // vertices still to finish, first error
   bool running_ = false;
@@ -253,8 +256,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   struct UserBuf {
     const char* name;
     std::vector<Buf*> bufs;
-    const void* base;  // what RebindUser pointed them at last
-    bool rebound;      // whether it has
+    std::optional<const void*> base;  // what RebindUser pointed them at last
   };
   std::vector<UserBuf> user_bufs_;
 };
