@@ -38,13 +38,11 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   int pof2 = 1;
   while (pof2 * 2 <= c.n) pof2 *= 2;
   const int rem = c.n - pof2;
-  VertexId last = -1;  // the last step that read or wrote acc
-  bool sent = false;   // whether this rank sent its input yet
+  VertexId last = -1;  // the last step that read or wrote acc (-1: none yet, acc holds the input)
   int newrank;
   if (c.r < 2 * rem) {
     if (c.r % 2 == 0) {
       last = c.b.Send(input, bytes, c.r + 1);
-      sent = true;
       newrank = -1;
     } else {
       VertexId got = c.b.Recv(tmp, bytes, c.r - 1);
@@ -58,8 +56,7 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
     for (int mask = 1; mask < pof2; mask <<= 1) {
       const int newdst = newrank ^ mask;
       const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
-      VertexId s = sent || last >= 0 ? c.b.Send(acc, bytes, dst, Deps({last})) : c.b.Send(input, bytes, dst);
-      sent = true;
+      VertexId s = last >= 0 ? c.b.Send(acc, bytes, dst, Deps({last})) : c.b.Send(input, bytes, dst);
       VertexId got = c.b.Recv(tmp, bytes, dst, Deps({last}));
       last = c.Reduce(tmp, acc, c.count, Deps({s, got, copy()}), /*in_is_left=*/dst < c.r);
     }
@@ -220,21 +217,35 @@ absl::Status AllgatherBruck(Ctx& c) {
 
 // ---- alltoall ------------------------------------------------------------------
 
+namespace {
+
+// Where an alltoall's blocks to send lie. In place they are in recv, which
+// the receives overwrite: they go from a copy, `*saved` (every send and
+// receive waits for it), and this rank's own block stays where it is. Not in
+// place, its own block is copied across beside the exchanges (which neither
+// read nor write it) and `*saved` is -1.
+Buf AlltoallInput(Ctx& c, VertexId* saved) {
+  const uint64_t block = c.Bytes(c.count);
+  if (c.in_place) {
+    const Buf src = c.b.Temp(block * static_cast<uint64_t>(c.n));
+    *saved = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(c.n));
+    return src;
+  }
+  c.b.Copy(c.At(c.send, c.r, c.count), c.At(c.recv, c.r, c.count), block);
+  *saved = -1;
+  return c.send;
+}
+
+}  // namespace
+
 // Pairwise exchange: step s sends to r + s and receives from r - s (with a
 // power of two, partner r ^ s both ways); each step waits for the previous.
 absl::Status AlltoallPairwise(Ctx& c) {
   const int n = c.n;
   const uint64_t block = c.Bytes(c.count);
-  Buf src = c.send;
   VertexId prev = -1;
-  if (c.in_place) {  // the data to send is in recv, which the receives overwrite
-    src = c.b.Temp(block * static_cast<uint64_t>(n));
-    prev = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(n));
-  } else {  // its own block: a copy beside the steps (they neither read nor write it)
-    c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
-  }
+  const Buf src = AlltoallInput(c, &prev);
   const bool pof2 = (n & (n - 1)) == 0;
-  if (c.in_place) prev = c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block, Deps({prev}));
   for (int s = 1; s < n; ++s) {
     const int to = pof2 ? (c.r ^ s) : (c.r + s) % n;
     const int from = pof2 ? (c.r ^ s) : (c.r - s + n) % n;
@@ -252,14 +263,8 @@ absl::Status AlltoallPairwise(Ctx& c) {
 absl::Status AlltoallLinear(Ctx& c) {
   const int n = c.n;
   const uint64_t block = c.Bytes(c.count);
-  Buf src = c.send;
   VertexId saved = -1;
-  if (c.in_place) {  // the receives overwrite the blocks to send: send from a copy
-    src = c.b.Temp(block * static_cast<uint64_t>(n));
-    saved = c.b.Copy(c.recv, src, block * static_cast<uint64_t>(n));
-  } else {
-    c.b.Copy(c.At(src, c.r, c.count), c.At(c.recv, c.r, c.count), block);
-  }
+  const Buf src = AlltoallInput(c, &saved);
   for (int s = 1; s < n; ++s) {
     const int to = (c.r + s) % n;
     const int from = (c.r - s + n) % n;

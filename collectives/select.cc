@@ -126,8 +126,9 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
 // Measured (bench/RESULTS.md, "Collectives: algorithms side by side" and
 // "Collectives: one round where ranks outnumber cores"): allreduce
-// recursive_doubling vs rabenseifner crosses between 64 and 256 KiB at 4 ranks; Bruck's alltoall beats pairwise
-// up to 256-byte blocks from 3 ranks; with 3 to 8 ranks the one-round linear
+// recursive_doubling vs rabenseifner crosses between 64 and 256 KiB at 4
+// ranks; Bruck's alltoall beats pairwise up to 256-byte blocks from 3
+// ranks; with 3 to 8 ranks the one-round linear
 // algorithms beat every multi-round one (barrier, allgather and alltoall at
 // every size measured, allreduce below 8 KiB) where ranks outnumber cores,
 // and so do bcast's chain at 4 ranks and binomial up to 8 from 64 KiB
