@@ -56,6 +56,12 @@ struct Ctx {
   }
 };
 
+// One rank: the result is its input, copied into recv unless in place.
+inline absl::Status OneRank(Ctx& c, uint64_t bytes) {
+  if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
+  return absl::OkStatus();
+}
+
 inline std::vector<VertexId> Deps(std::initializer_list<VertexId> ids) {
   std::vector<VertexId> out;
   for (VertexId v : ids) {

@@ -20,10 +20,7 @@ namespace cartage::alg {
 // before it, and only what writes recv waits for the copy.
 absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
-  if (c.n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
-    return absl::OkStatus();
-  }
+  if (c.n == 1) return OneRank(c, bytes);
   const Buf acc = c.recv;
   const Buf input = c.in_place ? acc : c.send;  // what the first send takes
   const Buf tmp = c.b.Temp(bytes);
@@ -80,10 +77,7 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
 absl::Status AllreduceLinear(Ctx& c) {
   const int n = c.n;
   const uint64_t bytes = c.Bytes(c.count);
-  if (n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
-    return absl::OkStatus();
-  }
+  if (n == 1) return OneRank(c, bytes);
   const Buf tmp = c.b.Temp(bytes * static_cast<uint64_t>(n));
   auto slot = [&](int i) { return tmp + bytes * static_cast<uint64_t>(i); };
   // In place, the accumulator (recv) holds this rank's vector: keep a copy.
@@ -192,10 +186,7 @@ absl::Status AllgatherLinear(Ctx& c) {
 absl::Status AllgatherBruck(Ctx& c) {
   const int n = c.n;
   const uint64_t block = c.Bytes(c.count);
-  if (n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, block);
-    return absl::OkStatus();
-  }
+  if (n == 1) return OneRank(c, block);
   const Buf tmp = c.b.Temp(block * static_cast<uint64_t>(n));
   VertexId last = c.b.Copy(c.in_place ? c.At(c.recv, c.r, c.count) : c.send, tmp, block);
   std::vector<VertexId> round_deps = {last};

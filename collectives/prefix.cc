@@ -25,10 +25,7 @@ Buf PartAt(const Ctx& c, Buf base, int i) {
 // rank. Each step moves one part. Commutative operators only.
 absl::Status ReduceScatterRing(Ctx& c) {
   const int n = c.n;
-  if (n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, c.Bytes(PartElems(c, 0)));
-    return absl::OkStatus();
-  }
+  if (n == 1) return OneRank(c, c.Bytes(PartElems(c, 0)));
   int64_t max_part = 0;
   for (int i = 0; i < n; ++i) max_part = std::max(max_part, PartElems(c, i));
   const Buf slots = c.b.Temp(c.Bytes(max_part) * static_cast<uint64_t>(n - 1));
@@ -57,10 +54,7 @@ absl::Status ReduceScatterRing(Ctx& c) {
 absl::Status ReduceScatterHalving(Ctx& c) {
   const int n = c.n;
   const int64_t total = c.parts[static_cast<std::size_t>(n)];
-  if (n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, c.Bytes(total));
-    return absl::OkStatus();
-  }
+  if (n == 1) return OneRank(c, c.Bytes(total));
   const Buf acc = c.b.Temp(c.Bytes(total));
   const Buf tmp = c.b.Temp(c.Bytes(total));
   const VertexId load = c.b.Copy(c.send, acc, c.Bytes(total));

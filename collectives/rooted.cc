@@ -252,10 +252,7 @@ absl::Status ScatterBinomial(Ctx& c) {
 // the root. Commutative operators only.
 absl::Status ReduceScatterGather(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
-  if (c.n == 1) {
-    if (!c.in_place) c.b.Copy(c.send, c.recv, bytes);
-    return absl::OkStatus();
-  }
+  if (c.n == 1) return OneRank(c, bytes);
   const Buf acc = c.b.Temp(bytes);
   const Buf tmp = c.b.Temp(bytes);
   const VertexId load = c.b.Copy(c.send, acc, bytes);
