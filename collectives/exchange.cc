@@ -367,14 +367,17 @@ absl::Status AlltoallBruck(Ctx& c) {
 // ---- the v forms ---------------------------------------------------------------
 
 // Ring allgatherv: step s passes block r - s to the right and takes block
-// r - s - 1 from the left, each of its own size.
+// r - s - 1 from the left, each of its own size. Not in place, the first
+// step sends this rank's block from the send buffer, beside its copy into
+// recv (the ring never sends it again).
 absl::Status AllgathervRing(Ctx& c) {
   const int n = c.n;
   auto blk = [&](int i) -> const Block& { return c.rblk[static_cast<std::size_t>(((i % n) + n) % n)]; };
+  if (!c.in_place) c.b.Copy(c.send, blk(c.r).at, c.Bytes(blk(c.r)));
   VertexId prev = -1;
-  if (!c.in_place) prev = c.b.Copy(c.send, blk(c.r).at, c.Bytes(blk(c.r)));
   for (int s = 0; s < n - 1; ++s) {
-    c.b.Send(blk(c.r - s).at, c.Bytes(blk(c.r - s)), (c.r + 1) % n, Deps({prev}));
+    const Buf from = s == 0 && !c.in_place ? c.send : blk(c.r - s).at;
+    c.b.Send(from, c.Bytes(blk(c.r - s)), (c.r + 1) % n, Deps({prev}));
     prev = c.b.Recv(blk(c.r - s - 1).at, c.Bytes(blk(c.r - s - 1)), (c.r - 1 + n) % n);
   }
   return absl::OkStatus();
