@@ -8,11 +8,13 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "car/car_pool.h"
+#include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -156,6 +158,136 @@ TEST_F(ShmMethodTest, AWellFormedAckCompletesTheSend) {
   Append(kRecAck, &ack, sizeof(ack));
   rank0_->Progress();
   EXPECT_EQ(rank0_->PeerStatus(1).message(), "malformed wire record from rank 1: ACK for an unknown send");
+}
+
+// A host whose receive is posted: it takes the first message that comes.
+class PostedHost : public TestHost {
+ public:
+  car::Car* MatchIncoming(const car::Envelope&) override { return std::exchange(posted, nullptr); }
+  car::Car* posted = nullptr;
+};
+
+// Rendezvous CMA thresholds. Rank 1 sends rank 0 a 96 KiB message, between
+// CMA_MIN_EXCHANGE (64 KiB) and CMA_MIN (64 MiB). Alone, rank 0 answers CTS
+// and waits for the pipelined copy. While rank 0's own rendezvous send to
+// rank 1 waits for its answer (an exchange), rank 0 reads the message at once
+// with process_vm_readv. Either way the bytes are the sender's.
+class ShmCmaTest : public ::testing::Test {
+ protected:
+  static constexpr std::size_t kBytes = 96 * 1024;
+  void SetUp() override {
+    std::thread other([&] {
+      InProcessExchange ex(&job_, 1);
+      auto m = ShmMethod::Create(ex, &host_[1], ShmOptions());
+      ASSERT_TRUE(m.ok()) << m.status();
+      rank_[1] = std::move(*m);
+    });
+    InProcessExchange ex(&job_, 0);
+    auto m = ShmMethod::Create(ex, &host_[0], ShmOptions());
+    other.join();
+    ASSERT_TRUE(m.ok()) << m.status();
+    rank_[0] = std::move(*m);
+    if (!rank_[0]->cma(1)) GTEST_SKIP() << "process_vm_readv does not work here";
+    for (int r = 0; r < 2; ++r) {
+      for (std::size_t i = 0; i < kBytes; ++i) out_[r][i] = static_cast<char>(i * 7 + 3 + r);
+    }
+  }
+  // A rendezvous send of out_[from] to the other rank.
+  car::Car* Send(int from) {
+    const int to = 1 - from;
+    car::CarSpec s;
+    s.kind = car::CarKind::kSend;
+    s.flags = car::CarFlag::kSendData;
+    s.envelope = {0, to, 5};
+    s.segment = car::Segment::Of(out_[from].data(), kBytes, car::BasicType::kByte);
+    s.counter = &sent_[from];
+    s.carrier = rank_[from]->Vc(to);
+    s.eager_limit = rank_[from]->eager_limit();
+    sent_[from].pending = 1;
+    car::Car* c = *host_[from].pool.Create(s);
+    rank_[from]->Bind(*c, to);
+    EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    EXPECT_EQ(car::SendMachine::StateOf(*c), car::SendState::kRtsSent);
+    return c;
+  }
+  // Posts rank `at`'s receive into in_[at] (the matcher's part is PostedHost's).
+  void PostRecv(int at) {
+    const int from = 1 - at;
+    vc_[at] = *rank_[at]->Vc(from);
+    vc_[at].post_recv = [](car::Car&, car::CarStep&) {};
+    car::CarSpec s;
+    s.kind = car::CarKind::kRecv;
+    s.flags = car::CarFlag::kRecvData;
+    s.envelope = {0, from, 5};
+    s.segment = car::Segment::Of(in_[at].data(), kBytes, car::BasicType::kByte);
+    s.counter = &got_[at];
+    s.carrier = &vc_[at];
+    got_[at].pending = 1;
+    car::Car* r = *host_[at].pool.Create(s);
+    rank_[at]->Bind(*r, from);
+    EXPECT_TRUE(car::RecvMachine::Dispatch(*r, car::RecvEvent::kPost).ok());
+    host_[at].posted = r;
+  }
+  // Both ranks progress until `c` is done (at most 1000 rounds).
+  void Drain(const car::Completion& c) {
+    for (int i = 0; i < 1000 && !c.done(); ++i) {
+      rank_[0]->Progress();
+      rank_[1]->Progress();
+    }
+  }
+
+  SharedJob job_;
+  PostedHost host_[2];
+  std::unique_ptr<ShmMethod> rank_[2];
+  car::Carrier vc_[2];
+  std::vector<char> out_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
+  std::vector<char> in_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
+  car::Completion sent_[2], got_[2];
+};
+
+TEST_F(ShmCmaTest, OneWayGoesByThePipelinedCopy) {
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();  // matches the RTS, answers CTS
+  EXPECT_FALSE(got_[0].done()) << "below CMA_MIN a lone receive waits for the streamed DATA";
+  Drain(got_[0]);
+  ASSERT_TRUE(got_[0].done());
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+}
+
+TEST_F(ShmCmaTest, AnExchangeReadsWithOneCopyEachWay) {
+  PostRecv(0);
+  PostRecv(1);
+  Send(0);
+  Send(1);
+  rank_[0]->Progress();  // rank 0's own RTS is out: it reads rank 1's message at once
+  ASSERT_TRUE(got_[0].done()) << "with its own send waiting, rank 0 reads with CMA";
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+  rank_[1]->Progress();  // the same for rank 1, and rank 0's CTS completes rank 1's send
+  ASSERT_TRUE(got_[1].done()) << "rank 1's RTS was out too";
+  EXPECT_EQ(in_[1], out_[0]);
+  EXPECT_TRUE(sent_[1].done() && sent_[1].status.ok()) << sent_[1].status;
+  rank_[0]->Progress();
+  EXPECT_TRUE(sent_[0].done() && sent_[0].status.ok()) << sent_[0].status;
+}
+
+TEST_F(ShmCmaTest, AnAnsweredSendNoLongerMakesAnExchange) {
+  // Rank 0's send is answered and done; a receive after it is one-way again.
+  PostRecv(1);
+  Send(0);
+  Drain(sent_[0]);
+  ASSERT_TRUE(sent_[0].done() && sent_[0].status.ok()) << sent_[0].status;
+  Drain(got_[1]);
+  EXPECT_EQ(in_[1], out_[0]);
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();
+  EXPECT_FALSE(got_[0].done()) << "no send of rank 0 waits any more: the pipelined copy";
+  Drain(got_[0]);
+  ASSERT_TRUE(got_[0].done());
+  EXPECT_EQ(in_[0], out_[1]);
 }
 
 TEST_F(ShmMethodTest, RandomRecordsNeverCrash) {

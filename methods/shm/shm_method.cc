@@ -44,7 +44,10 @@ std::vector<ParamInfo> Params() {
                       "pipelined copy through the rings"},
       {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
                               "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
-                              "where ranks outnumber CPUs the default is 65536)"},
+                              "where ranks outnumber CPUs the default is 65536); when set, it holds "
+                              "everywhere"},
+      {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
+                                     "has a rendezvous send of its own waiting for its CTS (an exchange)"},
   };
 }
 
@@ -78,6 +81,11 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN=%s: not a number", v));
     }
     o.cma_min_set = true;
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
+    if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN_EXCHANGE=%s: not a number", v));
+    }
   }
   return o;
 }
@@ -288,6 +296,8 @@ void ShmMethod::StartRendezvous(Car& c, CarStep&) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = *s.method;
   s.local_handle = m.handles_.Insert(&c);
+  s.awaiting_cts = true;
+  ++m.rts_out_;
   if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryRts(c)) return;
   m.Park(c, kParkedRts);
 }
@@ -312,7 +322,7 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
   ShmMethod& m = *s.method;
   const auto peer = static_cast<std::size_t>(s.peer);
   const uint64_t total = c.bytes_total();
-  if (!m.cma_[peer] || total < m.options_.cma_min || s.remote_address == 0 || !c.LandsContiguous()) {
+  if (!m.cma_[peer] || total < m.CmaMin() || s.remote_address == 0 || !c.LandsContiguous()) {
     s.local_handle = m.handles_.Insert(&c);
     m.SendControl(s.peer, {kRecCts, s.remote_handle, s.local_handle, 0});
     return;
@@ -395,6 +405,18 @@ int ShmMethod::Progress() {
 
 void ShmMethod::FinishIfFinal(Car& c) { ForgetIfFinal(handles_, c, StateOf(c).local_handle); }
 
+void ShmMethod::EndRts(Car& c) {
+  ShmCarState& s = StateOf(c);
+  if (!s.awaiting_cts) return;
+  s.awaiting_cts = false;
+  --rts_out_;
+}
+
+std::size_t ShmMethod::CmaMin() const {
+  if (options_.cma_min_set || rts_out_ == 0) return options_.cma_min;
+  return std::min(options_.cma_min, options_.cma_min_exchange);
+}
+
 void ShmMethod::Block(int timeout_us) {
   RankBlock& me = segment_->block(rank_);
   const uint32_t seen = me.doorbell.load(std::memory_order_acquire);
@@ -471,6 +493,7 @@ void ShmMethod::OnCts(int source, const RingRecord& rec) {
   Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
   if (c == nullptr) return Malformed(source, "CTS for an unknown send");
   ShmCarState& s = StateOf(*c);
+  EndRts(*c);
   if (b.copied == 2) {
     CarSignal err;
     err.error = absl::UnavailableError(
@@ -518,6 +541,7 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   err.error = why;
   while (Car* c = parked_[i].PopFront()) {
     StateOf(*c).parked = kNotParked;
+    EndRts(*c);
     --backlog_;
     (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
   }
@@ -528,7 +552,11 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   backlog_ -= static_cast<int>(control_[i].size());
   control_[i].clear();
   FailWaiting(
-      handles_, peer, why, [](Car& c) { return StateOf(c).peer; }, [](Car& c) { StateOf(c).local_handle = 0; });
+      handles_, peer, why, [](Car& c) { return StateOf(c).peer; },
+      [this](Car& c) {
+        StateOf(c).local_handle = 0;
+        EndRts(c);
+      });
 }
 
 }  // namespace cartage::methods::shm

@@ -3,7 +3,8 @@
 //   eager       MatchHeader + payload in one record (one cache line for 8 B)
 //   rendezvous  RTS; the receiver reads the sender's buffer once with
 //               process_vm_readv (CMA, probed at start-up) and answers CTS;
-//               without CMA it answers CTS and the sender streams DATA records
+//               without CMA (or below ShmOptions' thresholds) it answers CTS
+//               and the sender streams DATA records
 //   synchronous the receiver answers ACK when it matches
 // A full ring parks the CAR on the peer's pending list (FIFO, so messages to
 // a peer never overtake each other) and progress retries it.
@@ -36,8 +37,13 @@ struct ShmOptions {
   // ...and where the ranks outnumber the CPUs (a pipelined copy needs the
   // sender running, a single copy does not): CARTAGE_SHM_CMA_MIN wins over both.
   std::size_t cma_min_oversubscribed = 64u << 10;
+  // ...and where the receiving rank has a rendezvous send of its own waiting
+  // for its CTS (an exchange: both CPUs copy anyway, and one copy each beats
+  // two each).
+  std::size_t cma_min_exchange = 64u << 10;
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
-  // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA, CARTAGE_SHM_CMA_MIN.
+  // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA,
+  // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE.
   static absl::StatusOr<ShmOptions> FromEnvironment();
 };
 
@@ -49,6 +55,7 @@ struct ShmCarState {
   class ShmMethod* method = nullptr;
   int32_t peer = -1;
   uint32_t parked = 0;           // a ParkedAs value while on a pending list
+  bool awaiting_cts = false;     // a rendezvous send whose RTS has no answer yet
   uint64_t local_handle = 0;     // our handle for this CAR, while registered
   uint64_t remote_handle = 0;    // the peer's handle (sender's send / receiver's receive)
   uint64_t remote_address = 0;   // RTS: the sender's buffer
@@ -133,6 +140,10 @@ class ShmMethod final : public Method {
   template <class Body>
   bool ReadBody(int source, const RingRecord& rec, absl::string_view what, Body* out);
   void FinishIfFinal(car::Car& c);
+  // A rendezvous send got its answer (or failed): no longer counted in rts_out_.
+  void EndRts(car::Car& c);
+  // The smallest rendezvous message to read with CMA now.
+  std::size_t CmaMin() const;
   // The CAR under a handle `source` sent, if it is of `kind` and bound to
   // `source`; nullptr for a stale or forged handle.
   car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
@@ -171,6 +182,7 @@ class ShmMethod final : public Method {
   std::vector<ControlQueue> control_;
   HandleTable handles_;
   int backlog_ = 0;  // CARs parked or streaming and control records waiting, over all peers
+  int rts_out_ = 0;  // rendezvous sends waiting for their CTS, over all peers
 };
 
 // The registry's entry (declared in methods/shm/CMakeLists.txt).
