@@ -401,6 +401,8 @@ absl::Status Comm::Launch(std::shared_ptr<Activity> activity, bool persistent, R
 
 uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ | 1u); }
 
+bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }
+
 absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
   if (peer < 0 || peer >= size_) {
     return absl::InvalidArgumentError(absl::StrFormat("path: no rank %d in a communicator of %d", peer, size_));

@@ -45,6 +45,9 @@ class Runtime : public methods::MethodHost {
 
   int rank() const { return boot_->rank(); }
   int size() const { return boot_->size(); }
+  // Whether the job's ranks outnumber this host's CPUs (a job runs on one
+  // host, so every rank finds the same), or what CARTAGE_OVERSUBSCRIBED says.
+  bool oversubscribed() const { return oversubscribed_; }
   uint32_t NewContext() { return next_context_ += 2; }
   // The next schedule sequence number of a (collective) context.
   uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
@@ -147,6 +150,7 @@ class Runtime : public methods::MethodHost {
   methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
   Route any_route_;                              // wildcard receives: native_'s limits, if any
   WaitPolicy wait_;
+  bool oversubscribed_ = false;
   absl::flat_hash_map<std::byte*, std::pair<methods::Method*, methods::MethodBuffer>> lent_;
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   std::vector<absl::Status> dead_;

@@ -45,6 +45,10 @@ struct Ctx {
   int root;
   std::vector<Block> sblk, rblk;  // v forms: rank i's block of the send / receive side
   std::vector<int64_t> parts;     // reduce_scatter(_block): rank i's part is [parts[i], parts[i+1]) elements
+  // The job's ranks outnumber the host's CPUs (Comm::Oversubscribed; false
+  // where a schedule is built for rendering): a rank runs only while others
+  // wait, so pipelines whose stages must run at once do not pay.
+  bool oversubscribed;
 
   uint64_t Bytes(const Block& blk) const { return Bytes(blk.elems); }
 

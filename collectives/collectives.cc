@@ -79,9 +79,9 @@ uint64_t SelectionBytes(const CollectiveCall& call, int n) {
   }
 }
 
-std::string AlgorithmOf(const CollectiveCall& call, int n) {
+std::string AlgorithmOf(const CollectiveCall& call, int n, bool oversubscribed) {
   const bool commutative = !call.op.has_value() || call.op->commutative();
-  return call.algorithm.empty() ? SelectAlgorithm(call.kind, SelectionBytes(call, n), n, commutative)
+  return call.algorithm.empty() ? SelectAlgorithm(call.kind, SelectionBytes(call, n), n, commutative, oversubscribed)
                                 : call.algorithm;
 }
 
@@ -137,7 +137,7 @@ std::vector<alg::Block> Blocks(ScheduleBuilder& b, const std::vector<int64_t>& c
 
 // Builds `call` with algorithm `algo` (AlgorithmOf: chosen once per build).
 absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const CollectiveCall& call,
-                                                const std::string& algo, bool runnable) {
+                                                const std::string& algo, bool runnable, bool oversubscribed) {
   const int n = b.size();
   const int r = b.rank();
   const char* coll = CollectiveName(call.kind);
@@ -245,7 +245,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
       packs.push_back(b.Pack(Buf::User(call.send, "send"), shape.send, call.type, send));
     }
   }
-  Ctx c{b, r, n, send, recv, in_place, call.count, call.type, es, call.op, call.root, {}, {}, {}};
+  Ctx c{b, r, n, send, recv, in_place, call.count, call.type, es, call.op, call.root, {}, {}, {}, oversubscribed};
   if (k == Collective::kBcast) c.send = c.recv;
   if (shape.recv_blocks) {
     // In place, this rank's block of the receive buffer is its input (all of them for alltoallv).
@@ -295,18 +295,18 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
-  const std::string algo = AlgorithmOf(call, comm.size());
+  const std::string algo = AlgorithmOf(call, comm.size(), comm.Oversubscribed());
   ScheduleBuilder b(comm, ScheduleName(call, algo));
-  return Build(b, call, algo, /*runnable=*/true);
+  return Build(b, call, algo, /*runnable=*/true, comm.Oversubscribed());
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, const CollectiveCall& call) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d of %d", CollectiveName(call.kind), rank, size));
   }
-  const std::string algo = AlgorithmOf(call, size);
+  const std::string algo = AlgorithmOf(call, size, /*oversubscribed=*/false);
   ScheduleBuilder b(rank, size, ScheduleName(call, algo));
-  return Build(b, call, algo, /*runnable=*/false);
+  return Build(b, call, algo, /*runnable=*/false, /*oversubscribed=*/false);
 }
 
 namespace {
@@ -389,10 +389,10 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   if (hit->in_place != in_place) {
     // This rank's part changed shape (the root switched to or from kInPlace):
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    const std::string algo = AlgorithmOf(call, comm.size());
+    const std::string algo = AlgorithmOf(call, comm.size(), comm.Oversubscribed());
     ScheduleBuilder b(comm, ScheduleName(call, algo));
     b.UseSequence(hit->schedule->sequence());
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true));
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true, comm.Oversubscribed()));
     hit->in_place = in_place;
     return hit->schedule->Run();
   }

@@ -68,7 +68,10 @@ absl::Status BcastTree(Ctx& c, int parent, const std::vector<int>& children, uin
 }  // namespace
 
 // Binomial tree rooted at `root`: receive from the parent, then send to the
-// children, farthest first; pipelined in chunks where ranks forward (n > 2).
+// children, farthest first; pipelined in chunks where ranks forward (n > 2)
+// and every rank has a CPU. Where ranks outnumber CPUs each piece goes whole:
+// a chunk's rendezvous waits for its peer to be scheduled, so fewer
+// messages win (4 ranks on 2 CPUs, 1 MiB: 200-280 against 310-360 us).
 absl::Status BcastBinomial(Ctx& c) {
   const int vr = (c.r - c.root + c.n) % c.n;
   int parent = kNoPeer;
@@ -83,7 +86,7 @@ absl::Status BcastBinomial(Ctx& c) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (vr + mask < c.n) children.push_back((vr + mask + c.root) % c.n);
   }
-  return BcastTree(c, parent, children, c.n > 2 ? kForwardChunk : 0);
+  return BcastTree(c, parent, children, c.n > 2 && !c.oversubscribed ? kForwardChunk : 0);
 }
 
 // A chain root -> root+1 -> ... in chunks: a rank forwards chunk k while

@@ -133,12 +133,16 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // every size measured, allreduce below 8 KiB) where ranks outnumber cores,
 // and so do bcast's chain at 4 ranks and binomial up to 8 from 64 KiB
 // (scatter_allgather's 2 log n + n rounds lose at every size there).
+// Where ranks outnumber cores, binomial bcast sends each piece whole
+// (Ctx::oversubscribed), and so beats the chain at 4 ranks from 256 KiB
+// (bench/RESULTS.md, "bcast where ranks outnumber cores").
 // The other thresholds are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               linear                 ranks=3-9
 barrier               dissemination
 bcast                 binomial               bytes=-64K
 bcast                 binomial               ranks=-3
+bcast                 binomial               ranks=-9 oversubscribed
 bcast                 chain                  ranks=-5
 bcast                 binomial               ranks=-9
 bcast                 scatter_allgather
@@ -204,13 +208,14 @@ absl::Status ParseRange(absl::string_view text, uint64_t* lo, uint64_t* hi) {
   return absl::OkStatus();
 }
 
-bool Matches(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutative) {
+bool Matches(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutative, bool oversubscribed) {
   const auto n = static_cast<uint64_t>(ranks);
   if (bytes < rule.min_bytes || bytes >= rule.max_bytes) return false;
   if (n < rule.min_ranks || n >= rule.max_ranks) return false;
   const uint64_t total = bytes * n;
   if (total < rule.min_total || total >= rule.max_total) return false;
   if (rule.pof2 && (ranks & (ranks - 1)) != 0) return false;
+  if (rule.oversubscribed && !oversubscribed) return false;
   const Algorithm* a = Find(rule.collective, rule.algorithm);
   return a != nullptr && (commutative || !a->info.commutative_only);
 }
@@ -226,6 +231,7 @@ std::string Conditions(const SelectionRule& r) {
   range("ranks", r.min_ranks, r.max_ranks);
   range("total", r.min_total, r.max_total);
   if (r.pof2) absl::StrAppend(&out, out.empty() ? "" : " ", "pof2");
+  if (r.oversubscribed) absl::StrAppend(&out, out.empty() ? "" : " ", "oversubscribed");
   return out;
 }
 
@@ -242,7 +248,7 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
     auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(absl::StrFormat("collective selection file %s:%d: %s", name, line_no, why));
     };
-    if (words.size() < 2) return bad("a rule is COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2]");
+    if (words.size() < 2) return bad("a rule is COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2] [oversubscribed]");
     SelectionRule rule;
     std::optional<Collective> c = CollectiveByName(words[0]);
     if (!c.has_value()) return bad(absl::StrCat("no collective '", words[0], "'"));
@@ -260,6 +266,8 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
       absl::Status s;
       if (w == "pof2") {
         rule.pof2 = true;
+      } else if (w == "oversubscribed") {
+        rule.oversubscribed = true;
       } else if (absl::ConsumePrefix(&w, "bytes=")) {
         s = ParseRange(w, &rule.min_bytes, &rule.max_bytes);
       } else if (absl::ConsumePrefix(&w, "ranks=")) {
@@ -267,7 +275,7 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
       } else if (absl::ConsumePrefix(&w, "total=")) {
         s = ParseRange(w, &rule.min_total, &rule.max_total);
       } else {
-        s = absl::InvalidArgumentError(absl::StrCat("'", w, "' is none of bytes=, ranks=, total=, pof2"));
+        s = absl::InvalidArgumentError(absl::StrCat("'", w, "' is none of bytes=, ranks=, total=, pof2, oversubscribed"));
       }
       if (!s.ok()) return bad(std::string(s.message()));
     }
@@ -335,7 +343,7 @@ const std::vector<AlgorithmInfo>& Algorithms() {
   return *kInfo;
 }
 
-std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative) {
+std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative, bool oversubscribed) {
   auto it = Overrides().find(CollectiveName(c));
   if (it != Overrides().end()) {
     const Algorithm* a = Find(c, it->second);
@@ -343,11 +351,11 @@ std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commut
   }
   if (absl::StatusOr<const std::vector<SelectionRule>*> file = SelectionFileRules(); file.ok()) {
     for (const SelectionRule& r : **file) {
-      if (r.collective == c && Matches(r, bytes, ranks, commutative)) return r.algorithm;
+      if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed)) return r.algorithm;
     }
   }
   for (const SelectionRule& r : BuiltinRules()) {
-    if (r.collective == c && Matches(r, bytes, ranks, commutative)) return r.algorithm;
+    if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed)) return r.algorithm;
   }
   return "";
 }

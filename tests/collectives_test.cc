@@ -140,6 +140,9 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
   EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16), "scatter_allgather");
   EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "binomial");
   EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4), "chain");
+  // Where ranks outnumber CPUs, binomial (pieces whole) instead of the chain.
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4, true, /*oversubscribed=*/true), "binomial");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16, true, /*oversubscribed=*/true), "scatter_allgather");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "linear");
@@ -161,10 +164,13 @@ TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
       "# comment\n"
       "allreduce ring bytes=1K-2M ranks=3- # trailing\n"
       "\n"
-      "alltoall bruck total=-4K pof2\n",
+      "alltoall bruck total=-4K pof2\n"
+      "bcast binomial oversubscribed\n",
       "t.sel");
   ASSERT_TRUE(rules.ok()) << rules.status();
-  ASSERT_EQ(rules->size(), 2u);
+  ASSERT_EQ(rules->size(), 3u);
+  EXPECT_FALSE((*rules)[0].oversubscribed);
+  EXPECT_TRUE((*rules)[2].oversubscribed);
   const SelectionRule& a = (*rules)[0];
   EXPECT_EQ(a.collective, Collective::kAllreduce);
   EXPECT_EQ(a.algorithm, "ring");
@@ -242,6 +248,23 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
 // The wait strategy's knobs: a job that yields at once (no spinning, no
 // yielding before it blocks) still completes its collectives; a bad value
 // stops every rank at start-up, naming the variable.
+// Binomial bcast pipelines chunks where every rank has a CPU and sends pieces
+// whole where ranks outnumber them: both forms, whichever this machine is,
+// against the serial reference (40009 elements: past the 64 KiB chunk).
+TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
+  for (const char* v : {"no", "yes"}) {
+    const CommandResult r = RunCommand(
+        {CARTAGE_BIN, "run", "-n", "4", "--timeout", "120", RANKS_BIN, "algorithms", "bcast"},
+        {absl::StrCat("CARTAGE_OVERSUBSCRIBED=", v)});
+    EXPECT_EQ(r.code, 0) << v << ": " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr("PASS algorithms")) << v;
+  }
+  const CommandResult bad = RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "60", RANKS_BIN, "selection"},
+                                       {"CARTAGE_OVERSUBSCRIBED=maybe"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
+}
+
 TEST(WaitPolicy, KnobsSteerTheJobAndBadValuesAreNamed) {
   CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", RANKS_BIN, "selection"},
                                {"CARTAGE_WAIT_SPIN=1", "CARTAGE_WAIT_YIELD_US=0"});

@@ -240,6 +240,10 @@ class Comm {
   // The method that reaches `peer` (a rank of this communicator) and what
   // it offers; an error for a rank that does not exist.
   absl::StatusOr<PathInfo> PathTo(int peer) const;
+  // Whether the job's ranks outnumber the CPUs of the host (the same on
+  // every rank): then a rank runs only while another waits, and a pipeline
+  // whose stages must run at once does not pay.
+  bool Oversubscribed() const;
   // A buffer of at least `bytes` lent by the method that reaches `peer`
   // (seed 002's method alloc: memory that method sends from and receives
   // into as it is). It goes back to the method with its last reference, or
