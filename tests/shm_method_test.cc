@@ -192,18 +192,23 @@ class ShmCmaTest : public ::testing::Test {
       for (std::size_t i = 0; i < kBytes; ++i) out_[r][i] = static_cast<char>(i * 7 + 3 + r);
     }
   }
+  // kBytes of `buf` to or from `peer` (tag 5), completing `done`.
+  static car::CarSpec Spec(bool send, int peer, char* buf, car::Completion* done) {
+    car::CarSpec s;
+    s.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
+    s.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
+    s.envelope = {0, peer, 5};
+    s.segment = car::Segment::Of(buf, kBytes, car::BasicType::kByte);
+    s.counter = done;
+    done->pending = 1;
+    return s;
+  }
   // A rendezvous send of out_[from] to the other rank.
   car::Car* Send(int from) {
     const int to = 1 - from;
-    car::CarSpec s;
-    s.kind = car::CarKind::kSend;
-    s.flags = car::CarFlag::kSendData;
-    s.envelope = {0, to, 5};
-    s.segment = car::Segment::Of(out_[from].data(), kBytes, car::BasicType::kByte);
-    s.counter = &sent_[from];
+    car::CarSpec s = Spec(true, to, out_[from].data(), &sent_[from]);
     s.carrier = rank_[from]->Vc(to);
     s.eager_limit = rank_[from]->eager_limit();
-    sent_[from].pending = 1;
     car::Car* c = *host_[from].pool.Create(s);
     rank_[from]->Bind(*c, to);
     EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
@@ -215,14 +220,8 @@ class ShmCmaTest : public ::testing::Test {
     const int from = 1 - at;
     vc_[at] = *rank_[at]->Vc(from);
     vc_[at].post_recv = [](car::Car&, car::CarStep&) {};
-    car::CarSpec s;
-    s.kind = car::CarKind::kRecv;
-    s.flags = car::CarFlag::kRecvData;
-    s.envelope = {0, from, 5};
-    s.segment = car::Segment::Of(in_[at].data(), kBytes, car::BasicType::kByte);
-    s.counter = &got_[at];
+    car::CarSpec s = Spec(false, from, in_[at].data(), &got_[at]);
     s.carrier = &vc_[at];
-    got_[at].pending = 1;
     car::Car* r = *host_[at].pool.Create(s);
     rank_[at]->Bind(*r, from);
     EXPECT_TRUE(car::RecvMachine::Dispatch(*r, car::RecvEvent::kPost).ok());
