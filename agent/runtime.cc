@@ -48,14 +48,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
   for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
-  rt->oversubscribed_ = methods::RanksOutnumberCpus(rt->size());
-  if (const char* v = std::getenv("CARTAGE_OVERSUBSCRIBED")) {
-    const std::string s = v;
-    if (s != "auto" && s != "yes" && s != "no") {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OVERSUBSCRIBED=%s: use auto, yes or no", v));
-    }
-    if (s != "auto") rt->oversubscribed_ = s == "yes";
-  }
+  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(rt->size()));
   if (rt->oversubscribed_) rt->wait_.spin_rounds = 20;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {

@@ -45,8 +45,7 @@ class Runtime : public methods::MethodHost {
 
   int rank() const { return boot_->rank(); }
   int size() const { return boot_->size(); }
-  // Whether the job's ranks outnumber this host's CPUs (a job runs on one
-  // host, so every rank finds the same), or what CARTAGE_OVERSUBSCRIBED says.
+  // Whether the job counts as oversubscribed (methods::JobOversubscribed).
   bool oversubscribed() const { return oversubscribed_; }
   uint32_t NewContext() { return next_context_ += 2; }
   // The next schedule sequence number of a (collective) context.

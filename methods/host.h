@@ -7,19 +7,31 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "car/car.h"
 
 namespace cartage::methods {
 
-// Whether `ranks` on this host outnumber its CPUs. The agent's wait policy
-// and the shm method's choice of copy both turn on it: a rank that waits
-// then yields at once, and a copy that needs its peer scheduled is avoided.
-inline bool RanksOutnumberCpus(int ranks) {
+// Whether a job of `ranks` on this host counts as oversubscribed:
+// CARTAGE_OVERSUBSCRIBED=yes|no says so, and by default (auto) it is whether
+// the ranks outnumber the host's CPUs (a job runs on one host, so every rank
+// finds the same). The agent's wait policy, the shm method's choice of copy
+// and the collectives' choices all turn on it: a rank that waits yields at
+// once, and a copy or pipeline that needs its peer scheduled is avoided.
+inline absl::StatusOr<bool> JobOversubscribed(int ranks) {
+  if (const char* v = std::getenv("CARTAGE_OVERSUBSCRIBED")) {
+    const absl::string_view s = v;
+    if (s == "yes" || s == "no") return s == "yes";
+    if (s != "auto") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OVERSUBSCRIBED=%s: use auto, yes or no", v));
+    }
+  }
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   return cpus > 0 && ranks > cpus;
 }

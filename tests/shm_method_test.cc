@@ -3,6 +3,7 @@
 // forged records into rank 1's ring to rank 0. Every one must end in a clear
 // kDataLoss naming the peer, never a crash (ASan and UBSan watch the fuzz).
 #include <algorithm>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -287,6 +288,38 @@ TEST_F(ShmCmaTest, AnAnsweredSendNoLongerMakesAnExchange) {
   Drain(got_[0]);
   ASSERT_TRUE(got_[0].done());
   EXPECT_EQ(in_[0], out_[1]);
+}
+
+// A job that counts as oversubscribed (here by CARTAGE_OVERSUBSCRIBED, the
+// override the agent honours too) reads from 64 KiB with CMA even one way:
+// a pipelined copy would need the sender scheduled.
+class ShmCmaOversubscribedTest : public ShmCmaTest {
+ protected:
+  void SetUp() override {
+    ::setenv("CARTAGE_OVERSUBSCRIBED", "yes", 1);
+    ShmCmaTest::SetUp();
+    ::unsetenv("CARTAGE_OVERSUBSCRIBED");
+  }
+};
+
+TEST_F(ShmCmaOversubscribedTest, OneWayReadsWithCmaToo) {
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();
+  ASSERT_TRUE(got_[0].done()) << "oversubscribed, a lone 96 KiB receive reads with CMA at once";
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+}
+
+TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {
+  ::setenv("CARTAGE_OVERSUBSCRIBED", "maybe", 1);
+  SharedJob job;
+  TestHost host;
+  InProcessExchange ex(&job, 0);
+  auto m = ShmMethod::Create(ex, &host, ShmOptions());
+  ::unsetenv("CARTAGE_OVERSUBSCRIBED");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no");
 }
 
 TEST_F(ShmMethodTest, RandomRecordsNeverCrash) {

@@ -96,9 +96,8 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
                                                              const ShmOptions& options) {
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
-  if (!options.cma_min_set && RanksOutnumberCpus(ex.size())) {
-    m->options_.cma_min = options.cma_min_oversubscribed;
-  }
+  CARTAGE_ASSIGN_OR_RETURN(const bool oversubscribed, JobOversubscribed(ex.size()));
+  if (!options.cma_min_set && oversubscribed) m->options_.cma_min = options.cma_min_oversubscribed;
   m->caps_ = Caps(options);
   m->host_ = host;
   m->rank_ = ex.rank();
