@@ -211,7 +211,7 @@ std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks, 
                                 : test == "allreduce" ? cartage::Collective::kAllreduce
                                 : test == "allgather" ? cartage::Collective::kAllgather
                                                       : cartage::Collective::kAlltoall;
-  return cartage::SelectAlgorithm(c, test == "allreduce" ? bytes / 8 * 8 : bytes, ranks, true, oversubscribed);
+  return cartage::SelectAlgorithm(c, test == "allreduce" ? bytes / 8 * 8 : bytes, ranks, /*commutative=*/true, oversubscribed);
 }
 
 // `iters` calls of a collective; this rank's seconds. Sizes are bytes per

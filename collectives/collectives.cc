@@ -295,9 +295,10 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
-  const std::string algo = AlgorithmOf(call, comm.size(), comm.Oversubscribed());
+  const bool oversubscribed = comm.Oversubscribed();
+  const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
   ScheduleBuilder b(comm, ScheduleName(call, algo));
-  return Build(b, call, algo, /*runnable=*/true, comm.Oversubscribed());
+  return Build(b, call, algo, /*runnable=*/true, oversubscribed);
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, const CollectiveCall& call) {
@@ -389,10 +390,11 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   if (hit->in_place != in_place) {
     // This rank's part changed shape (the root switched to or from kInPlace):
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    const std::string algo = AlgorithmOf(call, comm.size(), comm.Oversubscribed());
+    const bool oversubscribed = comm.Oversubscribed();
+    const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
     ScheduleBuilder b(comm, ScheduleName(call, algo));
     b.UseSequence(hit->schedule->sequence());
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true, comm.Oversubscribed()));
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true, oversubscribed));
     hit->in_place = in_place;
     return hit->schedule->Run();
   }

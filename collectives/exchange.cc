@@ -24,18 +24,14 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   const Buf acc = c.recv;
   const Buf input = c.in_place ? acc : c.send;  // what the first send takes
   const Buf tmp = c.b.Temp(bytes);
-  // The copy into acc, made for the first reduce into acc, which waits for
-  // it (every later step waits for that reduce); -1 in place or later.
-  bool copied = false;
-  auto copy = [&]() -> VertexId {
-    if (copied || c.in_place) return -1;
-    copied = true;
-    return c.b.Copy(c.send, acc, bytes);
-  };
   int pof2 = 1;
   while (pof2 * 2 <= c.n) pof2 *= 2;
   const int rem = c.n - pof2;
   VertexId last = -1;  // the last step that read or wrote acc (-1: none yet, acc holds the input)
+  // The copy into acc, for the first reduce into acc (while `last` is still
+  // -1), which waits for it; every later step waits for that reduce. -1 in
+  // place or later.
+  auto copy = [&]() -> VertexId { return last < 0 && !c.in_place ? c.b.Copy(c.send, acc, bytes) : -1; };
   int newrank;
   if (c.r < 2 * rem) {
     if (c.r % 2 == 0) {

@@ -135,7 +135,8 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // (scatter_allgather's 2 log n + n rounds lose at every size there).
 // Where ranks outnumber cores, binomial bcast sends each piece whole
 // (Ctx::oversubscribed), and so beats the chain at 4 ranks from 256 KiB
-// (bench/RESULTS.md, "bcast where ranks outnumber cores").
+// (bench/RESULTS.md, "Collectives: exchanges read with CMA, bcast where
+// ranks outnumber cores").
 // The other thresholds are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               linear                 ranks=3-9

@@ -245,9 +245,6 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
   EXPECT_THAT(info.out, HasSubstr("ERROR: collective selection file"));
 }
 
-// The wait strategy's knobs: a job that yields at once (no spinning, no
-// yielding before it blocks) still completes its collectives; a bad value
-// stops every rank at start-up, naming the variable.
 // Binomial bcast pipelines chunks where every rank has a CPU and sends pieces
 // whole where ranks outnumber them: both forms, whichever this machine is,
 // against the serial reference (40009 elements: past the 64 KiB chunk).
@@ -265,6 +262,9 @@ TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
   EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
 }
 
+// The wait strategy's knobs: a job that yields at once (no spinning, no
+// yielding before it blocks) still completes its collectives; a bad value
+// stops every rank at start-up, naming the variable.
 TEST(WaitPolicy, KnobsSteerTheJobAndBadValuesAreNamed) {
   CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", RANKS_BIN, "selection"},
                                {"CARTAGE_WAIT_SPIN=1", "CARTAGE_WAIT_YIELD_US=0"});
