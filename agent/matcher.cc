@@ -34,6 +34,7 @@ Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
       auto it = unexpected_.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
       if (it == unexpected_.end()) continue;
       Car* c = it->second.front();
+      if (c == nullptr) continue;  // an emptied bucket, kept
       if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
     }
     return oldest;
@@ -50,10 +51,19 @@ Car* Matcher::PostReceive(Car* recv) {
   const Envelope& e = recv->envelope();
   if (unexpected_count_ == 0) {
     // Nothing waiting: straight to the posted queues.
+  } else if (e.rank != kAnySource && e.tag != kAnyTag) {
+    // One source, one tag: its bucket's oldest, found with one lookup. The
+    // bucket stays when it empties (the next message from there reuses it).
+    auto it = unexpected_.find(Key{e.context_id, e.rank, e.tag});
+    if (it != unexpected_.end()) {
+      if (Car* m = it->second.PopFront()) {
+        --unexpected_count_;
+        return m;
+      }
+    }
   } else if (Car* m = PeekUnexpected(e)) {
     auto it = unexpected_.find(Key{m->envelope().context_id, m->envelope().rank, m->envelope().tag});
     it->second.Unlink(m);
-    if (it->second.empty()) unexpected_.erase(it);
     --unexpected_count_;
     return m;
   }
@@ -133,6 +143,11 @@ Car* Matcher::MatchIncoming(const Envelope& envelope) {
 void Matcher::AddUnexpected(Car* message) {
   const Envelope& e = message->envelope();
   message->link.seq = arrivals_++;
+  // Emptied buckets are kept, as for posted receives, and swept once they
+  // clearly outnumber the messages waiting.
+  if (unexpected_.size() > 1024 && unexpected_.size() > 4 * unexpected_count_) {
+    absl::erase_if(unexpected_, [](const auto& kv) { return kv.second.empty(); });
+  }
   unexpected_[Key{e.context_id, e.rank, e.tag}].PushBack(message);
   ++unexpected_count_;
 }

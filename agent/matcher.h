@@ -6,7 +6,9 @@
 //   - posted receives from one source for any tag, a queue per source rank;
 //   - one wildcard (ANY_SOURCE) queue,
 //   - one unexpected store for messages no receive matched yet, bucketed by
-//     (context, source, tag) and ordered by arrival.
+//     (context, source, tag) and ordered by arrival; as for posted receives,
+//     emptied buckets are kept (a stream of messages reuses one) and swept
+//     once they clearly outnumber the messages.
 // Posted receives carry a stamp from a counter that advances only when a
 // wildcard receive is posted; an incoming message takes the earlier of the
 // candidates, and a tie goes to the wildcard; between the two kinds of
@@ -62,6 +64,8 @@ class Matcher {
 
   std::size_t posted() const { return posted_count_; }
   std::size_t unexpected() const { return unexpected_count_; }
+  // Buckets in the unexpected store, emptied ones included (tests watch the sweep).
+  std::size_t unexpected_buckets() const { return unexpected_.size(); }
 
   // Serial-number comparison of stamps: a before b.
   static bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
@@ -89,7 +93,7 @@ class Matcher {
   std::size_t posted_count_ = 0;
   uint64_t posts_ = 0;                             // posting sequence (CAR link.seq of a receive)
   uint32_t counter_;
-  absl::flat_hash_map<Key, car::CarList> unexpected_;
+  absl::flat_hash_map<Key, car::CarList> unexpected_;  // empty buckets are kept
   uint64_t arrivals_ = 0;
   std::size_t unexpected_count_ = 0;
 };

@@ -343,7 +343,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
     spec.pack_buf = TakeBuffer(buffer_bytes);
     spec.pack_size = buffer_bytes;
   }
-  absl::StatusOr<Car*> u = pool_->Create(spec);
+  absl::StatusOr<Car*> u = pool_->CreateUnchecked(spec);  // valid by construction
   if (!u.ok()) return u.status();
   matcher_->AddUnexpected(*u);
   return u;

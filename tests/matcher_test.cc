@@ -143,6 +143,45 @@ TEST_F(MatcherTest, AnySourceOneTagAmongManyBucketsTakesTheOldest) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
+// Unexpected buckets stay when they empty (a stream of messages reuses one):
+// every kind of lookup must pass over the empty ones, and a burst of many
+// distinct tags is swept away once a new message arrives.
+TEST_F(MatcherTest, EmptiedUnexpectedBucketsAreSkippedAndSwept) {
+  Matcher m(2);
+  for (int tag = 0; tag < 8; ++tag) {  // more buckets than ranks: ANY_SOURCE looks up per source
+    m.AddUnexpected(Message(0, tag));
+    ASSERT_NE(m.PostReceive(Recv(0, tag)), nullptr);
+  }
+  EXPECT_EQ(m.unexpected(), 0u);
+  Car* from1 = Message(1, 3);
+  Car* from0 = Message(0, 5);
+  m.AddUnexpected(from1);
+  m.AddUnexpected(from0);
+  EXPECT_EQ(m.PeekUnexpected({0, 0, 3}), nullptr) << "source 0's tag 3 bucket is empty";
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, 3)), from1);
+  EXPECT_EQ(m.PostReceive(Recv(0, kAnyTag)), from0);
+  Car* again = Message(0, 3);
+  m.AddUnexpected(again);
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, kAnyTag)), again);
+  EXPECT_EQ(m.PostReceive(Recv(0, 3)), nullptr) << "nothing left: posted";
+  EXPECT_EQ(m.MatchIncoming({0, 0, 3}), cars_.back());
+  EXPECT_EQ(m.unexpected(), 0u);
+  EXPECT_EQ(m.posted(), 0u);
+  // A burst over 1025 tags, each matched: its emptied buckets are kept up to
+  // that point, swept on the next arrival, and the store still finds what waits.
+  Matcher burst(2);
+  for (int tag = 0; tag < 1025; ++tag) {
+    burst.AddUnexpected(Message(1, tag));
+    ASSERT_NE(burst.PostReceive(Recv(1, tag)), nullptr);
+  }
+  EXPECT_EQ(burst.unexpected_buckets(), 1025u);
+  Car* late = Message(1, 42);
+  burst.AddUnexpected(late);
+  EXPECT_EQ(burst.unexpected_buckets(), 1u) << "the burst's empty buckets were swept";
+  EXPECT_EQ(burst.PostReceive(Recv(kAnySource, kAnyTag)), late);
+  EXPECT_EQ(burst.unexpected(), 0u);
+}
+
 TEST_F(MatcherTest, HundredThousandUnexpectedMatchedInReverse) {
   Matcher m(2);
   constexpr int kN = 100000;
