@@ -403,6 +403,8 @@ uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ 
 
 bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }
 
+void* Comm::AgentState(const void* key, std::shared_ptr<void> (*make)()) const { return rt_->State(key, make); }
+
 absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
   if (peer < 0 || peer >= size_) {
     return absl::InvalidArgumentError(absl::StrFormat("path: no rank %d in a communicator of %d", peer, size_));

@@ -145,6 +145,9 @@ void Runtime::GiveBack(std::byte* p) {
 }
 
 Runtime::~Runtime() {
+  // What the layers above keep per agent (cached collective schedules, with
+  // their CARs and registrations) goes first, while the pool and methods live.
+  states_.clear();
   // A runtime whose set-up failed part-way (a method that did not open, a
   // plugin that did not load) has nothing to finalize with its peers.
   const bool up = matcher_ != nullptr;

@@ -53,6 +53,15 @@ class Runtime : public methods::MethodHost {
   // Polls `activity` every round of progress until it finishes, then
   // completes `req` with its outcome.
   void Watch(Activity* activity, Request* req) { activities_.push_back({activity, req}); }
+  // Comm::AgentState: the object kept under `key`, made by `make` the first time.
+  template <class Make>
+  void* State(const void* key, Make make) {
+    for (auto& [k, v] : states_) {
+      if (k == key) return v.get();
+    }
+    states_.emplace_back(key, make());
+    return states_.back().second.get();
+  }
 
   // Completes `spec` (counter, carrier, owner, eager limit) and builds the
   // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
@@ -166,6 +175,9 @@ class Runtime : public methods::MethodHost {
     Request* req;
   };
   std::vector<Running> activities_;       // collectives in flight, polled every round
+  // Per-agent state of the layers above (Comm::AgentState), by key; dropped
+  // first when the runtime finalizes.
+  std::vector<std::pair<const void*, std::shared_ptr<void>>> states_;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
 };

@@ -378,7 +378,11 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
     return s->Run();
   }
-  static auto* cache = new ScheduleCache();
+  // One cache per agent: its schedules hold the agent's CARs, and a later
+  // agent in this process reuses the same context ids.
+  static const char kCacheKey = 0;
+  auto* cache = static_cast<ScheduleCache*>(
+      comm.AgentState(&kCacheKey, [] { return std::static_pointer_cast<void>(std::make_shared<ScheduleCache>()); }));
   // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
   const bool in_place = call.send == kInPlace || call.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), call);

@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
@@ -715,11 +715,48 @@ void XferChains(const Comm& w) {
 
 }  // namespace
 
+// One agent after another in one process: the collectives each runs must be
+// its own (a schedule cached by the first must not outlive it or serve the
+// second, whose communicators have the same context ids).
+int Reinit() {
+  for (int round = 0; round < 3; ++round) {
+    auto agent = cartage::Agent::FromEnvironment();
+    if (!agent.ok()) {
+      std::fprintf(stderr, "coll_ranks reinit round %d: %s\n", round, agent.status().ToString().c_str());
+      return 1;
+    }
+    const Comm w = (*agent)->World();
+    g_rank = w.rank();
+    const int n = w.size();
+    for (int64_t count : {int64_t{1}, int64_t{1000}}) {
+      std::vector<int32_t> buf(static_cast<std::size_t>(count));
+      for (int64_t i = 0; i < count; ++i) buf[static_cast<std::size_t>(i)] = w.rank() == 0 ? round * 7 + static_cast<int32_t>(i) : -1;
+      OK(cartage::Bcast(w, buf.data(), count, Datatype::Basic(BasicType::kInt32), 0));
+      for (int64_t i = 0; i < count; ++i) {
+        EXPECT(buf[static_cast<std::size_t>(i)] == round * 7 + i, "reinit round %d bcast of %d: element %d is %d", round,
+               count, i, buf[static_cast<std::size_t>(i)]);
+      }
+      std::vector<int32_t> sum(static_cast<std::size_t>(count), 0);
+      for (auto& x : buf) x = w.rank() + round;
+      OK(cartage::Allreduce(w, buf.data(), sum.data(), count, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
+      const int32_t want = n * (n - 1) / 2 + n * round;
+      for (int64_t i = 0; i < count; ++i) {
+        EXPECT(sum[static_cast<std::size_t>(i)] == want, "reinit round %d allreduce of %d: element %d is %d, expected %d",
+               round, count, i, sum[static_cast<std::size_t>(i)], want);
+      }
+    }
+    OK(cartage::Barrier(w));
+  }
+  if (g_rank == 0) std::printf("PASS reinit\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer\n");
+    std::fprintf(stderr, "usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit\n");
     return 2;
   }
+  if (std::string(argv[1]) == "reinit") return Reinit();
   auto agent = cartage::Agent::FromEnvironment();
   if (!agent.ok()) {
     std::fprintf(stderr, "coll_ranks: %s\n", agent.status().ToString().c_str());

@@ -237,6 +237,13 @@ class Comm {
   // same schedule gets the same number everywhere (its tags derive from it).
   uint32_t NextScheduleSequence() const;
 
+  // State a layer above the agent keeps per agent (the collectives: their
+  // cache of built schedules): the object under `key`, made by `make` on
+  // first use. It lives until the agent finalizes, and goes before the
+  // agent's CARs and methods do; a new agent starts with none. Every
+  // communicator of one agent sees the same object.
+  void* AgentState(const void* key, std::shared_ptr<void> (*make)()) const;
+
   // The method that reaches `peer` (a rank of this communicator) and what
   // it offers; an error for a rank that does not exist.
   absl::StatusOr<PathInfo> PathTo(int peer) const;
