@@ -26,7 +26,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   CARTAGE_ASSIGN_OR_RETURN(rt->boot_, Bootstrap::FromEnvironment());
   rt->InstallAgentOps(rt->any_carrier_);
   rt->any_carrier_.name = "any";
+  // Oversubscription steers choices every rank must make alike (the
+  // collectives' schedules, shm's copies): published now, checked against
+  // rank 0's once the methods' set-up has fenced.
+  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(rt->size()));
+  if (rt->rank() == 0 && rt->size() > 1) {
+    CARTAGE_RETURN_IF_ERROR(rt->boot_->Put(kOversubscribedKey, rt->oversubscribed_ ? "yes" : "no"));
+  }
   CARTAGE_RETURN_IF_ERROR(rt->OpenMethods());
+  CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription());
   std::size_t private_bytes = 0;
   for (const auto& m : rt->methods_) private_bytes = std::max(private_bytes, m->private_bytes());
   rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = private_bytes});
@@ -48,7 +56,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
   for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
-  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(rt->size()));
   if (rt->oversubscribed_) rt->wait_.spin_rounds = 20;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
@@ -64,6 +71,19 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   }
   rt->last_peer_check_ = std::chrono::steady_clock::now();
   return rt;
+}
+
+absl::Status Runtime::AgreeOnOversubscription() {
+  if (size() == 1) return absl::OkStatus();
+  CARTAGE_RETURN_IF_ERROR(boot_->Fence());
+  if (rank() == 0) return absl::OkStatus();
+  CARTAGE_ASSIGN_OR_RETURN(const std::string first, boot_->Get(kOversubscribedKey));
+  const char* mine = oversubscribed_ ? "yes" : "no";
+  if (first == mine) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "start-up: rank %d counts the job as %soversubscribed but rank 0 as %soversubscribed "
+      "(CARTAGE_OVERSUBSCRIBED must be the same on every rank)",
+      rank(), oversubscribed_ ? "" : "not ", first == "yes" ? "" : "not "));
 }
 
 absl::Status Runtime::OpenMethods() {

@@ -124,6 +124,10 @@ class Runtime : public methods::MethodHost {
  private:
   Runtime() = default;
   void CheckPeers();
+  // Every rank must count the job as oversubscribed alike: rank 0 published
+  // its answer; another rank whose answer differs fails, naming both.
+  absl::Status AgreeOnOversubscription();
+  static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
   void FailPeer(int peer, absl::Status why);
   void ReleaseUnexpected(car::Car* u);
   void* TakeBuffer(uint64_t bytes);

@@ -262,6 +262,21 @@ TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
   EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
 }
 
+// Ranks told differently whether the job is oversubscribed would build
+// different schedules for one collective: start-up stops the one that
+// disagrees with rank 0, naming both answers, before any traffic.
+TEST(CollectiveRanks, RanksThatDisagreeOnOversubscriptionStopAtStartUp) {
+  const std::string split = absl::StrCat(
+      "if [ \"$CARTAGE_RANK\" = 1 ]; then export CARTAGE_OVERSUBSCRIBED=yes; else export CARTAGE_OVERSUBSCRIBED=no; fi; "
+      "exec ",
+      RANKS_BIN, " selection");
+  const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", "sh", "-c", split});
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_THAT(r.out + r.err, HasSubstr("start-up: rank 1 counts the job as oversubscribed but rank 0 as not "
+                                       "oversubscribed (CARTAGE_OVERSUBSCRIBED must be the same on every rank)"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("PASS")));
+}
+
 // The wait strategy's knobs: a job that yields at once (no spinning, no
 // yielding before it blocks) still completes its collectives; a bad value
 // stops every rank at start-up, naming the variable.
