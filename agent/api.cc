@@ -234,7 +234,8 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
                                                   rt_->PeerStatus(world).message()));
   }
   const uint32_t ctx = context == kOwnContext ? context_ : context;
-  if (absl::Status fits = rt_->CheckEnvelope(world, ctx, any_tag ? 0 : tag); !fits.ok()) {
+  if (!rt_->EnvelopeFits(world, ctx, any_tag ? 0 : tag)) {
+    const absl::Status fits = rt_->CheckEnvelope(world, ctx, any_tag ? 0 : tag);
     return absl::Status(fits.code(), absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag, fits.message()));
   }
   car::CarSpec spec;

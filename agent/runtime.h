@@ -102,6 +102,11 @@ class Runtime : public methods::MethodHost {
   // Whether the method that reaches world rank `peer` (-1: any) can name
   // `context` and `tag` in its envelope (ofi's tag layouts cannot name all).
   absl::Status CheckEnvelope(int peer, uint32_t context, int tag) const;
+  // CheckEnvelope's answer without building a status (the per-message path).
+  bool EnvelopeFits(int peer, uint32_t context, int tag) const {
+    const Route& r = peer >= 0 ? routes_[static_cast<std::size_t>(peer)] : any_route_;
+    return context <= r.max_context && tag <= r.max_tag;
+  }
   // A buffer lent by the method that reaches world rank `peer`
   // (Method::AllocBuffer); GiveBack returns it. The runtime returns those
   // still lent when it finalizes.

@@ -45,6 +45,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include "absl/strings/string_view.h"
 #include <type_traits>
 
@@ -192,7 +193,8 @@ class Step {
   absl::Status Drain() {
     absl::Status first_error;
     while (next_ < pending_.size()) {
-      Pending p = pending_[next_++];
+      // Moved out (the error status too): a raise during the call may grow the queue.
+      Pending p = std::move(pending_[next_++]);
       first_error.Update(p.fn(*p.ctx, p.event, p.payload, *this));
     }
     return first_error;
