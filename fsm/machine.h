@@ -45,9 +45,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 #include "absl/strings/string_view.h"
 #include <type_traits>
+#include <utility>
 
 #include "absl/base/optimization.h"
 #include "absl/container/inlined_vector.h"
