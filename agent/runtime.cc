@@ -195,8 +195,8 @@ void Runtime::Bind(Car& car, int peer) {
 }
 
 absl::Status Runtime::CheckEnvelope(int peer, uint32_t context, int tag) const {
+  if (EnvelopeFits(peer, context, tag)) return absl::OkStatus();
   const Route& r = peer >= 0 ? routes_[static_cast<std::size_t>(peer)] : any_route_;
-  if (context <= r.max_context && tag <= r.max_tag) return absl::OkStatus();
   if (context > r.max_context) {
     return absl::OutOfRangeError(absl::StrFormat(
         "context id %d does not fit method %s's envelope (context ids up to %d): too many communicators", context,

@@ -54,8 +54,7 @@ class Runtime : public methods::MethodHost {
   // completes `req` with its outcome.
   void Watch(Activity* activity, Request* req) { activities_.push_back({activity, req}); }
   // Comm::AgentState: the object kept under `key`, made by `make` the first time.
-  template <class Make>
-  void* State(const void* key, Make make) {
+  void* State(const void* key, std::shared_ptr<void> (*make)()) {
     for (auto& [k, v] : states_) {
       if (k == key) return v.get();
     }

@@ -294,11 +294,22 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
+namespace {
+// A runnable schedule of `call` on `comm`; under `sequence` if given (a
+// rebuild that must keep the number the other ranks' schedules have), else
+// the communicator's next.
+absl::StatusOr<std::shared_ptr<Schedule>> BuildOn(const Comm& comm, const CollectiveCall& call,
+                                                  std::optional<uint32_t> sequence) {
   const bool oversubscribed = comm.Oversubscribed();
   const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
   ScheduleBuilder b(comm, ScheduleName(call, algo));
+  if (sequence.has_value()) b.UseSequence(*sequence);
   return Build(b, call, algo, /*runnable=*/true, oversubscribed);
+}
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
+  return BuildOn(comm, call, std::nullopt);
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, const CollectiveCall& call) {
@@ -382,7 +393,7 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   // agent in this process reuses the same context ids.
   static const char kCacheKey = 0;
   auto* cache = static_cast<ScheduleCache*>(
-      comm.AgentState(&kCacheKey, [] { return std::static_pointer_cast<void>(std::make_shared<ScheduleCache>()); }));
+      comm.AgentState(&kCacheKey, []() -> std::shared_ptr<void> { return std::make_shared<ScheduleCache>(); }));
   // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
   const bool in_place = call.send == kInPlace || call.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), call);
@@ -394,11 +405,7 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   if (hit->in_place != in_place) {
     // This rank's part changed shape (the root switched to or from kInPlace):
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    const bool oversubscribed = comm.Oversubscribed();
-    const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
-    ScheduleBuilder b(comm, ScheduleName(call, algo));
-    b.UseSequence(hit->schedule->sequence());
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, Build(b, call, algo, /*runnable=*/true, oversubscribed));
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, call, hit->schedule->sequence()));
     hit->in_place = in_place;
     return hit->schedule->Run();
   }

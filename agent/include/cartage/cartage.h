@@ -247,9 +247,10 @@ class Comm {
   // The method that reaches `peer` (a rank of this communicator) and what
   // it offers; an error for a rank that does not exist.
   absl::StatusOr<PathInfo> PathTo(int peer) const;
-  // Whether the job's ranks outnumber the CPUs of the host (the same on
-  // every rank): then a rank runs only while another waits, and a pipeline
-  // whose stages must run at once does not pay.
+  // Whether the job counts as oversubscribed: its ranks outnumber the
+  // host's CPUs, or CARTAGE_OVERSUBSCRIBED says so (every rank agrees, or
+  // start-up fails). Then a rank runs only while another waits, and a
+  // pipeline whose stages must run at once does not pay.
   bool Oversubscribed() const;
   // A buffer of at least `bytes` lent by the method that reaches `peer`
   // (seed 002's method alloc: memory that method sends from and receives
