@@ -99,8 +99,17 @@ absl::Status Schedule::Bind(Request* req) {
 }
 
 absl::Status Schedule::Run() {
+  if (!comm_.has_value()) {
+    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
+  }
+  // The run holds no reference of its own: `req` is waited for before this
+  // returns (its destructor waits too), and the caller holds the schedule.
+  // Taking one (shared_from_this) would cost a locked instruction per call,
+  // and a locked instruction waits for every earlier store to land, the
+  // previous message's ring line included (bench/RESULTS.md).
   Request req;
-  CARTAGE_RETURN_IF_ERROR(Start(&req));
+  CARTAGE_RETURN_IF_ERROR(comm_->Launch(std::shared_ptr<Activity>(std::shared_ptr<Activity>(), this),
+                                        /*persistent=*/false, &req));
   return req.Wait();
 }
 
