@@ -362,8 +362,10 @@ int ShmMethod::Progress() {
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;  // a rank's messages to itself go by the self method
     RingReader& r = readers_[static_cast<std::size_t>(p)];
+    // After the first record, an envelope nobody waits for yet stays in the
+    // ring until the next sweep: its receive is often posted by then.
     for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
-      Handle(p, rec);
+      if (!Handle(p, rec, /*defer=*/k > 0)) break;
       r.Pop();
       ++work;
     }
@@ -431,16 +433,17 @@ void ShmMethod::Block(int timeout_us) {
   me.sleeping.store(0, std::memory_order_relaxed);
 }
 
-void ShmMethod::Handle(int source, const RingRecord& rec) {
-  if (!broken_[static_cast<std::size_t>(source)].ok()) return;
+bool ShmMethod::Handle(int source, const RingRecord& rec, bool defer) {
+  if (!broken_[static_cast<std::size_t>(source)].ok()) return true;
   switch (rec.type) {
-    case kRecEager: OnEnvelope(source, rec, false); break;
-    case kRecRts: OnEnvelope(source, rec, true); break;
+    case kRecEager: return OnEnvelope(source, rec, false, defer);
+    case kRecRts: return OnEnvelope(source, rec, true, defer);
     case kRecCts: OnCts(source, rec); break;
     case kRecData: OnData(source, rec); break;
     case kRecAck: OnAck(source, rec); break;
     default: Malformed(source, absl::StrFormat("unknown record type %d", rec.type));
   }
+  return true;
 }
 
 void ShmMethod::Malformed(int source, absl::string_view what) {
@@ -448,28 +451,40 @@ void ShmMethod::Malformed(int source, absl::string_view what) {
                        absl::StrFormat("malformed wire record from rank %d: %s", source, what)));
 }
 
-void ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous) {
+bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer) {
+  // A malformed record is consumed: it fails the peer.
+  auto malformed = [&](absl::string_view what) {
+    Malformed(source, what);
+    return true;
+  };
   MatchHeader h;
   const std::size_t body = rendezvous ? sizeof(RtsBody) : 0;
-  if (rec.len < sizeof(h) + body) return Malformed(source, "short envelope");
+  if (rec.len < sizeof(h) + body) return malformed("short envelope");
   std::memcpy(&h, rec.payload, sizeof(h));
   if (!rendezvous && h.length != rec.len - sizeof(h)) {
-    return Malformed(source, absl::StrFormat("eager length %d in a %d-byte record", h.length, rec.len));
+    return malformed(absl::StrFormat("eager length %d in a %d-byte record", h.length, rec.len));
   }
   RtsBody rts{};
   if (rendezvous) std::memcpy(&rts, rec.payload + sizeof(h), sizeof(rts));
-  if (h.tag < 0) return Malformed(source, absl::StrFormat("negative tag %d", h.tag));
+  if (h.tag < 0) return malformed(absl::StrFormat("negative tag %d", h.tag));
   const uint32_t proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
   // The CAR taking this message gets fresh method state naming its sender.
-  absl::StatusOr<Car*> c = DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto,
-                                           rendezvous ? nullptr : rec.payload + sizeof(h), [&](Car& taker) {
-                                             Bind(taker, source);
-                                             ShmCarState& s = StateOf(taker);
-                                             s.remote_handle = h.sender_handle;
-                                             s.remote_address = rts.address;
-                                           });
-  if (!c.ok()) return FailPeer(source, c.status());
+  absl::StatusOr<Car*> c = DeliverEnvelope(
+      *host_, {h.context, source, h.tag}, h.length, proto, rendezvous ? nullptr : rec.payload + sizeof(h),
+      [&](Car& taker) {
+        Bind(taker, source);
+        ShmCarState& s = StateOf(taker);
+        s.remote_handle = h.sender_handle;
+        s.remote_address = rts.address;
+      },
+      defer);
+  if (!c.ok()) {
+    FailPeer(source, c.status());
+    return true;
+  }
+  if (*c == nullptr) return false;  // deferred: stays in the ring
   FinishIfFinal(**c);
+  return true;
 }
 
 Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {

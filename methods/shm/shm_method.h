@@ -130,8 +130,10 @@ class ShmMethod final : public Method {
   void SendControl(int peer, const Control& k);
   bool PumpStream(car::Car& c);  // true once every byte is written
   void Wake(int peer);
-  void Handle(int source, const RingRecord& rec);
-  void OnEnvelope(int source, const RingRecord& rec, bool rendezvous);
+  // Handles one record; false if it was left in the ring (`defer`: an
+  // envelope no posted receive matches yet, see DeliverEnvelope).
+  bool Handle(int source, const RingRecord& rec, bool defer);
+  bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer);
   void OnCts(int source, const RingRecord& rec);
   void OnData(int source, const RingRecord& rec);
   void OnAck(int source, const RingRecord& rec);
