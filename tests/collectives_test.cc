@@ -12,6 +12,7 @@
 #include "cartage/xfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "methods/shm/shm_ring.h"
 #include "tests/run_command.h"
 
 namespace cartage::test {
@@ -243,6 +244,16 @@ TEST(CollectiveSelectionFile, SteersTheJobAndABrokenOneIsRefused) {
                                   ":2: allreduce has no algorithm 'sideways'"));
   info = RunCommand({CARTAGE_BIN, "info"}, {"CARTAGE_COLLECTIVES_FILE=" + broken});
   EXPECT_THAT(info.out, HasSubstr("ERROR: collective selection file"));
+}
+
+// Every algorithm against the serial reference with one-line records sent by
+// direct store (shm's CARTAGE_SHM_DIRECT_STORE), on 3 ranks.
+TEST(CollectiveRanks, MatchTheSerialReferenceWithDirectStores) {
+  if (!methods::shm::DirectStoreSupported()) GTEST_SKIP() << "this CPU has no MOVDIR64B";
+  const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "240", RANKS_BIN, "algorithms"},
+                                     {"CARTAGE_SHM_DIRECT_STORE=yes"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("PASS algorithms"));
 }
 
 // Binomial bcast pipelines chunks where every rank has a CPU and sends pieces

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "methods/shm/shm_ring.h"
 #include "tests/run_command.h"
 
 namespace cartage::test {
@@ -29,6 +30,7 @@ std::string Name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = absl::StrCat(info.param.mode, "_np", info.param.ranks);
   if (std::string(info.param.env).find("CMA=off") != std::string::npos) n += "_nocma";
   if (std::string(info.param.env).find("CMA_MIN=0") != std::string::npos) n += "_cma";
+  if (std::string(info.param.env).find("DIRECT_STORE=yes") != std::string::npos) n += "_direct";
   return n;
 }
 
@@ -36,6 +38,9 @@ class P2p : public ::testing::TestWithParam<Case> {};
 
 TEST_P(P2p, Runs) {
   const Case& c = GetParam();
+  if (std::string(c.env).find("DIRECT_STORE=yes") != std::string::npos && !methods::shm::DirectStoreSupported()) {
+    GTEST_SKIP() << "this CPU has no MOVDIR64B";
+  }
   std::vector<std::string> env;
   if (*c.env != '\0') env.push_back(c.env);
   const CommandResult r = RunCommand(
@@ -44,15 +49,17 @@ TEST_P(P2p, Runs) {
   EXPECT_THAT(r.out, HasSubstr(absl::StrCat("PASS ", c.mode)));
 }
 
-// The shm method's own variants: CMA at every rendezvous size, and no CMA
-// (pipelined through the rings). Its default configuration, like every
+// The shm method's own variants: CMA at every rendezvous size, no CMA
+// (pipelined through the rings), and one-line records by direct store. Its default configuration, like every
 // method's, runs in the conformance kit (tests/conformance/).
 INSTANTIATE_TEST_SUITE_P(
     Shm, P2p,
     ::testing::Values(Case{"sizes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},
                       Case{"truncation", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"ssend", 2, "CARTAGE_SHM_CMA_MIN=0"},
                       Case{"datatypes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"self", 2, ""},
-                      Case{"peerdies", 2, "CARTAGE_SHM_CMA=off"}),
+                      Case{"peerdies", 2, "CARTAGE_SHM_CMA=off"}, Case{"sizes", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
+                      Case{"ssend", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
+                      Case{"order", 3, "CARTAGE_SHM_DIRECT_STORE=yes"}),
     Name);
 
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).

@@ -354,6 +354,28 @@ TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {
   EXPECT_EQ(m.status().message(), "CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no");
 }
 
+TEST(ShmOptions, DirectStoreTakesYesOrNo) {
+  ::setenv("CARTAGE_SHM_DIRECT_STORE", "sometimes", 1);
+  absl::StatusOr<ShmOptions> bad = ShmOptions::FromEnvironment();
+  ::setenv("CARTAGE_SHM_DIRECT_STORE", "yes", 1);
+  absl::StatusOr<ShmOptions> yes = ShmOptions::FromEnvironment();
+  ::setenv("CARTAGE_SHM_DIRECT_STORE", "no", 1);
+  absl::StatusOr<ShmOptions> no = ShmOptions::FromEnvironment();
+  ::unsetenv("CARTAGE_SHM_DIRECT_STORE");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "CARTAGE_SHM_DIRECT_STORE=sometimes: use yes or no");
+  if (DirectStoreSupported()) {
+    ASSERT_TRUE(yes.ok()) << yes.status();
+    EXPECT_TRUE(yes->direct_store);
+  } else {
+    ASSERT_FALSE(yes.ok());
+    EXPECT_EQ(yes.status().message(), "CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
+  }
+  ASSERT_TRUE(no.ok()) << no.status();
+  EXPECT_FALSE(no->direct_store);
+  EXPECT_FALSE(ShmOptions().direct_store) << "off unless asked";
+}
+
 TEST_F(ShmMethodTest, RandomRecordsNeverCrash) {
   // 200 fresh pairs; each gets a burst of records of real types with random
   // contents, a third of them well-formed eager envelopes (so the unexpected

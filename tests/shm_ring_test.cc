@@ -1,5 +1,6 @@
 // The shm SPSC ring: order and exact bytes across wraps, full-ring back
-// pressure, and the same under two threads and two processes.
+// pressure, and the same under two threads and two processes; each with
+// ordinary stores and with one-line records written by one direct store.
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,10 +47,57 @@ TEST(ShmRing, SmallMessageIsOneCacheLine) {
   EXPECT_EQ(internal::RecordBytes(0), 64u);
 }
 
-TEST(ShmRing, FullRingPushesBackAndDrainsInOrder) {
+// The parameter: whether the writer uses direct stores for one-line records.
+class ShmRingTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam() && !DirectStoreSupported()) GTEST_SKIP() << "this CPU has no MOVDIR64B";
+  }
+  RingWriter Writer(RingShared* ring) const {
+    RingWriter w(ring);
+    w.set_direct(GetParam());
+    return w;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Stores, ShmRingTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "direct" : "ordinary"; });
+
+TEST_P(ShmRingTest, OneLineRecordLandsWholeAtCommit) {
   Mem mem(RingShared::Footprint(4096));
   RingShared* ring = RingShared::Init(mem.ptr, 4096);
-  RingWriter w(ring);
+  RingWriter w = Writer(ring);
+  RingReader r(ring);
+  std::byte* p = w.Begin(40);
+  ASSERT_NE(p, nullptr);
+  // Direct: the payload is staged outside the ring until Commit; ordinary:
+  // it is written in place, but not a record before the stamp.
+  EXPECT_EQ(p == ring->data() + kRecordHeader, !GetParam());
+  Fill(p, 5, 40);
+  RingRecord rec;
+  EXPECT_FALSE(r.HasRecord());
+  EXPECT_FALSE(r.Peek(&rec));
+  w.Commit(9);
+  ASSERT_TRUE(r.Peek(&rec));
+  EXPECT_EQ(rec.type, 9);
+  ASSERT_EQ(rec.len, 40u);
+  EXPECT_EQ(rec.payload, ring->data() + kRecordHeader);
+  EXPECT_TRUE(Check(rec.payload, 5, 40));
+  r.Pop();
+  // A two-line record is written in place in both modes.
+  p = w.Begin(100);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p, ring->data() + kLine + kRecordHeader);
+  Fill(p, 6, 100);
+  w.Commit(10);
+  ASSERT_TRUE(r.Peek(&rec));
+  ASSERT_EQ(rec.len, 100u);
+  EXPECT_TRUE(Check(rec.payload, 6, 100));
+}
+
+TEST_P(ShmRingTest, FullRingPushesBackAndDrainsInOrder) {
+  Mem mem(RingShared::Footprint(4096));
+  RingShared* ring = RingShared::Init(mem.ptr, 4096);
+  RingWriter w = Writer(ring);
   RingReader r(ring);
   EXPECT_EQ(w.max_payload(), 1024u - kRecordHeader);
   EXPECT_EQ(w.Begin(w.max_payload() + 1), nullptr) << "larger than a record may be";
@@ -73,10 +121,10 @@ TEST(ShmRing, FullRingPushesBackAndDrainsInOrder) {
   EXPECT_NE(w.Begin(100), nullptr) << "room again once read";
 }
 
-TEST(ShmRing, WrapsWithPaddingSingleThreaded) {
+TEST_P(ShmRingTest, WrapsWithPaddingSingleThreaded) {
   Mem mem(RingShared::Footprint(2048));
   RingShared* ring = RingShared::Init(mem.ptr, 2048);
-  RingWriter w(ring);
+  RingWriter w = Writer(ring);
   RingReader r(ring);
   RingRecord rec;
   for (uint64_t seq = 0; seq < 20000; ++seq) {
@@ -94,9 +142,10 @@ TEST(ShmRing, WrapsWithPaddingSingleThreaded) {
 }
 
 // Producer and consumer run concurrently; every byte and the order checked.
-void Stress(RingShared* ring, uint64_t count, bool producer) {
+void Stress(RingShared* ring, uint64_t count, bool producer, bool direct) {
   if (producer) {
     RingWriter w(ring);
+    w.set_direct(direct);
     for (uint64_t seq = 0; seq < count; ++seq) {
       const std::size_t len = LenOf(seq, w.max_payload());
       std::byte* p;
@@ -118,23 +167,23 @@ bool Consume(RingShared* ring, uint64_t count) {
   return true;
 }
 
-TEST(ShmRing, TwoThreads) {
+TEST_P(ShmRingTest, TwoThreads) {
   Mem mem(RingShared::Footprint(8192));
   RingShared* ring = RingShared::Init(mem.ptr, 8192);
   constexpr uint64_t kCount = 200000;
-  std::thread producer([&] { Stress(ring, kCount, true); });
+  std::thread producer([&] { Stress(ring, kCount, true, GetParam()); });
   EXPECT_TRUE(Consume(ring, kCount));
   producer.join();
 }
 
-TEST(ShmRing, TwoProcesses) {
+TEST_P(ShmRingTest, TwoProcesses) {
   Mem mem(RingShared::Footprint(16384));
   RingShared* ring = RingShared::Init(mem.ptr, 16384);
   constexpr uint64_t kCount = 200000;
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    Stress(ring, kCount, true);
+    Stress(ring, kCount, true, GetParam());
     _exit(0);
   }
   EXPECT_TRUE(Consume(ring, kCount));

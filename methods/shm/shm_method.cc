@@ -46,6 +46,11 @@ std::vector<ParamInfo> Params() {
                               "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
                               "where ranks outnumber CPUs the default is 65536); when set, it holds "
                               "everywhere"},
+      {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
+                             "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
+                             "without it), so the sender never waits to own the line its receiver polls. On "
+                             "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
+                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores"},
       {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
                                      "has a rendezvous send of its own waiting for its CTS (an exchange)"},
   };
@@ -81,6 +86,16 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN=%s: not a number", v));
     }
     o.cma_min_set = true;
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_DIRECT_STORE")) {
+    const std::string s = v;
+    if (s != "yes" && s != "no") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_DIRECT_STORE=%s: use yes or no", v));
+    }
+    if (s == "yes" && !DirectStoreSupported()) {
+      return absl::FailedPreconditionError("CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
+    }
+    o.direct_store = s == "yes";
   }
   if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
     if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
@@ -126,6 +141,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   m->handles_.Reserve(4096);
   for (int p = 0; p < m->size_; ++p) {
     m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
+    m->writers_[static_cast<std::size_t>(p)].set_direct(options.direct_store);
     m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);
@@ -211,7 +227,8 @@ bool ShmMethod::TryRts(Car& c) {
   const RtsBody body{reinterpret_cast<uint64_t>(c.ContiguousSource())};
   std::memcpy(p, &h, sizeof(h));
   std::memcpy(p + sizeof(h), &body, sizeof(body));
-  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts);
+  // The receiver may read the buffer in place (CMA): its bytes go first.
+  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts, RingWriter::Order::kEarlierStores);
   Wake(s.peer);
   return true;
 }

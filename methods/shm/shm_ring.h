@@ -9,6 +9,14 @@
 // publishes how far it has read lazily (after an eighth of the ring, and
 // whenever it finds the ring empty), in a line the producer reads only when
 // the ring looks full.
+// With set_direct(true), a record that fits one line is built in the
+// writer's own memory and published with one 64-byte direct store
+// (MOVDIR64B): header and payload land together, and the producer never
+// waits to take the line back from a consumer polling it (an ordinary store
+// does, and every store and locked instruction after it waits too). The
+// line then comes to the consumer from memory rather than from the
+// producer's cache, which is slower where the two cores hand lines over
+// quickly; shm leaves it off unless asked (CARTAGE_SHM_DIRECT_STORE).
 // Stale bytes can never look like a record: after reading a record that
 // spans several lines, the consumer zeroes the first word of each line after
 // the first, so the first word of every line is either 0 or the stamp of an
@@ -23,6 +31,10 @@
 //                                              }
 #ifndef CARTAGE_METHODS_SHM_SHM_RING_H_
 #define CARTAGE_METHODS_SHM_SHM_RING_H_
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <atomic>
 #include <cstddef>
@@ -74,7 +86,32 @@ inline constexpr uint16_t kTypePad = 0xffff;  // fills the end of the area befor
 inline constexpr std::size_t RecordBytes(std::size_t len) {
   return (kRecordHeader + len + kLine - 1) / kLine * kLine;
 }
+
+// One 64-byte direct store of `line` to `to` (both 64-byte aligned): the
+// line is written whole (64-byte write atomicity), without first taking
+// ownership of it from the core that is polling it. `fence`: an SFENCE
+// first, as direct stores may pass earlier ordinary stores.
+#if defined(__x86_64__)
+__attribute__((target("movdir64b"))) inline void DirectStoreLine(std::byte* to, const std::byte* line,
+                                                                 bool fence) {
+  if (fence) __builtin_ia32_sfence();
+  __builtin_ia32_movdir64b(to, line);
+}
+#else
+inline void DirectStoreLine(std::byte*, const std::byte*, bool) { __builtin_trap(); }  // never enabled
+#endif
 }  // namespace internal
+
+// Whether this CPU has MOVDIR64B (CPUID.(EAX=7,ECX=0):ECX bit 28).
+inline bool DirectStoreSupported() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx & (1u << 28)) != 0;
+#else
+  return false;
+#endif
+}
 
 // The producer side. Lives in the producer's own memory.
 class RingWriter {
@@ -85,6 +122,10 @@ class RingWriter {
 
   // Largest payload one record can carry.
   std::size_t max_payload() const { return bytes_ / 4 - kRecordHeader; }
+
+  // Writes records that fit one line with one 64-byte direct store
+  // (MOVDIR64B; see DirectStoreSupported). Only where the CPU has it.
+  void set_direct(bool direct) { direct_ = direct; }
 
   // Reserves a record of `len` payload bytes and returns where to write them,
   // or nullptr if the ring has no room now (try again after progress).
@@ -100,13 +141,29 @@ class RingWriter {
       tail_ += pad;
     }
     pending_len_ = static_cast<uint32_t>(len);
+    if (direct_ && need == kLine) return staging_ + kRecordHeader;  // written whole by Commit
     return data_ + (tail_ & mask_) + kRecordHeader;
   }
 
+  // What a record promises about memory outside the ring.
+  enum class Order : uint8_t {
+    kRecordOnly,    // nothing: the record carries all it says
+    kEarlierStores, // the writer's earlier stores are visible first (an RTS: its buffer is read in place)
+  };
+
   // Publishes the record reserved by Begin.
-  void Commit(uint16_t type) {
+  void Commit(uint16_t type, Order order = Order::kRecordOnly) {
     const std::size_t offset = tail_ & mask_;
-    Publish(offset, pending_len_, type);
+    if (direct_ && pending_len_ <= kLine - kRecordHeader) {
+      auto* h = reinterpret_cast<internal::RecordHeader*>(staging_);
+      h->len = pending_len_;
+      h->type = type;
+      h->reserved = 0;
+      h->stamp.store(tail_ + 1, std::memory_order_relaxed);
+      internal::DirectStoreLine(data_ + offset, staging_, order == Order::kEarlierStores);
+    } else {
+      Publish(offset, pending_len_, type);
+    }
     tail_ += internal::RecordBytes(pending_len_);
   }
 
@@ -130,6 +187,8 @@ class RingWriter {
   uint64_t tail_ = 0;
   uint64_t cached_head_ = 0;
   uint32_t pending_len_ = 0;
+  bool direct_ = false;
+  alignas(kLine) std::byte staging_[kLine] = {};  // a one-line record, before its direct store
 };
 
 // The consumer side. Lives in the consumer's own memory.
