@@ -141,7 +141,7 @@ class RingWriter {
       tail_ += pad;
     }
     pending_len_ = static_cast<uint32_t>(len);
-    if (direct_ && need == kLine) return staging_ + kRecordHeader;  // written whole by Commit
+    if (StagesInOneLine(len)) return staging_ + kRecordHeader;  // written whole by Commit
     return data_ + (tail_ & mask_) + kRecordHeader;
   }
 
@@ -154,7 +154,7 @@ class RingWriter {
   // Publishes the record reserved by Begin.
   void Commit(uint16_t type, Order order = Order::kRecordOnly) {
     const std::size_t offset = tail_ & mask_;
-    if (direct_ && pending_len_ <= kLine - kRecordHeader) {
+    if (StagesInOneLine(pending_len_)) {
       auto* h = reinterpret_cast<internal::RecordHeader*>(staging_);
       h->len = pending_len_;
       h->type = type;
@@ -168,6 +168,8 @@ class RingWriter {
   }
 
  private:
+  // Whether a record of `len` payload bytes goes by one direct store.
+  bool StagesInOneLine(std::size_t len) const { return direct_ && internal::RecordBytes(len) == kLine; }
   bool Room(std::size_t bytes) {
     if (tail_ + bytes - cached_head_ <= bytes_) return true;
     cached_head_ = ring_->head.load(std::memory_order_acquire);
