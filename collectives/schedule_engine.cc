@@ -84,39 +84,34 @@ void Schedule::RebindUser(const char* name, const void* base) {
   }
 }
 
-absl::Status Schedule::Start(Request* req) {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
-  return comm_->Launch(shared_from_this(), /*persistent=*/false, req);
+absl::Status Schedule::Runnable() const {
+  if (comm_.has_value()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
 }
 
-absl::Status Schedule::Bind(Request* req) {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
-  return comm_->Launch(shared_from_this(), /*persistent=*/true, req);
+absl::Status Schedule::Submit(std::shared_ptr<Activity> self, bool persistent, Request* req) {
+  CARTAGE_RETURN_IF_ERROR(Runnable());
+  return comm_->Launch(std::move(self), persistent, req);
 }
+
+absl::Status Schedule::Start(Request* req) { return Submit(shared_from_this(), /*persistent=*/false, req); }
+
+absl::Status Schedule::Bind(Request* req) { return Submit(shared_from_this(), /*persistent=*/true, req); }
 
 absl::Status Schedule::Run() {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
   // The run holds no reference of its own: `req` is waited for before this
   // returns (its destructor waits too), and the caller holds the schedule.
   // Taking one (shared_from_this) would cost a locked instruction per call,
   // and a locked instruction waits for every earlier store to land, the
   // previous message's ring line included (bench/RESULTS.md).
   Request req;
-  CARTAGE_RETURN_IF_ERROR(comm_->Launch(std::shared_ptr<Activity>(std::shared_ptr<Activity>(), this),
-                                        /*persistent=*/false, &req));
+  CARTAGE_RETURN_IF_ERROR(
+      Submit(std::shared_ptr<Activity>(std::shared_ptr<Activity>(), this), /*persistent=*/false, &req));
   return req.Wait();
 }
 
 absl::Status Schedule::Begin() {
-  if (!comm_.has_value()) {
-    return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
-  }
+  CARTAGE_RETURN_IF_ERROR(Runnable());
   if (running_) {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
   }
