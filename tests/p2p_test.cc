@@ -26,11 +26,14 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.mode << " on " << c.ranks << " ranks" << (*c.env ? " with " : "") << c.env;
 }
 
+// Whether the case asks shm for direct stores (it needs MOVDIR64B).
+bool Direct(const Case& c) { return std::string(c.env).find("DIRECT_STORE=yes") != std::string::npos; }
+
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
   std::string n = absl::StrCat(info.param.mode, "_np", info.param.ranks);
   if (std::string(info.param.env).find("CMA=off") != std::string::npos) n += "_nocma";
   if (std::string(info.param.env).find("CMA_MIN=0") != std::string::npos) n += "_cma";
-  if (std::string(info.param.env).find("DIRECT_STORE=yes") != std::string::npos) n += "_direct";
+  if (Direct(info.param)) n += "_direct";
   return n;
 }
 
@@ -38,9 +41,7 @@ class P2p : public ::testing::TestWithParam<Case> {};
 
 TEST_P(P2p, Runs) {
   const Case& c = GetParam();
-  if (std::string(c.env).find("DIRECT_STORE=yes") != std::string::npos && !methods::shm::DirectStoreSupported()) {
-    GTEST_SKIP() << "this CPU has no MOVDIR64B";
-  }
+  if (Direct(c) && !methods::shm::DirectStoreSupported()) GTEST_SKIP() << "this CPU has no MOVDIR64B";
   std::vector<std::string> env;
   if (*c.env != '\0') env.push_back(c.env);
   const CommandResult r = RunCommand(
@@ -50,8 +51,9 @@ TEST_P(P2p, Runs) {
 }
 
 // The shm method's own variants: CMA at every rendezvous size, no CMA
-// (pipelined through the rings), and one-line records by direct store. Its default configuration, like every
-// method's, runs in the conformance kit (tests/conformance/).
+// (pipelined through the rings), and one-line records by direct store. Its
+// default configuration, like every method's, runs in the conformance kit
+// (tests/conformance/).
 INSTANTIATE_TEST_SUITE_P(
     Shm, P2p,
     ::testing::Values(Case{"sizes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},

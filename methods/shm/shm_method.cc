@@ -46,13 +46,13 @@ std::vector<ParamInfo> Params() {
                               "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
                               "where ranks outnumber CPUs the default is 65536); when set, it holds "
                               "everywhere"},
+      {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
+                                     "has a rendezvous send of its own waiting for its CTS (an exchange)"},
       {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
                              "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
                              "without it), so the sender never waits to own the line its receiver polls. On "
                              "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
                              "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores"},
-      {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
-                                     "has a rendezvous send of its own waiting for its CTS (an exchange)"},
   };
 }
 
