@@ -124,44 +124,51 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // whole buffer for bcast, reduce, allreduce, reduce_scatter(_block), scan
 // and exscan, one rank's block for the others (the average for allgatherv,
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
-// Measured (bench/RESULTS.md, "Collectives: algorithms side by side" and
-// "Collectives: one round where ranks outnumber cores"): allreduce
-// recursive_doubling vs rabenseifner crosses between 64 and 256 KiB at 4
-// ranks; Bruck's alltoall beats pairwise up to 256-byte blocks from 3
-// ranks; with 3 to 8 ranks the one-round linear
-// algorithms beat every multi-round one (barrier, allgather and alltoall at
-// every size measured, allreduce below 8 KiB) where ranks outnumber cores,
-// and so do bcast's chain at 4 ranks and binomial up to 8 from 64 KiB
-// (scatter_allgather's 2 log n + n rounds lose at every size there).
-// Where ranks outnumber cores, binomial bcast sends each piece whole
-// (Ctx::oversubscribed), and so beats the chain at 4 ranks from 256 KiB
-// (bench/RESULTS.md, "Collectives: exchanges read with CMA, bcast where
-// ranks outnumber cores").
-// The other thresholds are first guesses.
+// Measured (bench/RESULTS.md):
+// - Where ranks outnumber cores ("Collectives: one round where ranks
+//   outnumber cores"; 4, 8 and 12 ranks on 2 CPUs): the one-round linear
+//   algorithms beat every multi-round one (barrier, allgather and alltoall
+//   at every size, allreduce below 8 KiB); binomial
+//   bcast sends each piece whole (Ctx::oversubscribed) and beats the chain
+//   and scatter_allgather from 64 KiB ("Collectives: exchanges read with
+//   CMA, bcast where ranks outnumber cores"); recursive doubling allreduce
+//   beats Rabenseifner up to 128 KiB at 4 and 8 ranks.
+// - With a CPU per rank ("Collectives with a CPU per rank"; 4 to 16 ranks
+//   on 16 CPUs): dissemination barrier, recursive doubling allreduce below
+//   64 KiB (below 128 KiB at 4 ranks) and allgather up to 80 KiB in all,
+//   then Rabenseifner and the linear allgather; the chain bcast from 64 KiB
+//   up to 16 ranks; the linear alltoall at every size up to 16 ranks.
+// - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
+//   outnumber cores ("Collectives: algorithms side by side"); it stays past
+//   16 ranks, where the rules are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
-barrier               linear                 ranks=3-9
+barrier               linear                 ranks=3-17 oversubscribed
 barrier               dissemination
 bcast                 binomial               bytes=-64K
 bcast                 binomial               ranks=-3
 bcast                 binomial               ranks=-9 oversubscribed
-bcast                 chain                  ranks=-5
-bcast                 binomial               ranks=-9
+bcast                 scatter_allgather      oversubscribed
+bcast                 chain                  ranks=-17
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial
-allreduce             linear                 bytes=-8K ranks=3-9
-allreduce             recursive_doubling     bytes=-128K
+allreduce             linear                 bytes=-8K ranks=3-17 oversubscribed
+allreduce             recursive_doubling     bytes=-128K oversubscribed
+allreduce             recursive_doubling     bytes=-64K
+allreduce             recursive_doubling     bytes=-128K ranks=-5
 allreduce             recursive_doubling     ranks=-3
 allreduce             rabenseifner           pof2
 allreduce             ring
 allreduce             recursive_doubling
 gather                binomial
 scatter               binomial
-allgather             linear                 ranks=3-9
+allgather             linear                 ranks=3-17 oversubscribed
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
+allgather             ring                   oversubscribed
+allgather             linear                 ranks=3-17
 allgather             ring
-alltoall              linear                 ranks=3-9
+alltoall              linear                 ranks=3-17
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise
 gatherv               linear

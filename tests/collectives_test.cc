@@ -127,34 +127,58 @@ TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
 }
 
 TEST(Collectives, SelectionPicksByBytesAndRanks) {
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "linear");
+  constexpr bool kComm = true;
+  constexpr bool kOver = true;  // ranks outnumber CPUs
+  // A CPU per rank (bench/RESULTS.md, "Collectives with a CPU per rank").
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 2), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 9), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8 << 10, 4), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 2), "dissemination");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 9), "dissemination");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 100 << 10, 4), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 64 << 10, 8), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 5), "ring");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "rabenseifner");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4, /*commutative=*/false), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16), "scatter_allgather");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 8), "binomial");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4), "chain");
-  // Where ranks outnumber CPUs, binomial (pieces whole) instead of the chain.
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4, true, /*oversubscribed=*/true), "binomial");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16, true, /*oversubscribed=*/true), "scatter_allgather");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8), "dissemination");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 2), "dissemination");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 8, 16), "binomial");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 64 << 10, 8), "chain");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16), "chain");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 17), "scatter_allgather");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 2), "binomial");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
   EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 3), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 16), "recursive_doubling");
   EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 15), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 3), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 16), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 17), "ring");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 2), "ring");
   EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 16), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 16), "pairwise");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 16), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 16), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 17), "bruck");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 17), "pairwise");
   EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 2), "pairwise");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 100 << 10, 4), "recursive_doubling");
+  // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
+  // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
+  // binomial bcast with whole pieces, and no chain.
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 16, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 17, kComm, kOver), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 64 << 10, 8, kComm, kOver), "recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8, kComm, kOver), "rabenseifner");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 12, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 17, kComm, kOver), "dissemination");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4, kComm, kOver), "binomial");
+  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16, kComm, kOver), "scatter_allgather");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 16, kComm, kOver), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 17, kComm, kOver), "ring");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8, kComm, kOver), "linear");
   const std::string table = DescribeSelection();
   EXPECT_THAT(table, HasSubstr("allreduce             ring"));
   EXPECT_THAT(table, HasSubstr("bytes=-131072"));
