@@ -127,58 +127,71 @@ TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
 }
 
 TEST(Collectives, SelectionPicksByBytesAndRanks) {
-  constexpr bool kComm = true;
-  constexpr bool kOver = true;  // ranks outnumber CPUs
-  // A CPU per rank (bench/RESULTS.md, "Collectives with a CPU per rank").
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 2), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 9), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8 << 10, 4), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 100 << 10, 4), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 64 << 10, 8), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 5), "ring");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 4, /*commutative=*/false), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8), "dissemination");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 2), "dissemination");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 8, 16), "binomial");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 64 << 10, 8), "chain");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16), "chain");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 17), "scatter_allgather");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 2), "binomial");
-  EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5), "recursive_halving");
-  EXPECT_EQ(SelectAlgorithm(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false), "reduce_then_scatter");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 16), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 15), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 3), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 16), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 17), "ring");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 2), "ring");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 16), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 16), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 17), "bruck");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 1 << 20, 17), "pairwise");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 2), "pairwise");
-  // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
-  // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
-  // binomial bcast with whole pieces, and no chain.
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 4, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 16, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 17, kComm, kOver), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 64 << 10, 8, kComm, kOver), "recursive_doubling");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 1 << 20, 8, kComm, kOver), "rabenseifner");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 12, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 17, kComm, kOver), "dissemination");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 4, kComm, kOver), "binomial");
-  EXPECT_EQ(SelectAlgorithm(Collective::kBcast, 1 << 20, 16, kComm, kOver), "scatter_allgather");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 64, 8, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 16, kComm, kOver), "linear");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 1 << 20, 17, kComm, kOver), "ring");
-  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 8, kComm, kOver), "linear");
+  struct Case {
+    Collective collective;
+    uint64_t bytes;
+    int ranks;
+    bool commutative;
+    bool oversubscribed;  // ranks outnumber CPUs
+    const char* algorithm;
+  };
+  const Case kCases[] = {
+      // A CPU per rank (bench/RESULTS.md, "Collectives with a CPU per rank").
+      {Collective::kAllreduce, 8, 4, true, false, "recursive_doubling"},
+      {Collective::kAllreduce, 8, 2, true, false, "recursive_doubling"},
+      {Collective::kAllreduce, 8, 9, true, false, "recursive_doubling"},
+      {Collective::kAllreduce, 8 << 10, 4, true, false, "recursive_doubling"},
+      {Collective::kAllreduce, 100 << 10, 4, true, false, "recursive_doubling"},
+      {Collective::kAllreduce, 64 << 10, 8, true, false, "rabenseifner"},
+      {Collective::kAllreduce, 1 << 20, 5, true, false, "ring"},
+      {Collective::kAllreduce, 1 << 20, 4, true, false, "rabenseifner"},
+      {Collective::kAllreduce, 1 << 20, 4, false, false, "recursive_doubling"},
+      {Collective::kAllreduce, 1 << 20, 8, true, false, "rabenseifner"},
+      {Collective::kBarrier, 0, 8, true, false, "dissemination"},
+      {Collective::kBarrier, 0, 2, true, false, "dissemination"},
+      {Collective::kBcast, 8, 16, true, false, "binomial"},
+      {Collective::kBcast, 64 << 10, 8, true, false, "chain"},
+      {Collective::kBcast, 1 << 20, 16, true, false, "chain"},
+      {Collective::kBcast, 1 << 20, 17, true, false, "scatter_allgather"},
+      {Collective::kBcast, 1 << 20, 2, true, false, "binomial"},
+      {Collective::kReduceScatter, 1 << 10, 5, true, false, "recursive_halving"},
+      {Collective::kReduceScatter, 1 << 10, 5, false, false, "reduce_then_scatter"},
+      {Collective::kAllgather, 64, 8, true, false, "recursive_doubling"},
+      {Collective::kAllgather, 64, 16, true, false, "recursive_doubling"},
+      {Collective::kAllgather, 64, 15, true, false, "bruck"},
+      {Collective::kAllgather, 1 << 20, 3, true, false, "linear"},
+      {Collective::kAllgather, 1 << 20, 16, true, false, "linear"},
+      {Collective::kAllgather, 1 << 20, 17, true, false, "ring"},
+      {Collective::kAllgather, 1 << 20, 2, true, false, "ring"},
+      {Collective::kAlltoall, 8, 8, true, false, "linear"},
+      {Collective::kAlltoall, 8, 16, true, false, "linear"},
+      {Collective::kAlltoall, 1 << 20, 16, true, false, "linear"},
+      {Collective::kAlltoall, 8, 17, true, false, "bruck"},
+      {Collective::kAlltoall, 1 << 20, 17, true, false, "pairwise"},
+      {Collective::kAlltoall, 8, 2, true, false, "pairwise"},
+      // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
+      // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
+      // binomial bcast with whole pieces, and no chain.
+      {Collective::kAllreduce, 8, 4, true, true, "linear"},
+      {Collective::kAllreduce, 8, 16, true, true, "linear"},
+      {Collective::kAllreduce, 8, 17, true, true, "recursive_doubling"},
+      {Collective::kAllreduce, 64 << 10, 8, true, true, "recursive_doubling"},
+      {Collective::kAllreduce, 1 << 20, 8, true, true, "rabenseifner"},
+      {Collective::kBarrier, 0, 8, true, true, "linear"},
+      {Collective::kBarrier, 0, 12, true, true, "linear"},
+      {Collective::kBarrier, 0, 17, true, true, "dissemination"},
+      {Collective::kBcast, 1 << 20, 4, true, true, "binomial"},
+      {Collective::kBcast, 1 << 20, 16, true, true, "scatter_allgather"},
+      {Collective::kAllgather, 64, 8, true, true, "linear"},
+      {Collective::kAllgather, 1 << 20, 16, true, true, "linear"},
+      {Collective::kAllgather, 1 << 20, 17, true, true, "ring"},
+      {Collective::kAlltoall, 8, 8, true, true, "linear"},
+  };
+  for (const Case& c : kCases) {
+    EXPECT_EQ(SelectAlgorithm(c.collective, c.bytes, c.ranks, c.commutative, c.oversubscribed), c.algorithm)
+        << CollectiveName(c.collective) << " " << c.bytes << " B, " << c.ranks << " ranks"
+        << (c.commutative ? "" : ", not commutative") << (c.oversubscribed ? ", oversubscribed" : "");
+  }
   const std::string table = DescribeSelection();
   EXPECT_THAT(table, HasSubstr("allreduce             ring"));
   EXPECT_THAT(table, HasSubstr("bytes=-131072"));
