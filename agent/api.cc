@@ -400,6 +400,19 @@ absl::Status Comm::Launch(std::shared_ptr<Activity> activity, bool persistent, R
   return s;
 }
 
+absl::Status Comm::RunActivity(Activity& activity) const {
+  CARTAGE_RETURN_IF_ERROR(activity.Begin());
+  int work = 0;
+  std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
+  if (!outcome.has_value()) {
+    rt_->WaitUntil([&] {
+      outcome = activity.Poll(&work);
+      return outcome.has_value();
+    });
+  }
+  return *std::move(outcome);
+}
+
 uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ | 1u); }
 
 bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }

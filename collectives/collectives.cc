@@ -360,6 +360,8 @@ class ScheduleCache {
     CacheKey key;
     bool in_place;
     std::shared_ptr<Schedule> schedule;
+    const void* send;  // the buffers the schedule is bound to now
+    const void* recv;
   };
   // The entry for `key`, made the most recent; null if none.
   Entry* Find(uint32_t context, int size, const CollectiveCall& call) {
@@ -374,7 +376,9 @@ class ScheduleCache {
   }
   void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
     if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
-    entries_.push_back({std::move(key), in_place, std::move(s)});
+    const void* send = key.call.send;
+    const void* recv = key.call.recv;
+    entries_.push_back({std::move(key), in_place, std::move(s), send, recv});
   }
 
  private:
@@ -407,10 +411,16 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
     CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, call, hit->schedule->sequence()));
     hit->in_place = in_place;
+    hit->send = call.send;
+    hit->recv = call.recv;
     return hit->schedule->Run();
   }
-  hit->schedule->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
-  hit->schedule->RebindUser("recv", call.recv);
+  if (hit->send != call.send || hit->recv != call.recv) {  // a loop over the same buffers skips this
+    hit->schedule->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
+    hit->schedule->RebindUser("recv", call.recv);
+    hit->send = call.send;
+    hit->recv = call.recv;
+  }
   return hit->schedule->Run();
 }
 

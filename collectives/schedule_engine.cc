@@ -89,25 +89,22 @@ absl::Status Schedule::Runnable() const {
   return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
 }
 
-absl::Status Schedule::Submit(std::shared_ptr<Activity> self, bool persistent, Request* req) {
+absl::Status Schedule::Submit(bool persistent, Request* req) {
   CARTAGE_RETURN_IF_ERROR(Runnable());
-  return comm_->Launch(std::move(self), persistent, req);
+  return comm_->Launch(shared_from_this(), persistent, req);
 }
 
-absl::Status Schedule::Start(Request* req) { return Submit(shared_from_this(), /*persistent=*/false, req); }
+absl::Status Schedule::Start(Request* req) { return Submit(/*persistent=*/false, req); }
 
-absl::Status Schedule::Bind(Request* req) { return Submit(shared_from_this(), /*persistent=*/true, req); }
+absl::Status Schedule::Bind(Request* req) { return Submit(/*persistent=*/true, req); }
 
 absl::Status Schedule::Run() {
-  // The run holds no reference of its own: `req` is waited for before this
-  // returns (its destructor waits too), and the caller holds the schedule.
-  // Taking one (shared_from_this) would cost a locked instruction per call,
-  // and a locked instruction waits for every earlier store to land, the
-  // previous message's ring line included (bench/RESULTS.md).
-  Request req;
-  CARTAGE_RETURN_IF_ERROR(
-      Submit(std::shared_ptr<Activity>(std::shared_ptr<Activity>(), this), /*persistent=*/false, &req));
-  return req.Wait();
+  // Waited for before this returns, so no request and no reference: taking
+  // one (shared_from_this) would cost a locked instruction per call, and a
+  // locked instruction waits for every earlier store to land, the previous
+  // message's ring line included (bench/RESULTS.md).
+  CARTAGE_RETURN_IF_ERROR(Runnable());
+  return comm_->RunActivity(*this);
 }
 
 absl::Status Schedule::Begin() {

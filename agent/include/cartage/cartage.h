@@ -228,6 +228,10 @@ class Comm {
   // alive while it runs. A persistent request keeps it until Free() and
   // runs it again at every Request::Start().
   absl::Status Launch(std::shared_ptr<Activity> activity, bool persistent, Request* req) const;
+  // Runs `activity` to its end on this thread (a blocking collective):
+  // Begin(), then rounds of progress, polling it, until it finishes. No
+  // request: the caller holds the activity throughout.
+  absl::Status RunActivity(Activity& activity) const;
 
   // This communicator on its collective context: the same ranks, traffic
   // that never matches point-to-point traffic (schedules send on it).

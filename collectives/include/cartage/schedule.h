@@ -220,10 +220,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   Schedule() = default;
   std::byte* Resolve(const Buf& b) const;
   std::string Describe(VertexId v) const;
-  // Hands the schedule to `req` through its communicator (Start, Bind, Run;
-  // `self` owns it, or not for a run waited for at once); refused for a
-  // schedule built for rendering.
-  absl::Status Submit(std::shared_ptr<Activity> self, bool persistent, Request* req);
+  // Hands the schedule to `req` through its communicator (Start, Bind),
+  // which keeps it alive while it runs; refused for a schedule built for
+  // rendering.
+  absl::Status Submit(bool persistent, Request* req);
   // OK unless the schedule was built for rendering only (it has no channel).
   absl::Status Runnable() const;
   static void LaunchVertex(car::Car& car, car::CarStep& step);
