@@ -405,10 +405,14 @@ absl::Status Comm::RunActivity(Activity& activity) const {
   int work = 0;
   std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
   if (!outcome.has_value()) {
-    rt_->WaitUntil([&] {
-      outcome = activity.Poll(&work);
-      return outcome.has_value();
-    });
+    // A round: the methods, then the activity, whose own work (a step that
+    // finished, the next one started) counts as progress as the methods' does.
+    rt_->WaitUntil([&] { return outcome.has_value(); },
+                   [&] {
+                     int round = rt_->Progress();
+                     outcome = activity.Poll(&round);
+                     return round;
+                   });
   }
   return *std::move(outcome);
 }

@@ -89,7 +89,12 @@ class Runtime : public methods::MethodHost {
   int Progress();
   // Progresses until done() holds, spinning, then yielding, then blocking.
   template <class Done>
-  void WaitUntil(Done done);
+  void WaitUntil(Done done) {
+    WaitUntil(done, [this] { return Progress(); });
+  }
+  // The same with `round` as one round of progress (it returns the work done).
+  template <class Done, class Round>
+  void WaitUntil(Done done, Round round);
   // Returns a finished CAR to the pool.
   void Release(car::Car* car);
   // Cancels a posted receive.
@@ -190,13 +195,13 @@ class Runtime : public methods::MethodHost {
   std::chrono::steady_clock::time_point last_peer_check_;
 };
 
-template <class Done>
-void Runtime::WaitUntil(Done done) {
+template <class Done, class Round>
+void Runtime::WaitUntil(Done done, Round round) {
   using Clock = std::chrono::steady_clock;
   int idle = 0;
   Clock::time_point idle_since{};
   while (!done()) {
-    if (Progress() > 0) {
+    if (round() > 0) {
       idle = 0;
       continue;
     }
