@@ -338,7 +338,7 @@ namespace {
 struct CacheKey {
   uint32_t context;
   int size;
-  CollectiveCall call;  // send and recv are not compared
+  CollectiveCall call;  // send and recv are not compared: they are the buffers the schedule is bound to
   // Whether a call on (context, size) is this key; compares in place, so a
   // hit copies nothing.
   bool Matches(uint32_t ctx, int n, const CollectiveCall& b) const {
@@ -360,8 +360,6 @@ class ScheduleCache {
     CacheKey key;
     bool in_place;
     std::shared_ptr<Schedule> schedule;
-    const void* send;  // the buffers the schedule is bound to now
-    const void* recv;
   };
   // The entry for `key`, made the most recent; null if none.
   Entry* Find(uint32_t context, int size, const CollectiveCall& call) {
@@ -376,9 +374,7 @@ class ScheduleCache {
   }
   void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
     if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
-    const void* send = key.call.send;
-    const void* recv = key.call.recv;
-    entries_.push_back({std::move(key), in_place, std::move(s), send, recv});
+    entries_.push_back({std::move(key), in_place, std::move(s)});
   }
 
  private:
@@ -411,15 +407,16 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
     CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, call, hit->schedule->sequence()));
     hit->in_place = in_place;
-    hit->send = call.send;
-    hit->recv = call.recv;
+    hit->key.call.send = call.send;
+    hit->key.call.recv = call.recv;
     return hit->schedule->Run();
   }
-  if (hit->send != call.send || hit->recv != call.recv) {  // a loop over the same buffers skips this
+  CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
+  if (bound.send != call.send || bound.recv != call.recv) {  // a loop over the same buffers skips this
     hit->schedule->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
     hit->schedule->RebindUser("recv", call.recv);
-    hit->send = call.send;
-    hit->recv = call.recv;
+    bound.send = call.send;
+    bound.recv = call.recv;
   }
   return hit->schedule->Run();
 }

@@ -165,7 +165,6 @@ scatter               binomial
 allgather             linear                 ranks=3-17 oversubscribed
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
-allgather             ring                   oversubscribed
 allgather             linear                 ranks=3-17
 allgather             ring
 alltoall              linear                 ranks=3-17
