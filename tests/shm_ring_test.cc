@@ -141,6 +141,42 @@ TEST_P(ShmRingTest, WrapsWithPaddingSingleThreaded) {
   }
 }
 
+// A writer that commits again without hearing from its consumer asks for the
+// lines of the record after next, but never for lines the consumer has not
+// released; one that alternates with its consumer asks for none.
+TEST_P(ShmRingTest, AsksAheadOnlyWhenStreamingAndOnlyForReleasedLines) {
+  Mem mem(RingShared::Footprint(8192));
+  RingShared* ring = RingShared::Init(mem.ptr, 8192);
+  RingWriter w = Writer(ring);
+  RingReader r(ring);
+  auto commit = [&](std::size_t len, uint64_t heard) {
+    std::byte* p = w.Begin(len);
+    EXPECT_NE(p, nullptr);
+    if (p == nullptr) return std::size_t{999};
+    Fill(p, len, len);
+    w.Commit(1);
+    return w.AfterCommit(heard);
+  };
+  EXPECT_EQ(commit(8, 0), 0u) << "the first record: nothing known yet";
+  EXPECT_EQ(commit(8, 0), GetParam() ? 0u : 1u)
+      << "again without hearing back: the line after next (none for a direct store)";
+  EXPECT_EQ(commit(8, 64), 0u) << "heard back in between: alternating";
+  EXPECT_EQ(commit(200, 64), 4u) << "a four-line record: four lines";
+  // 24-line records, none of them read: capped while the record after next
+  // lies in released lines (tail + 1536 + 1024 <= 8192); then nothing, as
+  // the lines after it may still hold records to read.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(commit(1500, 64), kPrefetchLines) << i;
+  EXPECT_EQ(commit(1500, 64), 0u) << "6592 + 1536 + 1024 > 8192";
+  RingRecord rec;
+  int read = 0;
+  while (r.Peek(&rec)) {
+    EXPECT_TRUE(Check(rec.payload, rec.len, rec.len)) << read;
+    r.Pop();
+    ++read;
+  }
+  EXPECT_EQ(read, 8);
+}
+
 // Producer and consumer run concurrently; every byte and the order checked.
 void Stress(RingShared* ring, uint64_t count, bool producer, bool direct) {
   if (producer) {
@@ -152,6 +188,7 @@ void Stress(RingShared* ring, uint64_t count, bool producer, bool direct) {
       while ((p = w.Begin(len)) == nullptr) std::this_thread::yield();
       Fill(p, seq, len);
       w.Commit(1);
+      (void)w.AfterCommit(0);  // streaming: asks ahead for lines
     }
   }
 }

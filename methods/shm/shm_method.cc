@@ -200,6 +200,11 @@ void ShmMethod::Wake(int peer) {
   }
 }
 
+void ShmMethod::Committed(int peer) {
+  const auto i = static_cast<std::size_t>(peer);
+  writers_[i].AfterCommit(readers_[i].consumed());
+}
+
 bool ShmMethod::TryEager(Car& c) {
   ShmCarState& s = StateOf(c);
   const uint64_t len = c.payload_bytes();
@@ -211,6 +216,7 @@ bool ShmMethod::TryEager(Car& c) {
   std::memcpy(p, &h, sizeof(h));
   c.Gather(0, p + sizeof(h), len);  // packs a non-contiguous segment straight into the ring
   writers_[static_cast<std::size_t>(s.peer)].Commit(kRecEager);
+  Committed(s.peer);
   Wake(s.peer);
   return true;
 }
@@ -229,6 +235,7 @@ bool ShmMethod::TryRts(Car& c) {
   std::memcpy(p + sizeof(h), &body, sizeof(body));
   // The receiver may read the buffer in place (CMA): its bytes go first.
   writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts, RingWriter::Order::kEarlierStores);
+  Committed(s.peer);
   Wake(s.peer);
   return true;
 }
@@ -253,6 +260,7 @@ bool ShmMethod::TryControl(int peer, const Control& k) {
     default: return true;
   }
   w.Commit(k.type);
+  Committed(peer);
   Wake(peer);
   return true;
 }
@@ -277,6 +285,7 @@ bool ShmMethod::PumpStream(Car& c) {
     std::memcpy(p, &h, sizeof(h));
     c.Gather(s.offset, p + sizeof(h), chunk);
     w.Commit(kRecData);
+    Committed(s.peer);
     s.offset += chunk;
   }
   Wake(s.peer);

@@ -126,6 +126,9 @@ class ShmMethod final : public Method {
   static void FailAtOnce(car::Car& c, car::CarStep& step);
   // Queues a send whose record did not fit the ring, behind its peer's others.
   void Park(car::Car& c, ParkedAs why);
+  // After each record to `peer`: lets its writer see whether it is streaming
+  // (RingWriter::AfterCommit).
+  void Committed(int peer);
   bool TryEager(car::Car& c);
   bool TryRts(car::Car& c);
   bool TryControl(int peer, const Control& k);

@@ -8,7 +8,10 @@
 // nothing else: the ring's size is cached on both sides, and the consumer
 // publishes how far it has read lazily (after an eighth of the ring, and
 // whenever it finds the ring empty), in a line the producer reads only when
-// the ring looks full.
+// the ring looks full. A producer that streams (commits again before it
+// heard from its consumer) asks ahead for the lines it will write next
+// (PREFETCHW, AfterCommit), so that an ordinary store seldom waits for its
+// line to come back from the consumer's cache.
 // With set_direct(true), a record that fits one line is built in the
 // writer's own memory and published with one 64-byte direct store
 // (MOVDIR64B): header and payload land together, and the producer never
@@ -36,6 +39,7 @@
 #include <cpuid.h>
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +49,7 @@ namespace cartage::methods::shm {
 
 inline constexpr std::size_t kLine = 64;
 inline constexpr std::size_t kRecordHeader = 16;
+inline constexpr std::size_t kPrefetchLines = 16;  // RingWriter::AfterCommit asks for at most these
 
 // The shared part of a ring: control line plus `bytes` of records after it.
 struct alignas(kLine) RingShared {
@@ -99,6 +104,13 @@ __attribute__((target("movdir64b"))) inline void DirectStoreLine(std::byte* to, 
 }
 #else
 inline void DirectStoreLine(std::byte*, const std::byte*, bool) { __builtin_trap(); }  // never enabled
+#endif
+// Asks for `p`'s line with the intent to write it (PREFETCHW): a hint that
+// does not hold up the stores behind it.
+#if defined(__x86_64__)
+inline void PrefetchForWrite(const std::byte* p) { asm volatile("prefetchw %0" : : "m"(*p)); }
+#else
+inline void PrefetchForWrite(const std::byte* p) { __builtin_prefetch(p, 1, 3); }
 #endif
 }  // namespace internal
 
@@ -167,6 +179,30 @@ class RingWriter {
     tail_ += internal::RecordBytes(pending_len_);
   }
 
+  // Called after Commit with how many bytes this side has read so far from
+  // the ring coming back from the consumer. A producer that commits again
+  // without having heard from its consumer in between is streaming, and its
+  // consumer is likely behind: the writer then asks for the lines of the
+  // record after next (as large as this one, kPrefetchLines at most) with the
+  // intent to write them, so that taking them back from the consumer's cache
+  // overlaps the work until then. An ordinary store waits for its line
+  // (~200 ns on the far placement), and every store after it waits too
+  // (bench/RESULTS.md). Not when the two sides alternate (a ping-pong): there
+  // the request would compete with the consumer's read of the record just
+  // written. Only lines the consumer has released, as far as the writer last
+  // saw its head. A one-line record written by a direct store needs no
+  // ownership, so none is asked for. Returns how many lines it asked for.
+  std::size_t AfterCommit(uint64_t heard) {
+    const bool streaming = heard == heard_;
+    heard_ = heard;
+    if (StagesInOneLine(pending_len_)) return 0;
+    const std::size_t bytes = internal::RecordBytes(pending_len_);
+    const std::size_t lines = std::min<std::size_t>(bytes / kLine, kPrefetchLines);
+    if (!streaming || tail_ + bytes + lines * kLine - cached_head_ > bytes_) return 0;
+    for (std::size_t i = 0; i < lines; ++i) internal::PrefetchForWrite(data_ + ((tail_ + bytes + i * kLine) & mask_));
+    return lines;
+  }
+
  private:
   // Whether a record of `len` payload bytes goes by one direct store.
   bool StagesInOneLine(std::size_t len) const { return direct_ && internal::RecordBytes(len) == kLine; }
@@ -188,6 +224,7 @@ class RingWriter {
   std::size_t mask_ = 0;
   uint64_t tail_ = 0;
   uint64_t cached_head_ = 0;
+  uint64_t heard_ = ~uint64_t{0};  // AfterCommit's last `heard`
   uint32_t pending_len_ = 0;
   bool direct_ = false;
   alignas(kLine) std::byte staging_[kLine] = {};  // a one-line record, before its direct store
@@ -223,6 +260,9 @@ class RingReader {
 
   // Releases the record returned by Peek.
   void Pop() { Consume(current_); }
+
+  // Bytes consumed so far (records and padding).
+  uint64_t consumed() const { return head_; }
 
   // Whether a record is waiting (one load; for the progress engine's poll).
   bool HasRecord() const {
