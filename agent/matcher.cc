@@ -123,6 +123,9 @@ Car* Matcher::OldestSpecific(const Envelope& envelope, car::CarList** list) {
 }
 
 Car* Matcher::MatchIncoming(const Envelope& envelope) {
+  // Nothing posted (a message arriving before its receive, or a method
+  // looking again at one it left waiting): no hashing.
+  if (posted_count_ == 0) return nullptr;
   car::CarList* own = nullptr;
   Car* specific = OldestSpecific(envelope, &own);
   Car* wild = wildcard_.empty() ? nullptr : wildcard_.FindFirst([&envelope](Car* r) {
