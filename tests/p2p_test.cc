@@ -34,6 +34,7 @@ std::string Name(const ::testing::TestParamInfo<Case>& info) {
   if (std::string(info.param.env).find("CMA=off") != std::string::npos) n += "_nocma";
   if (std::string(info.param.env).find("CMA_MIN=0") != std::string::npos) n += "_cma";
   if (Direct(info.param)) n += "_direct";
+  if (std::string(info.param.env).find("DIRECT_STORE=auto") != std::string::npos) n += "_autodirect";
   return n;
 }
 
@@ -51,9 +52,9 @@ TEST_P(P2p, Runs) {
 }
 
 // The shm method's own variants: CMA at every rendezvous size, no CMA
-// (pipelined through the rings), and one-line records by direct store. Its
-// default configuration, like every method's, runs in the conformance kit
-// (tests/conformance/).
+// (pipelined through the rings), and one-line records by direct store
+// (always, or chosen per moment). Its default configuration, like every
+// method's, runs in the conformance kit (tests/conformance/).
 INSTANTIATE_TEST_SUITE_P(
     Shm, P2p,
     ::testing::Values(Case{"sizes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},
@@ -61,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"datatypes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"self", 2, ""},
                       Case{"peerdies", 2, "CARTAGE_SHM_CMA=off"}, Case{"sizes", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
                       Case{"ssend", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
-                      Case{"order", 3, "CARTAGE_SHM_DIRECT_STORE=yes"}),
+                      Case{"order", 3, "CARTAGE_SHM_DIRECT_STORE=yes"},
+                      Case{"sizes", 2, "CARTAGE_SHM_DIRECT_STORE=auto"}, Case{"order", 3, "CARTAGE_SHM_DIRECT_STORE=auto"}),
     Name);
 
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).

@@ -354,16 +354,21 @@ TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {
   EXPECT_EQ(m.status().message(), "CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no");
 }
 
-TEST(ShmOptions, DirectStoreTakesYesOrNo) {
+TEST(ShmOptions, DirectStoreTakesYesNoOrAuto) {
   ::setenv("CARTAGE_SHM_DIRECT_STORE", "sometimes", 1);
   absl::StatusOr<ShmOptions> bad = ShmOptions::FromEnvironment();
   ::setenv("CARTAGE_SHM_DIRECT_STORE", "yes", 1);
   absl::StatusOr<ShmOptions> yes = ShmOptions::FromEnvironment();
   ::setenv("CARTAGE_SHM_DIRECT_STORE", "no", 1);
   absl::StatusOr<ShmOptions> no = ShmOptions::FromEnvironment();
+  ::setenv("CARTAGE_SHM_DIRECT_STORE", "auto", 1);
+  absl::StatusOr<ShmOptions> chosen = ShmOptions::FromEnvironment();
   ::unsetenv("CARTAGE_SHM_DIRECT_STORE");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "CARTAGE_SHM_DIRECT_STORE=sometimes: use yes or no");
+  EXPECT_EQ(bad.status().message(), "CARTAGE_SHM_DIRECT_STORE=sometimes: use yes, no or auto");
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_FALSE(chosen->direct_store);
+  EXPECT_EQ(chosen->direct_store_auto, DirectStoreSupported()) << "auto without MOVDIR64B: ordinary stores";
   if (DirectStoreSupported()) {
     ASSERT_TRUE(yes.ok()) << yes.status();
     EXPECT_TRUE(yes->direct_store);
@@ -373,7 +378,9 @@ TEST(ShmOptions, DirectStoreTakesYesOrNo) {
   }
   ASSERT_TRUE(no.ok()) << no.status();
   EXPECT_FALSE(no->direct_store);
+  EXPECT_FALSE(no->direct_store_auto);
   EXPECT_FALSE(ShmOptions().direct_store) << "off unless asked";
+  EXPECT_FALSE(ShmOptions().direct_store_auto);
 }
 
 TEST_F(ShmMethodTest, RandomRecordsNeverCrash) {

@@ -178,17 +178,22 @@ TEST_P(ShmRingTest, AsksAheadOnlyWhenStreamingAndOnlyForReleasedLines) {
 }
 
 // Producer and consumer run concurrently; every byte and the order checked.
-void Stress(RingShared* ring, uint64_t count, bool producer, bool direct) {
+// `auto_slow_ticks` >= 0: direct stores chosen per moment with that threshold.
+void Stress(RingShared* ring, uint64_t count, bool producer, bool direct, int64_t auto_slow_ticks = -1) {
   if (producer) {
     RingWriter w(ring);
     w.set_direct(direct);
+    if (auto_slow_ticks >= 0) w.set_direct_auto(static_cast<uint64_t>(auto_slow_ticks));
     for (uint64_t seq = 0; seq < count; ++seq) {
       const std::size_t len = LenOf(seq, w.max_payload());
       std::byte* p;
       while ((p = w.Begin(len)) == nullptr) std::this_thread::yield();
       Fill(p, seq, len);
       w.Commit(1);
-      (void)w.AfterCommit(0);  // streaming: asks ahead for lines
+      // Ordinary and direct writers stream (they ask ahead for lines); the
+      // one choosing per moment hears back now and then, so that its
+      // records mix streamed, direct and timed ordinary ones.
+      (void)w.AfterCommit(auto_slow_ticks >= 0 ? seq / 3 : 0);
     }
   }
 }
@@ -227,6 +232,78 @@ TEST_P(ShmRingTest, TwoProcesses) {
   int status = 0;
   waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// Direct stores chosen per moment: while the timed samples are slow the
+// writer goes direct, and it comes back once they are fast again.
+TEST(ShmRingAuto, FollowsTheMeanOfItsSamples) {
+  Mem mem(RingShared::Footprint(4096));
+  RingWriter w(RingShared::Init(mem.ptr, 4096));
+  w.set_direct_auto(1000);
+  EXPECT_FALSE(w.direct_now()) << "ordinary stores until a sample says otherwise";
+  // The mean moves a quarter of the way to each sample.
+  w.NoteSample(5000);
+  EXPECT_TRUE(w.direct_now()) << "mean 1250 > 1000";
+  w.NoteSample(5000);  // 2188
+  w.NoteSample(100);   // 1666
+  w.NoteSample(100);   // 1275
+  EXPECT_TRUE(w.direct_now()) << "two fast samples do not outweigh two slow ones";
+  w.NoteSample(100);  // 982
+  EXPECT_FALSE(w.direct_now()) << "fast again";
+}
+
+// Every kSampleEvery-th one-line record goes by ordinary stores, written in
+// the ring (timed); the others by direct store once the samples are slow
+// (threshold 0: always). Every record arrives whole and in order.
+TEST(ShmRingAuto, TimesEverySampleWithOrdinaryStores) {
+  if (!DirectStoreSupported()) GTEST_SKIP() << "this CPU has no MOVDIR64B";
+  Mem mem(RingShared::Footprint(4096));
+  RingShared* ring = RingShared::Init(mem.ptr, 4096);
+  RingWriter w(ring);
+  w.set_direct_auto(0);
+  RingReader r(ring);
+  RingRecord rec;
+  for (uint32_t i = 1; i <= 3 * RingWriter::kSampleEvery; ++i) {
+    std::byte* p = w.Begin(40);
+    ASSERT_NE(p, nullptr);
+    const bool in_ring = p >= ring->data() && p < ring->data() + 4096;
+    const bool before_first_sample = i < RingWriter::kSampleEvery;
+    EXPECT_EQ(in_ring, before_first_sample || i % RingWriter::kSampleEvery == 0) << i;
+    Fill(p, i, 40);
+    w.Commit(3);
+    (void)w.AfterCommit(i);  // heard back every time: an exchange, not a stream
+    ASSERT_TRUE(r.Peek(&rec)) << i;
+    ASSERT_EQ(rec.len, 40u);
+    EXPECT_TRUE(Check(rec.payload, i, 40)) << i;
+    r.Pop();
+  }
+  EXPECT_TRUE(w.direct_now());
+  // A stream (nothing heard in between) goes by ordinary stores.
+  std::byte* p = w.Begin(40);
+  ASSERT_NE(p, nullptr);
+  Fill(p, 7, 40);
+  w.Commit(3);
+  (void)w.AfterCommit(3 * RingWriter::kSampleEvery);  // the same as last time
+  p = w.Begin(40);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p >= ring->data() && p < ring->data() + 4096) << "streamed: written in the ring";
+  Fill(p, 8, 40);
+  w.Commit(3);
+  for (uint64_t seq : {7, 8}) {
+    ASSERT_TRUE(r.Peek(&rec));
+    EXPECT_TRUE(Check(rec.payload, seq, 40)) << seq;
+    r.Pop();
+  }
+}
+
+TEST(ShmRingAuto, TwoThreadsMixingDirectAndTimedOrdinaryStores) {
+  if (!DirectStoreSupported()) GTEST_SKIP() << "this CPU has no MOVDIR64B";
+  Mem mem(RingShared::Footprint(8192));
+  RingShared* ring = RingShared::Init(mem.ptr, 8192);
+  constexpr uint64_t kCount = 200000;
+  std::thread producer([&] { Stress(ring, kCount, true, false, /*auto_slow_ticks=*/0); });
+  EXPECT_TRUE(Consume(ring, kCount));
+  producer.join();
 }
 
 }  // namespace

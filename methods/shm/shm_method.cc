@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -52,9 +53,27 @@ std::vector<ParamInfo> Params() {
                              "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
                              "without it), so the sender never waits to own the line its receiver polls. On "
                              "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
-                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores"},
+                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores; "
+                             "auto: direct stores for the records of an exchange while a timed ordinary store "
+                             "(one in 256) takes over 120 ns, ordinary stores otherwise and for a stream"},
   };
 }
+
+namespace {
+// TSC ticks per nanosecond, measured once over 200 µs of the steady clock.
+double TicksPerNs() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point c0 = Clock::now();
+  const uint64_t t0 = internal::FencedTicks();
+  Clock::time_point c1;
+  do {
+    c1 = Clock::now();
+  } while (c1 - c0 < std::chrono::microseconds(200));
+  const uint64_t t1 = internal::FencedTicks();
+  const double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
+  return static_cast<double>(t1 - t0) / ns;
+}
+}  // namespace
 
 absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
   ShmOptions o;
@@ -89,13 +108,14 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
   }
   if (const char* v = std::getenv("CARTAGE_SHM_DIRECT_STORE")) {
     const std::string s = v;
-    if (s != "yes" && s != "no") {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_DIRECT_STORE=%s: use yes or no", v));
+    if (s != "yes" && s != "no" && s != "auto") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_DIRECT_STORE=%s: use yes, no or auto", v));
     }
     if (s == "yes" && !DirectStoreSupported()) {
       return absl::FailedPreconditionError("CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
     }
     o.direct_store = s == "yes";
+    o.direct_store_auto = s == "auto" && DirectStoreSupported();
   }
   if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
     if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
@@ -139,9 +159,11 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   }
   for (ControlQueue& q : m->control_) q.items.reserve(256);
   m->handles_.Reserve(4096);
+  const uint64_t slow_ticks = options.direct_store_auto ? static_cast<uint64_t>(120.0 * TicksPerNs()) : 0;
   for (int p = 0; p < m->size_; ++p) {
     m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
     m->writers_[static_cast<std::size_t>(p)].set_direct(options.direct_store);
+    if (options.direct_store_auto) m->writers_[static_cast<std::size_t>(p)].set_direct_auto(slow_ticks);
     m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);

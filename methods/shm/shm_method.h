@@ -44,6 +44,7 @@ struct ShmOptions {
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
   // One-line records go by one 64-byte direct store (shm_ring.h).
   bool direct_store = false;
+  bool direct_store_auto = false;  // chosen per moment (RingWriter::set_direct_auto)
   // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA,
   // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE, CARTAGE_SHM_DIRECT_STORE.
   static absl::StatusOr<ShmOptions> FromEnvironment();

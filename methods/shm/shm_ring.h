@@ -37,6 +37,7 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <x86intrin.h>
 #endif
 
 #include <algorithm>
@@ -112,6 +113,19 @@ inline void PrefetchForWrite(const std::byte* p) { asm volatile("prefetchw %0" :
 #else
 inline void PrefetchForWrite(const std::byte* p) { __builtin_prefetch(p, 1, 3); }
 #endif
+// The TSC after every earlier store has landed (MFENCE): a store's cost,
+// its wait for the line included, timed between two of these.
+#if defined(__x86_64__)
+inline uint64_t FencedTicks() {
+  __builtin_ia32_mfence();
+  __builtin_ia32_lfence();
+  const uint64_t t = __rdtsc();
+  __builtin_ia32_lfence();
+  return t;
+}
+#else
+inline uint64_t FencedTicks() { return 0; }  // direct stores are never chosen there
+#endif
 }  // namespace internal
 
 // Whether this CPU has MOVDIR64B (CPUID.(EAX=7,ECX=0):ECX bit 28).
@@ -139,6 +153,26 @@ class RingWriter {
   // (MOVDIR64B; see DirectStoreSupported). Only where the CPU has it.
   void set_direct(bool direct) { direct_ = direct; }
 
+  // Chooses per moment instead: one one-line record in kSampleEvery goes by
+  // ordinary stores and is timed, from Begin to a fence after Commit; while
+  // those samples (a running mean) take longer than `slow_ticks` TSC ticks,
+  // the line moves slowly between the two cores and one-line records go by
+  // direct store. Records of a stream (AfterCommit) stay ordinary and are
+  // not sampled: the writer asks ahead for their lines instead, which beats
+  // direct stores there (bench/RESULTS.md).
+  void set_direct_auto(uint64_t slow_ticks) {
+    auto_ = true;
+    slow_ticks_ = slow_ticks;
+    direct_ = false;
+  }
+  static constexpr uint32_t kSampleEvery = 256;
+  // Folds one timed sample into the choice (Commit calls it; public for tests).
+  void NoteSample(uint64_t ticks) {
+    mean_ = mean_ - mean_ / 4 + ticks / 4;
+    direct_ = mean_ > slow_ticks_;
+  }
+  bool direct_now() const { return direct_; }
+
   // Reserves a record of `len` payload bytes and returns where to write them,
   // or nullptr if the ring has no room now (try again after progress).
   std::byte* Begin(std::size_t len) {
@@ -153,6 +187,10 @@ class RingWriter {
       tail_ += pad;
     }
     pending_len_ = static_cast<uint32_t>(len);
+    if (auto_ && need == kLine && !streaming_ && (++one_line_ & (kSampleEvery - 1)) == 0) {
+      sampling_ = true;
+      sample_start_ = internal::FencedTicks();
+    }
     if (StagesInOneLine(len)) return staging_ + kRecordHeader;  // written whole by Commit
     return data_ + (tail_ & mask_) + kRecordHeader;
   }
@@ -175,6 +213,10 @@ class RingWriter {
       internal::DirectStoreLine(data_ + offset, staging_, order == Order::kEarlierStores);
     } else {
       Publish(offset, pending_len_, type);
+      if (sampling_) {
+        sampling_ = false;
+        NoteSample(internal::FencedTicks() - sample_start_);
+      }
     }
     tail_ += internal::RecordBytes(pending_len_);
   }
@@ -195,7 +237,8 @@ class RingWriter {
   std::size_t AfterCommit(uint64_t heard) {
     const bool streaming = heard == heard_;
     heard_ = heard;
-    if (StagesInOneLine(pending_len_)) return 0;
+    streaming_ = auto_ && streaming;
+    if (direct_ && !auto_ && internal::RecordBytes(pending_len_) == kLine) return 0;
     const std::size_t bytes = internal::RecordBytes(pending_len_);
     const std::size_t lines = std::min<std::size_t>(bytes / kLine, kPrefetchLines);
     if (!streaming || tail_ + bytes + lines * kLine - cached_head_ > bytes_) return 0;
@@ -205,7 +248,9 @@ class RingWriter {
 
  private:
   // Whether a record of `len` payload bytes goes by one direct store.
-  bool StagesInOneLine(std::size_t len) const { return direct_ && internal::RecordBytes(len) == kLine; }
+  bool StagesInOneLine(std::size_t len) const {
+    return direct_ && !sampling_ && !streaming_ && internal::RecordBytes(len) == kLine;
+  }
   bool Room(std::size_t bytes) {
     if (tail_ + bytes - cached_head_ <= bytes_) return true;
     cached_head_ = ring_->head.load(std::memory_order_acquire);
@@ -227,6 +272,13 @@ class RingWriter {
   uint64_t heard_ = ~uint64_t{0};  // AfterCommit's last `heard`
   uint32_t pending_len_ = 0;
   bool direct_ = false;
+  bool auto_ = false;       // set_direct_auto
+  bool sampling_ = false;   // this record is a timed sample
+  bool streaming_ = false;  // auto: the last record was streamed (AfterCommit)
+  uint32_t one_line_ = 0;   // one-line records so far (auto)
+  uint64_t slow_ticks_ = 0;
+  uint64_t mean_ = 0;       // running mean of the samples, TSC ticks
+  uint64_t sample_start_ = 0;
   alignas(kLine) std::byte staging_[kLine] = {};  // a one-line record, before its direct store
 };
 
