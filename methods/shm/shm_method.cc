@@ -6,14 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <limits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
@@ -34,96 +32,6 @@ using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
-
-// ---- Options -----------------------------------------------------------------
-
-std::vector<ParamInfo> Params() {
-  return {
-      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two"},
-      {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous"},
-      {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
-                      "pipelined copy through the rings"},
-      {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
-                              "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
-                              "where ranks outnumber CPUs the default is 65536); when set, it holds "
-                              "everywhere"},
-      {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
-                                     "has a rendezvous send of its own waiting for its CTS (an exchange)"},
-      {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
-                             "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
-                             "without it), so the sender never waits to own the line its receiver polls. On "
-                             "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
-                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores; "
-                             "auto: direct stores for the records of an exchange while a timed ordinary store "
-                             "(one in 256) takes over 120 ns, ordinary stores otherwise and for a stream"},
-  };
-}
-
-namespace {
-// TSC ticks per nanosecond, measured once over 200 µs of the steady clock.
-double TicksPerNs() {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point c0 = Clock::now();
-  const uint64_t t0 = internal::FencedTicks();
-  Clock::time_point c1;
-  do {
-    c1 = Clock::now();
-  } while (c1 - c0 < std::chrono::microseconds(200));
-  const uint64_t t1 = internal::FencedTicks();
-  const double ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(c1 - c0).count());
-  return static_cast<double>(t1 - t0) / ns;
-}
-}  // namespace
-
-absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
-  ShmOptions o;
-  if (const char* v = std::getenv("CARTAGE_SHM_RING_BYTES")) {
-    if (!absl::SimpleAtoi(v, &o.ring_bytes) || o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1))) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("CARTAGE_SHM_RING_BYTES=%s: need a power of two >= 4096", v));
-    }
-  }
-  if (const char* v = std::getenv("CARTAGE_SHM_EAGER_LIMIT")) {
-    if (!absl::SimpleAtoi(v, &o.eager_limit)) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_EAGER_LIMIT=%s: not a number", v));
-    }
-  }
-  const std::size_t max_eager = o.ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
-  if (o.eager_limit > max_eager) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: eager limit %d exceeds what a %d-byte ring carries (%d)", o.eager_limit, o.ring_bytes, max_eager));
-  }
-  if (const char* v = std::getenv("CARTAGE_SHM_CMA")) {
-    const std::string s = v;
-    if (s != "auto" && s != "off") {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA=%s: use auto or off", v));
-    }
-    o.cma = s == "auto";
-  }
-  if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN")) {
-    if (!absl::SimpleAtoi(v, &o.cma_min)) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN=%s: not a number", v));
-    }
-    o.cma_min_set = true;
-  }
-  if (const char* v = std::getenv("CARTAGE_SHM_DIRECT_STORE")) {
-    const std::string s = v;
-    if (s != "yes" && s != "no" && s != "auto") {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_DIRECT_STORE=%s: use yes, no or auto", v));
-    }
-    if (s == "yes" && !DirectStoreSupported()) {
-      return absl::FailedPreconditionError("CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
-    }
-    o.direct_store = s == "yes";
-    o.direct_store_auto = s == "auto" && DirectStoreSupported();
-  }
-  if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
-    if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN_EXCHANGE=%s: not a number", v));
-    }
-  }
-  return o;
-}
 
 // ---- Set-up ------------------------------------------------------------------
 
@@ -159,7 +67,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   }
   for (ControlQueue& q : m->control_) q.items.reserve(256);
   m->handles_.Reserve(4096);
-  const uint64_t slow_ticks = options.direct_store_auto ? static_cast<uint64_t>(120.0 * TicksPerNs()) : 0;
+  const uint64_t slow_ticks = options.direct_store_auto ? static_cast<uint64_t>(120.0 * internal::TicksPerNs()) : 0;
   for (int p = 0; p < m->size_; ++p) {
     m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
     m->writers_[static_cast<std::size_t>(p)].set_direct(options.direct_store);
@@ -222,8 +130,9 @@ void ShmMethod::Wake(int peer) {
   }
 }
 
-void ShmMethod::Committed(int peer) {
+inline void ShmMethod::CommitTo(int peer, uint16_t type, RingWriter::Order order) {
   const auto i = static_cast<std::size_t>(peer);
+  writers_[i].Commit(type, order);
   writers_[i].AfterCommit(readers_[i].consumed());
 }
 
@@ -237,8 +146,7 @@ bool ShmMethod::TryEager(Car& c) {
                       c.spec().synchronous ? car::kProtoSync : car::kProtoEager, 0};
   std::memcpy(p, &h, sizeof(h));
   c.Gather(0, p + sizeof(h), len);  // packs a non-contiguous segment straight into the ring
-  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecEager);
-  Committed(s.peer);
+  CommitTo(s.peer, kRecEager);
   Wake(s.peer);
   return true;
 }
@@ -256,8 +164,7 @@ bool ShmMethod::TryRts(Car& c) {
   std::memcpy(p, &h, sizeof(h));
   std::memcpy(p + sizeof(h), &body, sizeof(body));
   // The receiver may read the buffer in place (CMA): its bytes go first.
-  writers_[static_cast<std::size_t>(s.peer)].Commit(kRecRts, RingWriter::Order::kEarlierStores);
-  Committed(s.peer);
+  CommitTo(s.peer, kRecRts, RingWriter::Order::kEarlierStores);
   Wake(s.peer);
   return true;
 }
@@ -281,8 +188,7 @@ bool ShmMethod::TryControl(int peer, const Control& k) {
     }
     default: return true;
   }
-  w.Commit(k.type);
-  Committed(peer);
+  CommitTo(peer, k.type);
   Wake(peer);
   return true;
 }
@@ -306,8 +212,7 @@ bool ShmMethod::PumpStream(Car& c) {
     const DataHeader h{s.remote_handle, s.offset};
     std::memcpy(p, &h, sizeof(h));
     c.Gather(s.offset, p + sizeof(h), chunk);
-    w.Commit(kRecData);
-    Committed(s.peer);
+    CommitTo(s.peer, kRecData);
     s.offset += chunk;
   }
   Wake(s.peer);

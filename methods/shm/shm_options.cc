@@ -1,0 +1,85 @@
+// shm's parameters and their reading from the environment (CARTAGE_SHM_*).
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "methods/shm/shm_method.h"
+#include "methods/shm/shm_wire.h"
+
+namespace cartage::methods::shm {
+
+std::vector<ParamInfo> Params() {
+  return {
+      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two"},
+      {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous"},
+      {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
+                      "pipelined copy through the rings"},
+      {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
+                              "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
+                              "where ranks outnumber CPUs the default is 65536); when set, it holds "
+                              "everywhere"},
+      {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
+                                     "has a rendezvous send of its own waiting for its CTS (an exchange)"},
+      {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
+                             "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
+                             "without it), so the sender never waits to own the line its receiver polls. On "
+                             "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
+                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores; "
+                             "auto: direct stores for the records of an exchange while a timed ordinary store "
+                             "(one in 256) takes over 120 ns, ordinary stores otherwise and for a stream"},
+  };
+}
+
+absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
+  ShmOptions o;
+  if (const char* v = std::getenv("CARTAGE_SHM_RING_BYTES")) {
+    if (!absl::SimpleAtoi(v, &o.ring_bytes) || o.ring_bytes < 4096 || (o.ring_bytes & (o.ring_bytes - 1))) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("CARTAGE_SHM_RING_BYTES=%s: need a power of two >= 4096", v));
+    }
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_EAGER_LIMIT")) {
+    if (!absl::SimpleAtoi(v, &o.eager_limit)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_EAGER_LIMIT=%s: not a number", v));
+    }
+  }
+  const std::size_t max_eager = o.ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
+  if (o.eager_limit > max_eager) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: eager limit %d exceeds what a %d-byte ring carries (%d)", o.eager_limit, o.ring_bytes, max_eager));
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA")) {
+    const std::string s = v;
+    if (s != "auto" && s != "off") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA=%s: use auto or off", v));
+    }
+    o.cma = s == "auto";
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN")) {
+    if (!absl::SimpleAtoi(v, &o.cma_min)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN=%s: not a number", v));
+    }
+    o.cma_min_set = true;
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_DIRECT_STORE")) {
+    const std::string s = v;
+    if (s != "yes" && s != "no" && s != "auto") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_DIRECT_STORE=%s: use yes, no or auto", v));
+    }
+    if (s == "yes" && !DirectStoreSupported()) {
+      return absl::FailedPreconditionError("CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
+    }
+    o.direct_store = s == "yes";
+    o.direct_store_auto = s == "auto" && DirectStoreSupported();
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
+    if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_MIN_EXCHANGE=%s: not a number", v));
+    }
+  }
+  return o;
+}
+
+}  // namespace cartage::methods::shm
