@@ -97,14 +97,22 @@ struct Fold {
   int NewRankOf(int r) const { return r < 2 * rem ? r / 2 : r - rem; }
 };
 Fold MakeFold(int r, int n);
-// A pair's even rank sends `elems` of acc to the odd one, which reduces them
-// into its own acc (through tmp). Returns what later steps wait for.
-std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t elems, std::vector<VertexId> after);
+// `input`, where FoldIn and HalvingReduceScatter take one, is where this
+// rank's vector lies while acc holds nothing yet (a send buffer): the first
+// step that reads the vector reads it there, and the partner's data arrives
+// straight in acc, so that the vector is never copied into acc. Without
+// one, acc holds the vector (once `after` is done).
+//
+// A pair's even rank sends `elems` of its vector to the odd one, which
+// reduces them into its own acc (through tmp). Returns what later steps
+// wait for. The odd rank's halving then takes no input: its vector is in acc.
+std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t elems, std::vector<VertexId> after,
+                             const Buf* input = nullptr);
 // Recursive halving reduce-scatter over the new ranks: new rank i ends with
 // the elements [start[i], start[i+1]) of acc reduced over every rank
 // (commutative operators). Returns every vertex it made.
 std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf tmp, const std::vector<int64_t>& start,
-                                           const std::vector<VertexId>& after);
+                                           const std::vector<VertexId>& after, const Buf* input = nullptr);
 // Recursive doubling allgather over the new ranks: new rank i brings
 // [start[i], start[i+1]) of acc, and all of acc ends up everywhere.
 // Returns every vertex it made. Sends wait for `after`; receives (which

@@ -28,12 +28,18 @@ Fold MakeFold(int r, int n) {
   return f;
 }
 
-std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t elems, std::vector<VertexId> after) {
+std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t elems, std::vector<VertexId> after,
+                             const Buf* input) {
   if (c.r >= 2 * f.rem) return after;
   if (c.r % 2 == 0) {
-    VertexId s = c.b.Send(acc, c.Bytes(elems), c.r + 1, after);
+    VertexId s = c.b.Send(input != nullptr ? *input : acc, c.Bytes(elems), c.r + 1, after);
     c.b.Note(s, "fold");
     return {s};
+  }
+  if (input != nullptr) {  // the even rank's vector straight into acc, this rank's reduced into it from the input
+    VertexId got = c.b.Recv(acc, c.Bytes(elems), c.r - 1, after);
+    c.b.Note(got, "fold");
+    return {c.Reduce(*input, acc, elems, {got}, /*in_is_left=*/false)};  // the lower rank is the left operand
   }
   VertexId got = c.b.Recv(tmp, c.Bytes(elems), c.r - 1, after);
   c.b.Note(got, "fold");
@@ -42,7 +48,7 @@ std::vector<VertexId> FoldIn(Ctx& c, const Fold& f, Buf acc, Buf tmp, int64_t el
 }
 
 std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf tmp, const std::vector<int64_t>& start,
-                                           const std::vector<VertexId>& after) {
+                                           const std::vector<VertexId>& after, const Buf* input) {
   std::vector<VertexId> made;
   std::vector<VertexId> deps = after;
   const int nr = f.newrank;
@@ -62,10 +68,20 @@ std::vector<VertexId> HalvingReduceScatter(Ctx& c, const Fold& f, Buf acc, Buf t
       recv_idx = send_idx + mask;
       send_lo = send_idx, send_hi = recv_idx, recv_lo = recv_idx, recv_hi = last_idx;
     }
-    VertexId s = c.b.Send(at(acc, send_lo), c.Bytes(span(send_lo, send_hi)), dst, deps);
-    VertexId got = c.b.Recv(at(tmp, recv_lo), c.Bytes(span(recv_lo, recv_hi)), dst, deps);
-    VertexId red = c.Reduce(at(tmp, recv_lo), at(acc, recv_lo), span(recv_lo, recv_hi), {s, got},
-                            /*in_is_left=*/dst < c.r);
+    VertexId s, got, red;
+    if (input != nullptr && mask == f.pof2 >> 1) {
+      // The first step with the input elsewhere: the half that goes leaves
+      // from there, the partner's half of the kept one arrives straight in
+      // acc, and this rank's is reduced into it (acc is written by nothing
+      // else yet, and the send reads the input only).
+      s = c.b.Send(at(*input, send_lo), c.Bytes(span(send_lo, send_hi)), dst, deps);
+      got = c.b.Recv(at(acc, recv_lo), c.Bytes(span(recv_lo, recv_hi)), dst, deps);
+      red = c.Reduce(at(*input, recv_lo), at(acc, recv_lo), span(recv_lo, recv_hi), {got}, /*in_is_left=*/c.r < dst);
+    } else {
+      s = c.b.Send(at(acc, send_lo), c.Bytes(span(send_lo, send_hi)), dst, deps);
+      got = c.b.Recv(at(tmp, recv_lo), c.Bytes(span(recv_lo, recv_hi)), dst, deps);
+      red = c.Reduce(at(tmp, recv_lo), at(acc, recv_lo), span(recv_lo, recv_hi), {s, got}, /*in_is_left=*/dst < c.r);
+    }
     c.b.Note(s, absl::StrFormat("halving %d", mask));
     c.b.Note(got, absl::StrFormat("halving %d", mask));
     made.insert(made.end(), {s, got, red});

@@ -14,32 +14,43 @@ namespace cartage::alg {
 // Recursive doubling (MPICH's): the first 2*rem ranks pair up so that a power
 // of two take part, partners exchange and reduce, then the pairs' odd ranks
 // hand the result back. Keeps rank order for non-commutative operators.
-// Not in place, the accumulator (recv) holds this rank's input until its
-// first reduce: the first send takes the input from the send buffer, so
-// that the copy into recv runs beside the first exchange rather than
-// before it, and only what writes recv waits for the copy.
+// Not in place, the input is never copied into the accumulator (recv): the
+// first exchange sends it from the send buffer, the partner's vector
+// arrives straight in recv, and the input is reduced into it from where it
+// lies. Later exchanges go through a temporary.
 absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
   if (c.n == 1) return OneRank(c, bytes);
   const Buf acc = c.recv;
-  const Buf input = c.in_place ? acc : c.send;  // what the first send takes
-  const Buf tmp = c.b.Temp(bytes);
   int pof2 = 1;
   while (pof2 * 2 <= c.n) pof2 *= 2;
   const int rem = c.n - pof2;
-  VertexId last = -1;  // the last step that read or wrote acc (-1: none yet, acc holds the input)
-  // The copy into acc, for the first reduce into acc (while `last` is still
-  // -1), which waits for it; every later step waits for that reduce. -1 in
-  // place or later.
-  auto copy = [&]() -> VertexId { return last < 0 && !c.in_place ? c.b.Copy(c.send, acc, bytes) : -1; };
+  bool fresh = !c.in_place;  // acc holds nothing yet: the input is in the send buffer
+  Buf tmp;
+  auto temp = [&] {
+    if (!tmp.is_temp()) tmp = c.b.Temp(bytes);
+    return tmp;
+  };
+  VertexId last = -1;  // the last step that read or wrote acc
+  // One exchange's receive and reduce with `peer`, after `after`: the
+  // peer's vector on the left if it is the lower rank.
+  auto take = [&](int peer, std::vector<VertexId> after) {
+    if (fresh) {
+      fresh = false;
+      VertexId got = c.b.Recv(acc, bytes, peer);
+      return c.Reduce(c.send, acc, c.count, {got}, /*in_is_left=*/c.r < peer);
+    }
+    VertexId got = c.b.Recv(temp(), bytes, peer, Deps({last}));
+    after.push_back(got);
+    return c.Reduce(tmp, acc, c.count, after, /*in_is_left=*/peer < c.r);
+  };
   int newrank;
   if (c.r < 2 * rem) {
     if (c.r % 2 == 0) {
-      last = c.b.Send(input, bytes, c.r + 1);
+      last = c.b.Send(c.in_place ? acc : c.send, bytes, c.r + 1);
       newrank = -1;
     } else {
-      VertexId got = c.b.Recv(tmp, bytes, c.r - 1);
-      last = c.Reduce(tmp, acc, c.count, Deps({got, copy()}));  // the lower rank is on the left
+      last = take(c.r - 1, {});
       newrank = c.r / 2;
     }
   } else {
@@ -49,9 +60,9 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
     for (int mask = 1; mask < pof2; mask <<= 1) {
       const int newdst = newrank ^ mask;
       const int dst = newdst < rem ? newdst * 2 + 1 : newdst + rem;
-      VertexId s = last >= 0 ? c.b.Send(acc, bytes, dst, Deps({last})) : c.b.Send(input, bytes, dst);
-      VertexId got = c.b.Recv(tmp, bytes, dst, Deps({last}));
-      last = c.Reduce(tmp, acc, c.count, Deps({s, got, copy()}), /*in_is_left=*/dst < c.r);
+      // Fresh, the send reads the input and the reduce writes acc: neither waits for the other.
+      VertexId s = fresh ? c.b.Send(c.send, bytes, dst) : c.b.Send(acc, bytes, dst, Deps({last}));
+      last = take(dst, fresh ? std::vector<VertexId>{} : std::vector<VertexId>{s});
     }
   }
   if (c.r < 2 * rem) {
@@ -83,20 +94,29 @@ absl::Status AllreduceLinear(Ctx& c) {
     own = slot(c.r);
     saved = c.b.Copy(c.recv, own, bytes);
   }
+  // The reduction starts from the top rank's vector, which arrives straight
+  // in recv; at the top rank itself, not in place, the next one down does
+  // and this rank's own is reduced into it. Either way nothing is copied.
+  const int top = n - 1;
+  const int into_recv = c.r != top ? top : (c.in_place ? -1 : top - 1);  // whose vector arrives in recv
   std::vector<VertexId> got(static_cast<std::size_t>(n), -1);
   for (int s = 1; s < n; ++s) {
     const int to = (c.r + s) % n;
     const int from = (c.r - s + n) % n;
     c.b.Send(own, bytes, to, Deps({saved}));
-    got[static_cast<std::size_t>(from)] = c.b.Recv(slot(from), bytes, from);
+    got[static_cast<std::size_t>(from)] =
+        from == into_recv ? c.b.Recv(c.recv, bytes, from, Deps({saved})) : c.b.Recv(slot(from), bytes, from);
   }
   auto at = [&](int i) { return i == c.r ? own : slot(i); };
-  const int top = n - 1;
-  VertexId last = saved;
-  if (!(c.in_place && c.r == top)) {
-    last = c.b.Copy(at(top), c.recv, bytes, Deps({got[static_cast<std::size_t>(top)], saved}));
+  VertexId last = saved;  // in place at the top rank, recv holds its vector
+  int i = top - 1;        // the next vector to reduce in, on the left
+  if (into_recv == top) {
+    last = got[static_cast<std::size_t>(top)];
+  } else if (into_recv == top - 1) {
+    last = c.Reduce(own, c.recv, c.count, Deps({got[static_cast<std::size_t>(top - 1)]}), /*in_is_left=*/false);
+    --i;
   }
-  for (int i = top - 1; i >= 0; --i) {
+  for (; i >= 0; --i) {
     last = c.Reduce(at(i), c.recv, c.count, Deps({last, got[static_cast<std::size_t>(i)]}));  // x_i on the left
   }
   return absl::OkStatus();
@@ -105,12 +125,15 @@ absl::Status AllreduceLinear(Ctx& c) {
 // Ring: a reduce-scatter (n - 1 steps, each rank ends up owning one reduced
 // part) and an allgather of the parts (n - 1 steps). Bandwidth-optimal;
 // commutative operators only.
+// Not in place, the input is never copied into recv: the reduce-scatter
+// sends this rank's own part from the send buffer, each part arrives
+// straight in recv, and the input's part is reduced into it from where it
+// lies (recv's parts are written once each there, and this rank's own part
+// only by the allgather).
 absl::Status AllreduceRing(Ctx& c) {
   const int n = c.n;
   const uint64_t bytes = c.Bytes(c.count);
-  VertexId last = -1;
-  if (!c.in_place) last = c.b.Copy(c.send, c.recv, bytes);
-  if (n == 1) return absl::OkStatus();
+  if (n == 1) return OneRank(c, bytes);
   auto part = [&](int i) { return PartStart(c.count, ((i % n) + n) % n, n); };
   auto elems = [&](int i) {
     const int j = ((i % n) + n) % n;
@@ -119,19 +142,27 @@ absl::Status AllreduceRing(Ctx& c) {
   const int right = (c.r + 1) % n;
   const int left = (c.r - 1 + n) % n;
   const int64_t max_part = (c.count + n - 1) / n;
-  const Buf tmp = c.b.Temp(c.Bytes(max_part) * static_cast<uint64_t>(n - 1));
+  const Buf tmp = c.in_place ? c.b.Temp(c.Bytes(max_part) * static_cast<uint64_t>(n - 1)) : Buf{};
   std::vector<VertexId> rs_sends;
-  VertexId reduced = last;
+  VertexId reduced = -1;
   for (int s = 0; s < n - 1; ++s) {
     const int out = c.r - s;
     const int in = c.r - s - 1;
-    VertexId sv = c.b.Send(c.At(c.recv, part(out), 1), c.Bytes(elems(out)), right, Deps({reduced}));
+    const Buf from = s == 0 && !c.in_place ? c.send : c.recv;  // step 0 sends this rank's own part
+    VertexId sv = c.b.Send(c.At(from, part(out), 1), c.Bytes(elems(out)), right, Deps({reduced}));
     c.b.Note(sv, absl::StrFormat("reduce-scatter %d", s));
     rs_sends.push_back(sv);
-    const Buf slot = tmp + c.Bytes(max_part) * static_cast<uint64_t>(s);
-    VertexId got = c.b.Recv(slot, c.Bytes(elems(in)), left);
+    VertexId got;
+    if (c.in_place) {  // recv's part holds the input: the partner's goes through a temporary
+      const Buf slot = tmp + c.Bytes(max_part) * static_cast<uint64_t>(s);
+      got = c.b.Recv(slot, c.Bytes(elems(in)), left);
+      reduced = c.Reduce(slot, c.At(c.recv, part(in), 1), elems(in), Deps({got, reduced}));
+    } else {  // the received part is on the left, as in place
+      got = c.b.Recv(c.At(c.recv, part(in), 1), c.Bytes(elems(in)), left);
+      reduced = c.Reduce(c.At(c.send, part(in), 1), c.At(c.recv, part(in), 1), elems(in), Deps({got, reduced}),
+                         /*in_is_left=*/false);
+    }
     c.b.Note(got, absl::StrFormat("reduce-scatter %d", s));
-    reduced = c.Reduce(slot, c.At(c.recv, part(in), 1), elems(in), Deps({got, last, reduced}));
   }
   VertexId prev = reduced;
   for (int s = 0; s < n - 1; ++s) {
@@ -264,18 +295,19 @@ absl::Status AlltoallLinear(Ctx& c) {
 // Rabenseifner: a recursive-halving reduce-scatter, then a recursive-
 // doubling allgather of the reduced parts; 2 log2 n steps, each rank sending
 // about twice the buffer in all. Any n (folded); commutative operators only.
+// Not in place, the input is never copied into recv: the first step that
+// reads it reads the send buffer, and the partner's half arrives in recv.
 absl::Status AllreduceRabenseifner(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
-  std::vector<VertexId> v;
-  if (!c.in_place) v.push_back(c.b.Copy(c.send, c.recv, bytes));
-  if (c.n == 1) return absl::OkStatus();
+  if (c.n == 1) return OneRank(c, bytes);
+  const Buf* input = c.in_place ? nullptr : &c.send;
   const Buf tmp = c.b.Temp(bytes);
   const Fold f = MakeFold(c.r, c.n);
-  v = FoldIn(c, f, c.recv, tmp, c.count, v);
+  std::vector<VertexId> v = FoldIn(c, f, c.recv, tmp, c.count, {}, input);
   if (f.newrank >= 0) {
     std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
     for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = PartStart(c.count, i, f.pof2);
-    v = HalvingReduceScatter(c, f, c.recv, tmp, start, v);
+    v = HalvingReduceScatter(c, f, c.recv, tmp, start, v, c.r < 2 * f.rem ? nullptr : input);
     v = DoublingAllgather(c, f, c.recv, start, v, v);
   }
   if (c.r < 2 * f.rem) {  // the pairs: the odd one hands the result back

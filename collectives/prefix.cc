@@ -50,23 +50,23 @@ absl::Status ReduceScatterRing(Ctx& c) {
 
 // Recursive halving (MPICH's for commutative operators): the butterfly's
 // halving over the new ranks, each of which stands for one or two parts;
-// then a pair's odd rank passes the even one its part. log2 n steps.
+// then a pair's odd rank passes the even one its part. log2 n steps. The
+// input is read where it lies, never copied into the accumulator.
 absl::Status ReduceScatterHalving(Ctx& c) {
   const int n = c.n;
   const int64_t total = c.parts[static_cast<std::size_t>(n)];
   if (n == 1) return OneRank(c, c.Bytes(total));
   const Buf acc = c.b.Temp(c.Bytes(total));
   const Buf tmp = c.b.Temp(c.Bytes(total));
-  const VertexId load = c.b.Copy(c.send, acc, c.Bytes(total));
   const Fold f = MakeFold(c.r, n);
-  std::vector<VertexId> v = FoldIn(c, f, acc, tmp, total, {load});
+  std::vector<VertexId> v = FoldIn(c, f, acc, tmp, total, {}, &c.send);  // the input is read where it lies
   if (f.newrank < 0) {
     c.b.Note(c.b.Recv(c.recv, c.Bytes(PartElems(c, c.r)), c.r + 1, v), "unfold");
     return absl::OkStatus();
   }
   std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
   for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = c.parts[static_cast<std::size_t>(f.First(i))];
-  v = HalvingReduceScatter(c, f, acc, tmp, start, v);
+  v = HalvingReduceScatter(c, f, acc, tmp, start, v, c.r < 2 * f.rem ? nullptr : &c.send);
   if (c.r < 2 * f.rem) c.b.Note(c.b.Send(PartAt(c, acc, c.r - 1), c.Bytes(PartElems(c, c.r - 1)), c.r - 1, v), "unfold");
   c.b.Copy(PartAt(c, acc, c.r), c.recv, c.Bytes(PartElems(c, c.r)), v);
   return absl::OkStatus();

@@ -146,33 +146,48 @@ absl::Status BcastScatterAllgather(Ctx& c) {
 // Binomial tree: receive each child's partial result and reduce it in, then
 // send to the parent. A non-commutative operator is reduced on a tree rooted
 // at rank 0 (rank order is then subtree order) and the result sent to root.
+// The input is read where it lies: a leaf sends it from there, and a parent
+// receives its first child's result straight in the accumulator and
+// reduces the input into it (only the root of both, in place, keeps its
+// input in the accumulator, recv).
 absl::Status ReduceBinomial(Ctx& c) {
+  const uint64_t bytes = c.Bytes(c.count);
+  if (c.n == 1) return OneRank(c, bytes);
   const bool ordered = !c.op->commutative();
   const int vroot = ordered ? 0 : c.root;
   const int vr = (c.r - vroot + c.n) % c.n;
-  const uint64_t bytes = c.Bytes(c.count);
   // The accumulator: the result buffer where this rank is the root of both.
   const bool acc_is_recv = c.r == c.root && c.r == vroot;
-  Buf acc = acc_is_recv ? c.recv : c.b.Temp(bytes);
+  Buf acc = acc_is_recv ? c.recv : Buf{};  // else a temporary, made if this rank has children
+  Buf tmp;
+  bool fresh = !(acc_is_recv && c.in_place);  // the input is still only in the send buffer
+  VertexId read_input = -1;                   // what read it there
   VertexId last = -1;
-  if (!(acc_is_recv && c.in_place)) last = c.b.Copy(c.send, acc, bytes);
-  const VertexId loaded = last;
-  Buf tmp = c.b.Temp(bytes);
   for (int mask = 1; mask < c.n; mask <<= 1) {
     if ((vr & mask) == 0) {
       const int child = vr | mask;
       if (child >= c.n) continue;
-      VertexId got = c.b.Recv(tmp, bytes, (child + vroot) % c.n, Deps({last}));  // tmp free again
+      const int from = (child + vroot) % c.n;
       // Rank order: a child's subtree holds higher ranks, so it is the right operand.
-      last = c.Reduce(tmp, acc, c.count, Deps({got, last}), /*in_is_left=*/!ordered);
+      if (fresh) {
+        if (!acc_is_recv) acc = c.b.Temp(bytes);
+        VertexId got = c.b.Recv(acc, bytes, from);
+        last = read_input = c.Reduce(c.send, acc, c.count, {got}, /*in_is_left=*/ordered);
+        fresh = false;
+      } else {
+        if (!tmp.is_temp()) tmp = c.b.Temp(bytes);
+        VertexId got = c.b.Recv(tmp, bytes, from, Deps({last}));  // tmp free again
+        last = c.Reduce(tmp, acc, c.count, Deps({got, last}), /*in_is_left=*/!ordered);
+      }
     } else {
-      last = c.b.Send(acc, bytes, (vr - mask + vroot) % c.n, Deps({last}));
+      last = c.b.Send(fresh ? c.send : acc, bytes, (vr - mask + vroot) % c.n, Deps({last}));
+      if (fresh) read_input = last;
       break;
     }
   }
   if (vroot != c.root) {
     if (c.r == vroot) c.b.Send(acc, bytes, c.root, Deps({last}));
-    if (c.r == c.root) c.b.Recv(c.recv, bytes, vroot, Deps({loaded}));  // in place: recv was read first
+    if (c.r == c.root) c.b.Recv(c.recv, bytes, vroot, Deps({read_input}));  // in place: recv was read first
   }
   return absl::OkStatus();
 }
@@ -252,20 +267,21 @@ absl::Status ScatterBinomial(Ctx& c) {
 // Rabenseifner's reduce: a recursive-halving reduce-scatter leaves each
 // new rank one reduced part, and a binomial gather (on the butterfly's own
 // pairs, relabelled so that the root's new rank is 0) brings the parts to
-// the root. Commutative operators only.
+// the root. Commutative operators only. The input is read where it lies,
+// never copied into the accumulator.
 absl::Status ReduceScatterGather(Ctx& c) {
   const uint64_t bytes = c.Bytes(c.count);
   if (c.n == 1) return OneRank(c, bytes);
   const Buf acc = c.b.Temp(bytes);
   const Buf tmp = c.b.Temp(bytes);
-  const VertexId load = c.b.Copy(c.send, acc, bytes);
   const Fold f = MakeFold(c.r, c.n);
-  std::vector<VertexId> v = FoldIn(c, f, acc, tmp, c.count, {load});
+  std::vector<VertexId> v = FoldIn(c, f, acc, tmp, c.count, {}, &c.send);  // the input is read where it lies
   const int nroot = f.NewRankOf(c.root);
   if (f.newrank >= 0) {
     std::vector<int64_t> start(static_cast<std::size_t>(f.pof2) + 1);
     for (int i = 0; i <= f.pof2; ++i) start[static_cast<std::size_t>(i)] = PartStart(c.count, i, f.pof2);
-    const std::vector<VertexId> halving = HalvingReduceScatter(c, f, acc, tmp, start, v);
+    const std::vector<VertexId> halving =
+        HalvingReduceScatter(c, f, acc, tmp, start, v, c.r < 2 * f.rem ? nullptr : &c.send);
     std::vector<VertexId> have = halving;
     const int vr = f.newrank ^ nroot;
     bool sent = false;
