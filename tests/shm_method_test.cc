@@ -367,20 +367,18 @@ TEST(ShmOptions, DirectStoreTakesYesNoOrAuto) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "CARTAGE_SHM_DIRECT_STORE=sometimes: use yes, no or auto");
   ASSERT_TRUE(chosen.ok()) << chosen.status();
-  EXPECT_FALSE(chosen->direct_store);
-  EXPECT_EQ(chosen->direct_store_auto, DirectStoreSupported()) << "auto without MOVDIR64B: ordinary stores";
+  EXPECT_EQ(chosen->direct_store, DirectStoreSupported() ? ShmOptions::DirectStore::kAuto : ShmOptions::DirectStore::kNo)
+      << "auto without MOVDIR64B: ordinary stores";
   if (DirectStoreSupported()) {
     ASSERT_TRUE(yes.ok()) << yes.status();
-    EXPECT_TRUE(yes->direct_store);
+    EXPECT_EQ(yes->direct_store, ShmOptions::DirectStore::kYes);
   } else {
     ASSERT_FALSE(yes.ok());
     EXPECT_EQ(yes.status().message(), "CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
   }
   ASSERT_TRUE(no.ok()) << no.status();
-  EXPECT_FALSE(no->direct_store);
-  EXPECT_FALSE(no->direct_store_auto);
-  EXPECT_FALSE(ShmOptions().direct_store) << "off unless asked";
-  EXPECT_FALSE(ShmOptions().direct_store_auto);
+  EXPECT_EQ(no->direct_store, ShmOptions::DirectStore::kNo);
+  EXPECT_EQ(ShmOptions().direct_store, ShmOptions::DirectStore::kNo) << "off unless asked";
 }
 
 TEST_F(ShmMethodTest, RandomRecordsNeverCrash) {

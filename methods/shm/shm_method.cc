@@ -67,11 +67,14 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   }
   for (ControlQueue& q : m->control_) q.items.reserve(256);
   m->handles_.Reserve(4096);
-  const uint64_t slow_ticks = options.direct_store_auto ? static_cast<uint64_t>(120.0 * internal::TicksPerNs()) : 0;
+  using DirectStore = ShmOptions::DirectStore;
+  const uint64_t slow_ticks =
+      options.direct_store == DirectStore::kAuto ? static_cast<uint64_t>(120.0 * internal::TicksPerNs()) : 0;
   for (int p = 0; p < m->size_; ++p) {
-    m->writers_[static_cast<std::size_t>(p)] = RingWriter(m->segment_->ring(m->rank_, p));
-    m->writers_[static_cast<std::size_t>(p)].set_direct(options.direct_store);
-    if (options.direct_store_auto) m->writers_[static_cast<std::size_t>(p)].set_direct_auto(slow_ticks);
+    RingWriter& w = m->writers_[static_cast<std::size_t>(p)];
+    w = RingWriter(m->segment_->ring(m->rank_, p));
+    if (options.direct_store == DirectStore::kYes) w.set_direct(true);
+    if (options.direct_store == DirectStore::kAuto) w.set_direct_auto(slow_ticks);
     m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);

@@ -42,9 +42,11 @@ struct ShmOptions {
   // two each).
   std::size_t cma_min_exchange = 64u << 10;
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
-  // One-line records go by one 64-byte direct store (shm_ring.h).
-  bool direct_store = false;
-  bool direct_store_auto = false;  // chosen per moment (RingWriter::set_direct_auto)
+  // How one-line records are written (shm_ring.h): ordinary stores, one
+  // 64-byte direct store each, or chosen per moment
+  // (RingWriter::set_direct_auto; only where the CPU has MOVDIR64B).
+  enum class DirectStore : uint8_t { kNo, kYes, kAuto };
+  DirectStore direct_store = DirectStore::kNo;
   // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA,
   // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE, CARTAGE_SHM_DIRECT_STORE.
   static absl::StatusOr<ShmOptions> FromEnvironment();

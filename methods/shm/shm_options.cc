@@ -71,8 +71,9 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
     if (s == "yes" && !DirectStoreSupported()) {
       return absl::FailedPreconditionError("CARTAGE_SHM_DIRECT_STORE=yes: this CPU has no MOVDIR64B");
     }
-    o.direct_store = s == "yes";
-    o.direct_store_auto = s == "auto" && DirectStoreSupported();
+    o.direct_store = s == "yes"                              ? DirectStore::kYes
+                     : s == "auto" && DirectStoreSupported() ? DirectStore::kAuto
+                                                             : DirectStore::kNo;
   }
   if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
     if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
