@@ -55,6 +55,11 @@ struct Ctx {
   uint64_t Bytes(int64_t elems) const { return static_cast<uint64_t>(elems) * es; }
   // Block i of `per`-element blocks.
   Buf At(Buf base, int64_t i, int64_t per) const { return base + Bytes(i * per); }
+  // `*t`, made a `bytes`-byte temporary the first time it is asked for.
+  Buf TempOnce(Buf* t, uint64_t bytes) {
+    if (!t->is_temp()) *t = b.Temp(bytes);
+    return *t;
+  }
   VertexId Reduce(Buf in, Buf inout, int64_t elems, std::vector<VertexId> after, bool in_is_left = true) {
     return b.Reduce(in, inout, elems, type, *op, after, in_is_left);
   }

@@ -26,11 +26,7 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
   while (pof2 * 2 <= c.n) pof2 *= 2;
   const int rem = c.n - pof2;
   bool fresh = !c.in_place;  // acc holds nothing yet: the input is in the send buffer
-  Buf tmp;
-  auto temp = [&] {
-    if (!tmp.is_temp()) tmp = c.b.Temp(bytes);
-    return tmp;
-  };
+  Buf tmp;  // made by the first exchange that needs it
   VertexId last = -1;  // the last step that read or wrote acc
   // One exchange's receive and reduce with `peer`, after `after`: the
   // peer's vector on the left if it is the lower rank.
@@ -40,7 +36,7 @@ absl::Status AllreduceRecursiveDoubling(Ctx& c) {
       VertexId got = c.b.Recv(acc, bytes, peer);
       return c.Reduce(c.send, acc, c.count, {got}, /*in_is_left=*/c.r < peer);
     }
-    VertexId got = c.b.Recv(temp(), bytes, peer, Deps({last}));
+    VertexId got = c.b.Recv(c.TempOnce(&tmp, bytes), bytes, peer, Deps({last}));
     after.push_back(got);
     return c.Reduce(tmp, acc, c.count, after, /*in_is_left=*/peer < c.r);
   };

@@ -175,8 +175,7 @@ absl::Status ReduceBinomial(Ctx& c) {
         last = read_input = c.Reduce(c.send, acc, c.count, {got}, /*in_is_left=*/ordered);
         fresh = false;
       } else {
-        if (!tmp.is_temp()) tmp = c.b.Temp(bytes);
-        VertexId got = c.b.Recv(tmp, bytes, from, Deps({last}));  // tmp free again
+        VertexId got = c.b.Recv(c.TempOnce(&tmp, bytes), bytes, from, Deps({last}));  // tmp free again
         last = c.Reduce(tmp, acc, c.count, Deps({got, last}), /*in_is_left=*/!ordered);
       }
     } else {
