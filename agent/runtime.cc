@@ -27,14 +27,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   rt->InstallAgentOps(rt->any_carrier_);
   rt->any_carrier_.name = "any";
   // Oversubscription steers choices every rank must make alike (the
-  // collectives' schedules, shm's copies): published now, checked against
-  // rank 0's once the methods' set-up has fenced.
+  // collectives' schedules, shm's copies and ring sizes): checked against
+  // rank 0's before the methods set up.
   CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(rt->size()));
   if (rt->rank() == 0 && rt->size() > 1) {
     CARTAGE_RETURN_IF_ERROR(rt->boot_->Put(kOversubscribedKey, rt->oversubscribed_ ? "yes" : "no"));
   }
-  CARTAGE_RETURN_IF_ERROR(rt->OpenMethods());
   CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription());
+  CARTAGE_RETURN_IF_ERROR(rt->OpenMethods());
   std::size_t private_bytes = 0;
   for (const auto& m : rt->methods_) private_bytes = std::max(private_bytes, m->private_bytes());
   rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = private_bytes});

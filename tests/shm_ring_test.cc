@@ -179,10 +179,13 @@ TEST_P(ShmRingTest, AsksAheadOnlyWhenStreamingAndOnlyForReleasedLines) {
 
 // Producer and consumer run concurrently; every byte and the order checked.
 // `auto_slow_ticks` >= 0: direct stores chosen per moment with that threshold.
-void Stress(RingShared* ring, uint64_t count, bool producer, bool direct, int64_t auto_slow_ticks = -1) {
+// `window` > 0: RingWriter::set_window.
+void Stress(RingShared* ring, uint64_t count, bool producer, bool direct, int64_t auto_slow_ticks = -1,
+            std::size_t window = 0) {
   if (producer) {
     RingWriter w(ring);
     w.set_direct(direct);
+    if (window > 0) w.set_window(window);
     if (auto_slow_ticks >= 0) w.set_direct_auto(static_cast<uint64_t>(auto_slow_ticks));
     for (uint64_t seq = 0; seq < count; ++seq) {
       const std::size_t len = LenOf(seq, w.max_payload());
@@ -216,6 +219,78 @@ TEST_P(ShmRingTest, TwoThreads) {
   std::thread producer([&] { Stress(ring, kCount, true, GetParam()); });
   EXPECT_TRUE(Consume(ring, kCount));
   producer.join();
+}
+
+// Small records wrapping back early (their pads skipped without clearing
+// the lines under them) mixed with large ones going on through the ring.
+TEST_P(ShmRingTest, TwoThreadsWithWindow) {
+  Mem mem(RingShared::Footprint(16384));
+  RingShared* ring = RingShared::Init(mem.ptr, 16384);
+  constexpr uint64_t kCount = 200000;
+  std::thread producer([&] { Stress(ring, kCount, true, GetParam(), -1, 2048); });
+  EXPECT_TRUE(Consume(ring, kCount));
+  producer.join();
+}
+
+// Where each record starts in the record area (two-line records are written
+// in place in both modes).
+std::size_t Offset(RingShared* ring, const std::byte* payload) {
+  return static_cast<std::size_t>(payload - ring->data()) - kRecordHeader;
+}
+
+// A 16 KiB ring with a 4 KiB window: records of up to 256 bytes stay in the
+// window while the consumer keeps up, and use the whole ring while it does
+// not; larger records always go on through the ring.
+TEST_P(ShmRingTest, WindowKeepsSmallRecordsNearTheStart) {
+  Mem mem(RingShared::Footprint(16384));
+  RingShared* ring = RingShared::Init(mem.ptr, 16384);
+  RingWriter w = Writer(ring);
+  w.set_window(4096);
+  RingReader r(ring);
+  RingRecord rec;
+  std::size_t furthest = 0;
+  for (uint64_t seq = 0; seq < 1000; ++seq) {  // alternating: always drained before the next
+    std::byte* p = w.Begin(100);
+    ASSERT_NE(p, nullptr) << seq;
+    furthest = std::max(furthest, Offset(ring, p));
+    Fill(p, seq, 100);
+    w.Commit(3);
+    ASSERT_TRUE(r.Peek(&rec));
+    ASSERT_EQ(rec.len, 100u);
+    ASSERT_TRUE(Check(rec.payload, seq, 100)) << seq;
+    r.Pop();
+  }
+  EXPECT_EQ(furthest, 4096u - 128u) << "no record starts past the window";
+
+  // Unread records: the writer goes on through the rest, the whole ring.
+  r.Peek(&rec);  // finds the ring empty and publishes how far it read
+  int sent = 0;
+  while (std::byte* p = w.Begin(100)) {
+    Fill(p, 5000 + static_cast<uint64_t>(sent), 100);
+    w.Commit(4);
+    ++sent;
+  }
+  EXPECT_EQ(sent, 16384 / 128) << "the whole ring, past the window";
+  for (int i = 0; i < sent; ++i) {
+    ASSERT_TRUE(r.Peek(&rec)) << i;
+    ASSERT_TRUE(Check(rec.payload, 5000 + static_cast<uint64_t>(i), 100)) << i;
+    r.Pop();
+  }
+  EXPECT_FALSE(r.Peek(&rec));
+
+  // Large records (1,000 bytes: past a sixteenth of the window) do not wrap early.
+  furthest = 0;
+  for (uint64_t seq = 0; seq < 64; ++seq) {
+    std::byte* p = w.Begin(1000);
+    ASSERT_NE(p, nullptr) << seq;
+    furthest = std::max(furthest, Offset(ring, p));
+    Fill(p, seq, 1000);
+    w.Commit(5);
+    ASSERT_TRUE(r.Peek(&rec));
+    ASSERT_TRUE(Check(rec.payload, seq, 1000)) << seq;
+    r.Pop();
+  }
+  EXPECT_EQ(furthest, 16384u - 1024u) << "through to the end of the area";
 }
 
 TEST_P(ShmRingTest, TwoProcesses) {

@@ -40,12 +40,12 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
   CARTAGE_ASSIGN_OR_RETURN(const bool oversubscribed, JobOversubscribed(ex.size()));
-  if (!options.cma_min_set && oversubscribed) m->options_.cma_min = options.cma_min_oversubscribed;
-  m->caps_ = Caps(options);
+  CARTAGE_RETURN_IF_ERROR(m->options_.ForJob(ex.size(), oversubscribed));
+  m->caps_ = Caps(m->options_);
   m->host_ = host;
   m->rank_ = ex.rank();
   m->size_ = ex.size();
-  CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, options.ring_bytes));
+  CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, m->options_.ring_bytes));
   const auto n = static_cast<std::size_t>(m->size_);
   m->writers_.resize(n);
   m->readers_.resize(n);
@@ -73,6 +73,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   for (int p = 0; p < m->size_; ++p) {
     RingWriter& w = m->writers_[static_cast<std::size_t>(p)];
     w = RingWriter(m->segment_->ring(m->rank_, p));
+    w.set_window(ShmOptions::kRingBytes);
     if (options.direct_store == DirectStore::kYes) w.set_direct(true);
     if (options.direct_store == DirectStore::kAuto) w.set_direct_auto(slow_ticks);
     m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));

@@ -30,8 +30,18 @@ namespace cartage::methods::shm {
 
 // Parameters, each overridable by CARTAGE_SHM_<NAME> (see Params()).
 struct ShmOptions {
-  std::size_t ring_bytes = 64 * 1024;  // per ordered pair of ranks
-  std::size_t eager_limit = 8192;      // larger messages go by rendezvous
+  static constexpr std::size_t kRingBytes = 64 * 1024;
+  std::size_t ring_bytes = kRingBytes;  // per ordered pair of ranks
+  std::size_t eager_limit = kRingBytes / 8;  // larger messages go by rendezvous; by default an eighth of the ring
+  bool ring_bytes_set = false;          // CARTAGE_SHM_RING_BYTES was given
+  bool eager_limit_set = false;         // CARTAGE_SHM_EAGER_LIMIT was given
+  // Where the ranks outnumber the CPUs, every rendezvous handshake waits for
+  // a peer to be scheduled (a context switch, several µs), while an eager
+  // message needs none: unless set, the rings grow (and the eager limit with
+  // them, to 64 KiB) as far as the job's rings stay within this many bytes
+  // in all. Their pages are touched only by bursts (RingWriter::set_window).
+  static constexpr std::size_t kOversubscribedRingBudget = 32u << 20;
+  static constexpr std::size_t kOversubscribedRingMax = 512u << 10;
   bool cma = true;                     // single copy with process_vm_readv where it works
   std::size_t cma_min = 64u << 20;     // ...for rendezvous messages of at least this many bytes
   // ...and where the ranks outnumber the CPUs (a pipelined copy needs the
@@ -47,6 +57,10 @@ struct ShmOptions {
   // (RingWriter::set_direct_auto; only where the CPU has MOVDIR64B).
   enum class DirectStore : uint8_t { kNo, kYes, kAuto };
   DirectStore direct_store = DirectStore::kNo;
+  // The defaults that depend on the job (its size, whether it is
+  // oversubscribed), for what the environment did not set; every rank of a
+  // job gets the same. Fails if the eager limit is more than the ring carries.
+  absl::Status ForJob(int ranks, bool oversubscribed);
   // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA,
   // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE, CARTAGE_SHM_DIRECT_STORE.
   static absl::StatusOr<ShmOptions> FromEnvironment();

@@ -12,8 +12,11 @@ namespace cartage::methods::shm {
 
 std::vector<ParamInfo> Params() {
   return {
-      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two"},
-      {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous"},
+      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two; where ranks "
+                              "outnumber CPUs the default grows to 524288 while the job's rings stay within "
+                              "32 MiB (8 ranks), so that messages up to 64 KiB need no handshake"},
+      {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous (default: an eighth "
+                              "of the ring)"},
       {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
                       "pipelined copy through the rings"},
       {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
@@ -32,6 +35,23 @@ std::vector<ParamInfo> Params() {
   };
 }
 
+absl::Status ShmOptions::ForJob(int ranks, bool oversubscribed) {
+  if (oversubscribed && !cma_min_set) cma_min = cma_min_oversubscribed;
+  if (oversubscribed && !ring_bytes_set) {
+    const auto n = static_cast<std::size_t>(ranks);
+    while (ring_bytes < kOversubscribedRingMax && 2 * ring_bytes * n * n <= kOversubscribedRingBudget) {
+      ring_bytes *= 2;
+    }
+    if (!eager_limit_set) eager_limit = ring_bytes / 8;
+  }
+  const std::size_t max_eager = ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
+  if (eager_limit > max_eager) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shm: eager limit %d exceeds what a %d-byte ring carries (%d)", eager_limit, ring_bytes, max_eager));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
   ShmOptions o;
   if (const char* v = std::getenv("CARTAGE_SHM_RING_BYTES")) {
@@ -39,16 +59,14 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
       return absl::InvalidArgumentError(
           absl::StrFormat("CARTAGE_SHM_RING_BYTES=%s: need a power of two >= 4096", v));
     }
+    o.ring_bytes_set = true;
+    o.eager_limit = o.ring_bytes / 8;
   }
   if (const char* v = std::getenv("CARTAGE_SHM_EAGER_LIMIT")) {
     if (!absl::SimpleAtoi(v, &o.eager_limit)) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_EAGER_LIMIT=%s: not a number", v));
     }
-  }
-  const std::size_t max_eager = o.ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
-  if (o.eager_limit > max_eager) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "shm: eager limit %d exceeds what a %d-byte ring carries (%d)", o.eager_limit, o.ring_bytes, max_eager));
+    o.eager_limit_set = true;
   }
   if (const char* v = std::getenv("CARTAGE_SHM_CMA")) {
     const std::string s = v;

@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
     *header = {kMagic, seg->bytes_, ring_bytes, ex.size(), 0};
     for (int r = 0; r < ex.size(); ++r) new (&seg->block(r)) RankBlock();
     for (int from = 0; from < ex.size(); ++from) {
-      for (int to = 0; to < ex.size(); ++to) RingShared::Init(seg->ring(from, to), ring_bytes);
+      for (int to = 0; to < ex.size(); ++to) RingShared::Init(seg->ring(from, to), ring_bytes, /*zeroed=*/true);
     }
   }
   CARTAGE_RETURN_IF_ERROR(ex.Fence());  // rank 0 has laid it out
