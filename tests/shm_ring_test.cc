@@ -248,19 +248,23 @@ TEST_P(ShmRingTest, WindowKeepsSmallRecordsNearTheStart) {
   w.set_window(4096);
   RingReader r(ring);
   RingRecord rec;
-  std::size_t furthest = 0;
-  for (uint64_t seq = 0; seq < 1000; ++seq) {  // alternating: always drained before the next
-    std::byte* p = w.Begin(100);
-    ASSERT_NE(p, nullptr) << seq;
-    furthest = std::max(furthest, Offset(ring, p));
-    Fill(p, seq, 100);
-    w.Commit(3);
-    ASSERT_TRUE(r.Peek(&rec));
-    ASSERT_EQ(rec.len, 100u);
-    ASSERT_TRUE(Check(rec.payload, seq, 100)) << seq;
-    r.Pop();
-  }
-  EXPECT_EQ(furthest, 4096u - 128u) << "no record starts past the window";
+  // Writes and reads back `count` records of `len` bytes in turn (the
+  // consumer always drained before the next); returns the furthest start.
+  auto alternate = [&](std::size_t len, uint64_t count) {
+    std::size_t furthest = 0;
+    for (uint64_t seq = 0; seq < count; ++seq) {
+      std::byte* p = w.Begin(len);
+      EXPECT_NE(p, nullptr) << seq;
+      if (p == nullptr) break;
+      furthest = std::max(furthest, Offset(ring, p));
+      Fill(p, seq, len);
+      w.Commit(3);
+      EXPECT_TRUE(r.Peek(&rec) && rec.len == len && Check(rec.payload, seq, len)) << seq;
+      r.Pop();
+    }
+    return furthest;
+  };
+  EXPECT_EQ(alternate(100, 1000), 4096u - 128u) << "no record starts past the window";
 
   // Unread records: the writer goes on through the rest, the whole ring.
   r.Peek(&rec);  // finds the ring empty and publishes how far it read
@@ -279,18 +283,7 @@ TEST_P(ShmRingTest, WindowKeepsSmallRecordsNearTheStart) {
   EXPECT_FALSE(r.Peek(&rec));
 
   // Large records (1,000 bytes: past a sixteenth of the window) do not wrap early.
-  furthest = 0;
-  for (uint64_t seq = 0; seq < 64; ++seq) {
-    std::byte* p = w.Begin(1000);
-    ASSERT_NE(p, nullptr) << seq;
-    furthest = std::max(furthest, Offset(ring, p));
-    Fill(p, seq, 1000);
-    w.Commit(5);
-    ASSERT_TRUE(r.Peek(&rec));
-    ASSERT_TRUE(Check(rec.payload, seq, 1000)) << seq;
-    r.Pop();
-  }
-  EXPECT_EQ(furthest, 16384u - 1024u) << "through to the end of the area";
+  EXPECT_EQ(alternate(1000, 64), 16384u - 1024u) << "through to the end of the area";
 }
 
 TEST_P(ShmRingTest, TwoProcesses) {
