@@ -344,8 +344,7 @@ class RingReader {
         // The lines a pad covers were not written in this lap, so their first
         // words are already 0 or older stamps: skipped without clearing (an
         // early wrap's pad may cover most of the ring).
-        head_ += internal::RecordBytes(h->len);
-        if (head_ - published_ >= publish_every_) PublishHead();
+        Advance(internal::RecordBytes(h->len));
         continue;
       }
       out->type = h->type;
@@ -376,6 +375,10 @@ class RingReader {
     for (std::size_t off = kLine; off < bytes; off += kLine) {
       reinterpret_cast<internal::RecordHeader*>(first + off)->stamp.store(0, std::memory_order_relaxed);
     }
+    Advance(bytes);
+  }
+  // Moves the head past `bytes`, publishing it after an eighth of the ring.
+  void Advance(std::size_t bytes) {
     head_ += bytes;
     if (head_ - published_ >= publish_every_) PublishHead();
   }
