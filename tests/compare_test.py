@@ -158,6 +158,21 @@ class Results(unittest.TestCase):
             self.assertEqual(twice.count("bench/compare: begin"), 1)
             self.assertTrue(twice.startswith("# Benchmark results\n\nhand-written\n"))
 
+    def test_a_hand_written_section_inside_the_generated_one_is_refused_and_kept(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "RESULTS.md")
+            with open(path, "w") as f:
+                f.write("# Benchmark results\n")
+            compare.update_results("# Title\n\n## Part\n", path)
+            text = compare.read(path).replace("-->\n## Title", "-->\n## Measured by hand\n\nkeep me\n\n## Title")
+            with open(path, "w") as f:
+                f.write(text)
+            with self.assertRaises(SystemExit) as e:
+                compare.update_results("# Title\n", path)
+            self.assertIn("holds 2 '## ' sections", str(e.exception.code))
+            self.assertIn("## Measured by hand", str(e.exception.code))
+            self.assertEqual(compare.read(path), text)
+
 
 class Verify(unittest.TestCase):
     def write(self, d, data):
