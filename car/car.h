@@ -175,6 +175,10 @@ struct Carrier {
   void (*send_cts)(Car&, CarStep&) = nullptr;     // matched rendezvous: clear to send
   void (*send_ack)(Car&, CarStep&) = nullptr;     // matched synchronous send: acknowledge
   void (*launch)(Car&, CarStep&) = nullptr;       // a vertex's own work (local op or CAR)
+  // A vertex failed through a predecessor: settle its part with its peer
+  // (an empty send, a receive that takes and drops the peer's message) and
+  // raise kComplete once settled. None: nothing to settle.
+  void (*drain)(Car&, CarStep&) = nullptr;
 };
 
 // Everything a CAR is built from. The pool validates it (ValidateSpec).

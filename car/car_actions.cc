@@ -333,15 +333,32 @@ void CarActions::CompleteCar(Car& c, const CarSignal&, CarStep& step) {
   for (Car* next : c.spec().successors) release(next);
 }
 
-void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
+absl::StatusCode CarActions::NoteFailure(Car& c, const CarSignal& s) {
   const absl::Status cause =
       s.error.ok() ? absl::UnknownError("failed without a stated cause") : s.error;
   c.status_ = absl::Status(cause.code(), absl::StrFormat("%s: %s", Describe(c), cause.message()));
-  if (Completion* k = c.spec().counter) {
-    k->status.Update(c.status_);
-    --k->pending;
+  if (Completion* k = c.spec().counter) k->status.Update(c.status_);
+  return cause.code();
+}
+
+void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
+  const absl::StatusCode code = NoteFailure(c, s);
+  if (Completion* k = c.spec().counter) --k->pending;
+  FailDependents(c, step, code);
+}
+
+void CarActions::DrainCar(Car& c, const CarSignal& s, CarStep& step) {
+  FailDependents(c, step, NoteFailure(c, s));
+  const Carrier* carrier = c.carrier();
+  if (carrier != nullptr && carrier->drain != nullptr) {
+    carrier->drain(c, step);
+  } else {
+    step.Raise<VertexMachine>(c, VertexEvent::kComplete);  // nothing to settle
   }
-  FailDependents(c, step, cause.code());
+}
+
+void CarActions::Drained(Car& c, const CarSignal&, CarStep&) {
+  if (Completion* k = c.spec().counter) --k->pending;
 }
 
 void CarActions::CancelCar(Car& c, const CarSignal&, CarStep& step) {

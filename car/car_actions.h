@@ -69,6 +69,14 @@ struct CarActions {
   static void CompleteCar(Car& c, const CarSignal& s, CarStep& step);
   static void FailCar(Car& c, const CarSignal& s, CarStep& step);
   static void CancelCar(Car& c, const CarSignal& s, CarStep& step);
+  // A vertex failed through a predecessor: its status and the schedule's
+  // error now, its dependents failed now; then the carrier's drain, and
+  // Drained counts it finished once the drain completes.
+  static void DrainCar(Car& c, const CarSignal& s, CarStep& step);
+  static void Drained(Car& c, const CarSignal& s, CarStep& step);
+  // The CAR's status from the signal's error, named after the CAR, and its
+  // counter's first error; returns the code.
+  static absl::StatusCode NoteFailure(Car& c, const CarSignal& s);
 };
 
 }  // namespace cartage::car

@@ -1,6 +1,10 @@
 // car_vertex: one step of a collective schedule (CarKind::kVertex). It runs
 // (Launch) once every predecessor completed, and its completion releases its
-// successors; a failure fails every successor that has not finished.
+// successors; a failure fails every successor that has not finished. A
+// successor failed that way drains first: a send or receive still settles
+// its message with its peer (the carrier's drain), so that the peer's
+// schedule fails too instead of waiting for ever, and no message of the
+// failed run is left behind to meet a later one.
 #ifndef CARTAGE_CAR_VERTEX_FSM_H_
 #define CARTAGE_CAR_VERTEX_FSM_H_
 
@@ -14,13 +18,13 @@
 namespace cartage::car {
 
 struct VertexDef : CarMachineBase {
-  enum class State : uint8_t { kIdle, kWaiting, kRunning, kDone, kFailed, kCancelled, kCount };
+  enum class State : uint8_t { kIdle, kWaiting, kRunning, kDraining, kDone, kFailed, kCancelled, kCount };
   enum class Event : uint8_t { kStart, kPredecessorDone, kComplete, kCancel, kError, kCount };
   static constexpr absl::string_view kName = "car_vertex";
   static constexpr absl::string_view kSummary =
       "a schedule step: waits for its predecessors, runs, releases its successors";
-  static constexpr std::array<absl::string_view, 6> kStates = {
-      "idle", "waiting", "running", "done", "failed", "cancelled"};
+  static constexpr std::array<absl::string_view, 7> kStates = {
+      "idle", "waiting", "running", "draining", "done", "failed", "cancelled"};
   static constexpr std::array<fsm::EventSpec, 5> kEvents = {{
       {"start", fsm::EventKind::kUser},   {"predecessor_done", fsm::EventKind::kProgress},
       {"complete", fsm::EventKind::kWire}, {"cancel", fsm::EventKind::kUser},
@@ -42,6 +46,8 @@ inline constexpr fsm::Action<D> kRelease{"Release", &A::Release};
 inline constexpr fsm::Action<D> kComplete{"Complete", &A::CompleteCar};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
 inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
+inline constexpr fsm::Action<D> kDrain{"Drain", &A::DrainCar};
+inline constexpr fsm::Action<D> kDrained{"Drained", &A::Drained};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
@@ -50,13 +56,15 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kIdle,    E::kStart,           {},                   {},         S::kWaiting},
   {S::kIdle,    E::kPredecessorDone, {},                   kCountDown, S::kIdle},
   {S::kIdle,    E::kCancel,          {},                   kCancel,    S::kCancelled},
-  {S::kIdle,    E::kError,           {},                   kFail,      S::kFailed},
+  {S::kIdle,    E::kError,           {},                   kDrain,     S::kDraining},
   {S::kWaiting, E::kPredecessorDone, kLastPredecessor,     kRelease,   S::kRunning},
   {S::kWaiting, E::kPredecessorDone, {},                   kCountDown, S::kWaiting},
   {S::kWaiting, E::kCancel,          {},                   kCancel,    S::kCancelled},
-  {S::kWaiting, E::kError,           {},                   kFail,      S::kFailed},
+  {S::kWaiting, E::kError,           {},                   kDrain,     S::kDraining},
   {S::kRunning, E::kComplete,        {},                   kComplete,  S::kDone},
   {S::kRunning, E::kError,           {},                   kFail,      S::kFailed},
+  {S::kDraining, E::kStart,          {},                   {},         S::kDraining},
+  {S::kDraining, E::kComplete,       {},                   kDrained,   S::kFailed},
 });
 // clang-format on
 }  // namespace vertex_fsm

@@ -1,5 +1,5 @@
 // car_vertex: a diamond schedule A -> {B, C} -> D run through the machine;
-// order, failure propagation and cancel.
+// order, failure propagation (draining) and cancel.
 #include <string>
 #include <vector>
 
@@ -153,6 +153,65 @@ TEST_F(VertexTest, RearmRunsTheScheduleAgain) {
   ASSERT_TRUE(StartAll().ok());
   EXPECT_THAT(ran_, ElementsAre(a_->id(), b_->id(), c_->id(), d_->id()));
   EXPECT_TRUE(done_.done());
+}
+
+// A vertex failed through a predecessor drains: its carrier settles its
+// message with the peer, and the vertex counts as finished (failed) only once
+// the drain completes; a start that reaches it meanwhile changes nothing.
+std::vector<uint64_t>* g_drains = nullptr;
+void DrainLater(Car& v, CarStep&) { g_drains->push_back(v.id()); }
+const Carrier kDraining{.name = "draining", .launch = &LaunchLocal, .drain = &DrainLater};
+
+TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {
+  std::vector<uint64_t> ran, drains;
+  g_ran = &ran;
+  g_drains = &drains;
+  g_complete_now = true;
+  CarPool pool{{}};
+  Completion done;
+  auto make = [&](std::span<Car* const> successors, uint32_t predecessors, const Carrier* carrier) {
+    CarSpec s;
+    s.kind = CarKind::kVertex;
+    s.counter = &done;
+    s.carrier = carrier;
+    s.successors = successors;
+    s.predecessors = predecessors;
+    ++done.pending;
+    return *pool.Create(s);
+  };
+  Car* y = make({}, 1, &kDraining);
+  Car* y_succ[1] = {y};
+  Car* x = make(y_succ, 0, &kLocal);
+  g_fail_id = x->id();
+  ASSERT_TRUE(VertexMachine::Dispatch(*x, VertexEvent::kStart).ok());
+  EXPECT_EQ(VertexMachine::StateOf(*x), VertexState::kFailed);
+  EXPECT_EQ(VertexMachine::StateOf(*y), VertexState::kDraining);
+  EXPECT_THAT(drains, ElementsAre(y->id()));
+  EXPECT_THAT(ran, ElementsAre(x->id())) << "Y never ran";
+  EXPECT_FALSE(done.done()) << "the drain is still out";
+  EXPECT_EQ(done.status.code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kStart).ok());  // Begin reaching it late
+  EXPECT_EQ(VertexMachine::StateOf(*y), VertexState::kDraining);
+  ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kComplete).ok());  // the drain settled
+  EXPECT_EQ(VertexMachine::StateOf(*y), VertexState::kFailed);
+  EXPECT_TRUE(done.done());
+  EXPECT_THAT(y->status().message(), HasSubstr("a CAR it depends on ended without completing"));
+  EXPECT_EQ(done.status.message(), absl::StrFormat("schedule vertex #%d: reduction failed", x->id()));
+  // Nothing else reaches a draining vertex: a second completion is refused.
+  y->Rearm();
+  x->Rearm();
+  done.pending = 2;
+  done.status = absl::OkStatus();
+  drains.clear();
+  ASSERT_TRUE(VertexMachine::Dispatch(*x, VertexEvent::kStart).ok());
+  EXPECT_FALSE(VertexMachine::Dispatch(*y, VertexEvent::kError).ok());
+  ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kComplete).ok());
+  EXPECT_TRUE(done.done());
+  pool.Release(x);
+  pool.Release(y);
+  g_ran = nullptr;
+  g_drains = nullptr;
+  g_fail_id = 0;
 }
 
 }  // namespace
