@@ -388,7 +388,8 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->successors_.resize(n);
   s->cars_.assign(n, nullptr);
   s->reqs_ = std::make_unique<Schedule::StepRequest[]>(n);
-  static const car::Carrier kVertexCarrier{.name = "schedule", .launch = &Schedule::LaunchVertex};
+  static const car::Carrier kVertexCarrier{
+      .name = "schedule", .launch = &Schedule::LaunchVertex, .drain = &Schedule::DrainVertex};
   // Sinks first, so that every CAR can name its successors when created.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;

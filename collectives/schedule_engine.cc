@@ -116,6 +116,7 @@ absl::Status Schedule::Begin() {
   done_.pending = static_cast<int64_t>(cars_.size());
   failed_.reset();
   inflight_.clear();
+  draining_.clear();
   for (car::Car* c : cars_) c->Rearm();
   running_ = true;
   for (car::Car* c : cars_) {
@@ -125,28 +126,49 @@ absl::Status Schedule::Begin() {
   return absl::OkStatus();
 }
 
-std::optional<absl::Status> Schedule::Poll(int* work) {
-  for (std::size_t i = 0; i < inflight_.size();) {
-    const VertexId v = inflight_[i];
-    Request& r = reqs_[v].req;
+namespace {
+
+// Takes each vertex of `pending` whose request (`request_of`) completed out
+// of the list (order does not matter there) and hands it to `finish`.
+template <class RequestOf, class Finish>
+void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_of, Finish finish) {
+  for (std::size_t i = 0; i < pending.size();) {
+    const VertexId v = pending[i];
+    Request& r = request_of(v);
     if (!r.completed()) {
       ++i;
       continue;
     }
-    inflight_[i] = inflight_.back();
-    inflight_.pop_back();
+    pending[i] = pending.back();
+    pending.pop_back();
     ++*work;
-    const absl::Status st = Finished(v, r);
-    car::Car& c = *cars_[static_cast<std::size_t>(v)];
-    if (st.ok()) {
-      (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
-    } else {
-      car::CarSignal sig;
-      sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
-      if (!failed_.has_value()) failed_ = sig.error;
-      (void)VertexMachine::Dispatch(c, VertexEvent::kError, sig);
-    }
+    finish(v, r);
   }
+}
+
+}  // namespace
+
+std::optional<absl::Status> Schedule::Poll(int* work) {
+  TakeCompleted(
+      draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
+      [&](VertexId v, Request& r) {
+        r.Wait().IgnoreError();  // settled, whatever came of it (a truncation, a dead peer)
+        (void)VertexMachine::Dispatch(*cars_[static_cast<std::size_t>(v)], VertexEvent::kComplete);
+      });
+  TakeCompleted(
+      inflight_, work, [&](VertexId v) -> Request& { return reqs_[v].req; },
+      [&](VertexId v, Request& r) {
+        const absl::Status st = Finished(v, r);
+        car::Car& c = *cars_[static_cast<std::size_t>(v)];
+        if (st.ok()) {
+          (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
+          return;
+        }
+        car::CarSignal sig;
+        sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
+        if (!failed_.has_value()) failed_ = sig.error;
+        (void)VertexMachine::Dispatch(c, VertexEvent::kError, sig);
+      });
   if (done_.pending > 0) return std::nullopt;
   running_ = false;
   if (failed_.has_value()) return *failed_;
@@ -157,8 +179,12 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
   absl::Status st = r.Wait();  // completed: returns at once
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   if (st.ok() && x.kind == VertexKind::kRecv && r.bytes() != x.bytes) {
-    st = absl::InvalidArgumentError(absl::StrFormat(
-        "received %d bytes, expected %d (the ranks disagree about the sizes)", r.bytes(), x.bytes));
+    st = absl::InvalidArgumentError(
+        r.bytes() == 0 ? absl::StrFormat("rank %d sent nothing where %d bytes were expected: its part of this "
+                                         "collective failed, or the ranks disagree about the sizes",
+                                         x.peer, x.bytes)
+                       : absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)",
+                                         r.bytes(), x.bytes));
   }
   return st;
 }
@@ -205,6 +231,34 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
   if (!failed_.has_value()) failed_ = sig.error;
   step.Raise<VertexMachine>(car, VertexEvent::kError, sig);
+}
+
+void Schedule::DrainVertex(car::Car& car, car::CarStep& step) {
+  auto* s = static_cast<Schedule*>(car.spec().owner);
+  s->Drain(*static_cast<const VertexId*>(car.method_private()), car, step);
+}
+
+// A send or receive that will not run (a predecessor failed) still settles
+// its message with its peer: an empty message in place of the data (the
+// peer's receive fails, "sent nothing", and its schedule drains in turn), or
+// a receive into zero bytes that takes the peer's message, whatever its
+// size, and keeps none of it. So no rank waits for ever on a message this
+// run will not send, and none of this run's messages is left to meet a
+// later run's receive of the same tag. A local step has nothing to settle.
+void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+  if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
+    static char nothing;  // zero bytes: never read nor written
+    Request& r = reqs_[v].drain;
+    const absl::Status st = x.kind == VertexKind::kSend ? comm_->Isend(&nothing, 0, x.peer, TagOf(x), &r)
+                                                        : comm_->Irecv(&nothing, 0, x.peer, TagOf(x), &r);
+    if (st.ok() && !r.completed()) {
+      draining_.push_back(v);
+      return;  // Poll finishes it
+    }
+    if (st.ok()) r.Wait().IgnoreError();
+  }
+  step.Raise<VertexMachine>(car, VertexEvent::kComplete);
 }
 
 absl::Status Schedule::RunLocal(VertexId v) {

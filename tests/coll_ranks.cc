@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit|faults sizes|dead
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
@@ -576,6 +576,106 @@ void Selection(const Comm& w) {
   EXPECT(out[0] == n * (n + 1) / 2 && out[1] == out[0], "allreduce: %d %d", out[0], out[1]);
 }
 
+// ---- faults ----------------------------------------------------------------------
+
+// Nothing of the collectives' traffic is left waiting on this rank. Called
+// after a barrier; the fence after the look (point-to-point, on another
+// context) keeps a faster rank's next collective from sending meanwhile.
+void ExpectNothingLeft(const Comm& w, const char* after) {
+  const auto left = w.CollectiveChannel().Iprobe(cartage::kAnySource, cartage::kAnyTag);
+  EXPECT(left.ok() && !left->has_value(), "after %s: a message of %d bytes from rank %d (tag %d) left unreceived",
+         after, left.ok() && left->has_value() ? static_cast<int>((*left)->bytes) : -1,
+         left.ok() && left->has_value() ? (*left)->source : -1, left.ok() && left->has_value() ? (*left)->tag : -1);
+  constexpr int kFenceTag = 77;
+  char token = 0;
+  if (w.rank() == 0) {
+    for (int r = 1; r < w.size(); ++r) OK(w.Recv(&token, 1, r, kFenceTag));
+    for (int r = 1; r < w.size(); ++r) OK(w.Send(&token, 1, r, kFenceTag));
+  } else {
+    OK(w.Send(&token, 1, 0, kFenceTag));
+    OK(w.Recv(&token, 1, 0, kFenceTag));
+  }
+}
+
+// Ranks that disagree about the count, or a rank that died: every rank's
+// call returns (none waits for ever on a message a failed peer will not
+// send: its schedule drains) with an error naming the collective and the
+// step, and none of the failed runs' messages is left behind.
+//   sizes: rank 0 passes half the count of the others, small (eager) to
+//          large (rendezvous), to every allreduce algorithm and every bcast
+//          algorithm; then an agreeing allreduce must be exact;
+//   dead:  the last rank exits; the others run every allreduce algorithm
+//          (each needs every rank's data: each must fail) and a bcast.
+void Faults(const Comm& w, const std::string& what) {
+  const int n = w.size();
+  const Datatype i32 = Datatype::Basic(BasicType::kInt32);
+  auto call_of = [&](Collective kind, const char* alg, int64_t count, std::vector<int32_t>& in,
+                     std::vector<int32_t>& out) {
+    CollectiveCall call;
+    call.kind = kind;
+    call.send = in.data();
+    call.recv = kind == Collective::kBcast ? in.data() : out.data();
+    call.count = count;
+    call.type = i32;
+    if (kind == Collective::kAllreduce) call.op = Op(OpKind::kSum);
+    call.algorithm = alg;
+    return call;
+  };
+  const char* kAllreduce[] = {"recursive_doubling", "ring", "rabenseifner", "linear"};
+  if (what == "sizes") {
+    for (const int64_t base : {int64_t{2} * n, int64_t{4096}, int64_t{1} << 16}) {
+      const int64_t count = w.rank() == 0 ? base : 2 * base;
+      std::vector<int32_t> in(static_cast<std::size_t>(2 * base), w.rank() + 1), out(in.size(), 0);
+      for (const char* alg : kAllreduce) {
+        const absl::Status s = cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, count, in, out));
+        EXPECT(s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument,
+               "allreduce/%s of %d against %d elements: %s", alg, count, base, s.ToString());
+        EXPECT(absl::StrContains(s.message(), absl::StrCat("allreduce/", alg, " (rank ", w.rank(), "): vertex ")),
+               "%s", s.ToString());
+      }
+      // A bcast whose pieces differ in number (64 KiB chunks) has a different
+      // shape on the root: the others wait for chunks it never sends, which
+      // no rank can tell from a slow root (as in MPI, an erroneous program).
+      if (2 * base * 4 > 64 << 10) continue;
+      for (const char* alg : {"binomial", "chain", "scatter_allgather"}) {
+        const absl::Status s = cartage::RunCollective(w, call_of(Collective::kBcast, alg, count, in, out));
+        // The root only sends: what it sent was whole. Every other rank
+        // received too little, or nothing from a parent that failed.
+        EXPECT(w.rank() == 0 || s.code() == absl::StatusCode::kInvalidArgument, "bcast/%s of %d against %d: %s", alg,
+               count, base, s.ToString());
+      }
+      OK(cartage::Barrier(w));
+      ExpectNothingLeft(w, "the disagreeing calls");
+    }
+    std::vector<int32_t> in(8, w.rank() + 1), out(8, 0);
+    for (const char* alg : kAllreduce) {
+      std::fill(out.begin(), out.end(), 0);
+      OK(cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, 8, in, out)));
+      for (int32_t v : out) EXPECT(v == n * (n + 1) / 2, "allreduce/%s after the failures: %d", alg, v);
+    }
+  } else if (what == "dead") {
+    if (w.rank() == n - 1) {
+      std::fflush(stdout);
+      _exit(0);  // gone without finalizing
+    }
+    std::vector<int32_t> in(4 * static_cast<std::size_t>(n), w.rank() + 1), out(in.size(), 0);
+    for (const char* alg : kAllreduce) {
+      const absl::Status s =
+          cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, static_cast<int64_t>(in.size()), in, out));
+      EXPECT(s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kInvalidArgument,
+             "allreduce/%s with rank %d dead: %s", alg, n - 1, s.ToString());
+    }
+    const absl::Status b = cartage::Bcast(w, in.data(), static_cast<int64_t>(in.size()), i32, 0);
+    EXPECT(b.ok() || b.code() == absl::StatusCode::kUnavailable || b.code() == absl::StatusCode::kInvalidArgument,
+           "bcast with rank %d dead: %s", n - 1, b.ToString());
+    std::printf("rank %d: every call returned\n", w.rank());
+    std::fflush(stdout);
+    std::exit(0);  // no barrier with a dead rank
+  } else {
+    EXPECT(false, "faults: unknown case '%s' (sizes or dead)", what);
+  }
+}
+
 // ---- the xfer interface ---------------------------------------------------------
 
 // Chains 0 -> 1 -> ... -> n-1 built from xfer blocks, pipelined in 16 KiB
@@ -773,6 +873,8 @@ int main(int argc, char** argv) {
     Selection(w);
   } else if (mode == "concurrent") {
     Concurrent(w);
+  } else if (mode == "faults") {
+    Faults(w, argc > 2 ? argv[2] : "");
   } else if (mode == "xfer") {
     XferChains(w);
   } else {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "cartage/collectives.h"
 #include "cartage/schedule.h"
 #include "cartage/xfer.h"
@@ -308,6 +309,33 @@ TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
                                        {"CARTAGE_OVERSUBSCRIBED=maybe"});
   EXPECT_NE(bad.code, 0);
   EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
+}
+
+// Ranks that disagree about the count, and a rank that dies: every call on
+// every rank returns with an error naming the collective and the step (a
+// failed step's successors drain, so no peer waits for ever and no message
+// is left behind), with and without a CPU per rank. A 60 s limit: a hang
+// fails the test instead of the suite.
+TEST(CollectiveRanks, DisagreeingCountsAndADeadRankEndEveryCallWithAnError) {
+  for (const char* over : {"yes", "no"}) {
+    for (const char* n : {"2", "3", "4", "5", "7"}) {
+      const CommandResult r =
+          RunCommand({CARTAGE_BIN, "run", "-n", n, "--timeout", "60", RANKS_BIN, "faults", "sizes"},
+                     {absl::StrCat("CARTAGE_OVERSUBSCRIBED=", over)});
+      EXPECT_EQ(r.code, 0) << n << " ranks, oversubscribed " << over << ": " << r.err << r.out;
+      EXPECT_THAT(r.out, HasSubstr("PASS faults")) << n << " ranks, oversubscribed " << over;
+    }
+    for (int n : {3, 4, 5}) {
+      const CommandResult r = RunCommand(
+          {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "60", RANKS_BIN, "faults", "dead"},
+          {absl::StrCat("CARTAGE_OVERSUBSCRIBED=", over)});
+      EXPECT_EQ(r.code, 0) << n << " ranks, oversubscribed " << over << ": " << r.err << r.out;
+      for (int rank = 0; rank < n - 1; ++rank) {
+        EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("rank %d: every call returned", rank)))
+            << n << " ranks, oversubscribed " << over << ": " << r.err;
+      }
+    }
+  }
 }
 
 // Ranks told differently whether the job is oversubscribed would build

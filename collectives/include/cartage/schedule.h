@@ -228,6 +228,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   absl::Status Runnable() const;
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
+  static void DrainVertex(car::Car& car, car::CarStep& step);
+  void Drain(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(VertexId v);
   // A send or receive completed: its status (a receive must fill its buffer exactly).
   absl::Status Finished(VertexId v, Request& r);
@@ -251,9 +253,11 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   struct StepRequest {
     Request req;
     const void* prepared_on = nullptr;
+    Request drain;  // the empty send or receive of a draining vertex (Drain)
   };
   std::unique_ptr<StepRequest[]> reqs_;
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
+  std::vector<VertexId> draining_;   // drains not completed yet
   car::Completion done_;             // vertices still to finish, first error
   bool running_ = false;
   std::optional<absl::Status> failed_;  // the first vertex error of this run
