@@ -602,8 +602,9 @@ void ExpectNothingLeft(const Comm& w, const char* after) {
 // send: its schedule drains) with an error naming the collective and the
 // step, and none of the failed runs' messages is left behind.
 //   sizes: rank 0 passes half the count of the others, small (eager) to
-//          large (rendezvous), to every allreduce algorithm and every bcast
-//          algorithm; then an agreeing allreduce must be exact;
+//          large (rendezvous), to every allreduce algorithm (blocking and
+//          nonblocking) and every bcast algorithm; then an agreeing
+//          allreduce must be exact;
 //   dead:  the last rank exits; the others run every allreduce algorithm
 //          (each needs every rank's data: each must fail) and a bcast.
 void Faults(const Comm& w, const std::string& what) {
@@ -627,11 +628,22 @@ void Faults(const Comm& w, const std::string& what) {
       const int64_t count = w.rank() == 0 ? base : 2 * base;
       std::vector<int32_t> in(static_cast<std::size_t>(2 * base), w.rank() + 1), out(in.size(), 0);
       for (const char* alg : kAllreduce) {
-        const absl::Status s = cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, count, in, out));
-        EXPECT(s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument,
-               "allreduce/%s of %d against %d elements: %s", alg, count, base, s.ToString());
-        EXPECT(absl::StrContains(s.message(), absl::StrCat("allreduce/", alg, " (rank ", w.rank(), "): vertex ")),
-               "%s", s.ToString());
+        for (const bool nonblocking : {false, true}) {
+          const CollectiveCall call = call_of(Collective::kAllreduce, alg, count, in, out);
+          Request req;
+          absl::Status s;
+          if (nonblocking) {
+            s = cartage::StartCollective(w, call, &req);
+            if (s.ok()) s = req.Wait();
+          } else {
+            s = cartage::RunCollective(w, call);
+          }
+          EXPECT(s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument,
+                 "allreduce/%s of %d against %d elements (%s): %s", alg, count, base,
+                 nonblocking ? "nonblocking" : "blocking", s.ToString());
+          EXPECT(absl::StrContains(s.message(), absl::StrCat("allreduce/", alg, " (rank ", w.rank(), "): vertex ")),
+                 "%s", s.ToString());
+        }
       }
       // A bcast whose pieces differ in number (64 KiB chunks) has a different
       // shape on the root: the others wait for chunks it never sends, which
