@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit|faults sizes|dead
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit|faults sizes|dead|all
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
@@ -606,7 +606,8 @@ void ExpectNothingLeft(const Comm& w, const char* after) {
 //          nonblocking) and every bcast algorithm; then an agreeing
 //          allreduce must be exact;
 //   dead:  the last rank exits; the others run every allreduce algorithm
-//          (each needs every rank's data: each must fail) and a bcast.
+//          (each needs every rank's data: each must fail) and a bcast;
+//   all:   every algorithm of every collective, counts c and 2c (below).
 void Faults(const Comm& w, const std::string& what) {
   const int n = w.size();
   const Datatype i32 = Datatype::Basic(BasicType::kInt32);
@@ -683,8 +684,46 @@ void Faults(const Comm& w, const std::string& what) {
     std::printf("rank %d: every call returned\n", w.rank());
     std::fflush(stdout);
     std::exit(0);  // no barrier with a dead rank
+  } else if (what == "all") {
+    // Every algorithm of every collective but barrier, roots 0 and n-1:
+    // rank 0 passes count c, the others 2c (buffers laid out for each rank's
+    // own view). Each call must return on every rank, at least one rank
+    // must say so (a disagreement never passes unnoticed everywhere), and
+    // nothing may be left behind.
+    const std::vector<TypeCase> types = Types();
+    const TypeCase& t = types[0];
+    int calls = 0;
+    for (const cartage::AlgorithmInfo& a : cartage::Algorithms()) {
+      if (a.collective == Collective::kBarrier) continue;
+      std::vector<int> roots = {0};
+      if (cartage::Rooted(a.collective) && n > 1) roots.push_back(n - 1);
+      for (const int64_t c : {int64_t{3}, int64_t{5000}}) {
+        for (const int root : roots) {
+          CollectiveCall call;
+          call.kind = a.collective;
+          call.count = w.rank() == 0 ? c : 2 * c;
+          call.type = t.type;
+          if (cartage::Reduces(a.collective)) call.op = t.op;
+          call.root = root;
+          call.algorithm = a.name;
+          const Plan plan = MakePlan(t, call, w.rank(), n, false);
+          Bytes send = Layout(t, plan.send, plan.send_span);
+          Bytes recv = Layout(t, plan.before, plan.recv_span);
+          call.send = send.data();
+          call.recv = plan.recv_in_place ? const_cast<void*>(cartage::kInPlace) : recv.data();
+          const absl::Status s = cartage::RunCollective(w, call);
+          int32_t failed = s.ok() ? 0 : 1, failures = 0;
+          OK(cartage::Allreduce(w, &failed, &failures, 1, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
+          EXPECT(failures > 0, "%s/%s counts %d and %d, root %d: every rank succeeded",
+                 cartage::CollectiveName(a.collective), a.name, c, 2 * c, root);
+          ExpectNothingLeft(w, absl::StrCat(cartage::CollectiveName(a.collective), "/", a.name).c_str());
+          ++calls;
+        }
+      }
+    }
+    if (w.rank() == 0) std::printf("faults all: %d disagreeing calls ended on %d ranks\n", calls, n);
   } else {
-    EXPECT(false, "faults: unknown case '%s' (sizes or dead)", what);
+    EXPECT(false, "faults: unknown case '%s' (sizes, dead or all)", what);
   }
 }
 

@@ -338,6 +338,22 @@ TEST(CollectiveRanks, DisagreeingCountsAndADeadRankEndEveryCallWithAnError) {
   }
 }
 
+// The same for every algorithm of every collective but barrier (roots 0 and
+// n-1; rank 0 passes count c, the others 2c): every call returns on every
+// rank, at least one rank reports the disagreement, nothing is left behind.
+TEST(CollectiveRanks, EveryAlgorithmEndsADisagreeingCallOnEveryRank) {
+  for (const char* over : {"yes", "no"}) {
+    for (const char* n : {"2", "3", "5", "8"}) {
+      const CommandResult r =
+          RunCommand({CARTAGE_BIN, "run", "-n", n, "--timeout", "120", RANKS_BIN, "faults", "all"},
+                     {absl::StrCat("CARTAGE_OVERSUBSCRIBED=", over)});
+      EXPECT_EQ(r.code, 0) << n << " ranks, oversubscribed " << over << ": " << r.err << r.out;
+      EXPECT_THAT(r.out, HasSubstr(absl::StrCat("disagreeing calls ended on ", n, " ranks")))
+          << n << " ranks, oversubscribed " << over;
+    }
+  }
+}
+
 // Ranks told differently whether the job is oversubscribed would build
 // different schedules for one collective: start-up stops the one that
 // disagrees with rank 0, naming both answers, before any traffic.
