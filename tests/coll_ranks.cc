@@ -579,8 +579,10 @@ void Selection(const Comm& w) {
 // ---- faults ----------------------------------------------------------------------
 
 // Nothing of the collectives' traffic is left waiting on this rank. Called
-// after a barrier; the fence after the look (point-to-point, on another
-// context) keeps a faster rank's next collective from sending meanwhile.
+// after a collective of every rank (a barrier, an allreduce), which took
+// every message sent to this rank before it; the fence after the look
+// (point-to-point, on another context) keeps a faster rank's next
+// collective from sending meanwhile.
 void ExpectNothingLeft(const Comm& w, const char* after) {
   const auto left = w.CollectiveChannel().Iprobe(cartage::kAnySource, cartage::kAnyTag);
   EXPECT(left.ok() && !left->has_value(), "after %s: a message of %d bytes from rank %d (tag %d) left unreceived",
