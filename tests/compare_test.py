@@ -142,11 +142,15 @@ class Tables(unittest.TestCase):
 
 
 class Results(unittest.TestCase):
+    @staticmethod
+    def write(path, text):
+        with open(path, "w") as f:
+            f.write(text)
+
     def test_the_generated_section_is_replaced_and_nothing_else(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "RESULTS.md")
-            with open(path, "w") as f:
-                f.write("# Benchmark results\n\nhand-written\n")
+            self.write(path, "# Benchmark results\n\nhand-written\n")
             compare.update_results("# Title\n\n## Part\n\n![p](a.svg)\n", path)
             once = compare.read(path)
             self.assertIn("hand-written\n", once)
@@ -161,12 +165,10 @@ class Results(unittest.TestCase):
     def test_a_hand_written_section_inside_the_generated_one_is_refused_and_kept(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "RESULTS.md")
-            with open(path, "w") as f:
-                f.write("# Benchmark results\n")
+            self.write(path, "# Benchmark results\n")
             compare.update_results("# Title\n\n## Part\n", path)
             text = compare.read(path).replace("-->\n## Title", "-->\n## Measured by hand\n\nkeep me\n\n## Title")
-            with open(path, "w") as f:
-                f.write(text)
+            self.write(path, text)
             with self.assertRaises(SystemExit) as e:
                 compare.update_results("# Title\n", path)
             self.assertIn("holds 2 '## ' sections", str(e.exception.code))
