@@ -119,7 +119,7 @@ absl::Status Schedule::Begin() {
   draining_.clear();
   for (car::Car* c : cars_) c->Rearm();
   running_ = true;
-  for (car::Car* c : cars_) {
+  for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
     CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
   }

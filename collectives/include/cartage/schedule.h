@@ -247,6 +247,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;
+  std::vector<car::Car*> start_order_;  // cars_ in the order Begin starts them: receives first
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
   // started at every run, and the buffer it was prepared on.
