@@ -495,6 +495,20 @@ void Persistent(const Comm& w) {
              outs[k][static_cast<std::size_t>(i)], want);
     }
   }
+  // The root alone switching to and from kInPlace: the other ranks reuse
+  // their schedule, the root rebuilds its part under the same tags.
+  for (int it = 0; it < 6; ++it) {
+    const bool in_place = it % 2 == 1 && w.rank() == 0;
+    std::vector<int64_t> mine(kCount), sum(kCount, -1);
+    for (int64_t i = 0; i < kCount; ++i) mine[static_cast<std::size_t>(i)] = int64_t{it} * 100 + w.rank() + i;
+    if (in_place) sum = mine;
+    OK(cartage::Reduce(w, in_place ? cartage::kInPlace : mine.data(), sum.data(), kCount, i64, Op(OpKind::kSum), 0));
+    for (int64_t i = 0; w.rank() == 0 && i < kCount; ++i) {
+      const int64_t want = n * (int64_t{it} * 100 + i) + n * (n - 1) / 2;
+      EXPECT(sum[static_cast<std::size_t>(i)] == want, "reduce call %d (root %s) element %d: %d, expected %d", it,
+             in_place ? "in place" : "not in place", i, sum[static_cast<std::size_t>(i)], want);
+    }
+  }
   if (w.rank() == 0) std::printf("persistent: 1000 starts of each, 300 rebound blocking calls\n");
 }
 
