@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -331,6 +332,41 @@ namespace {
 // sequence number (its tags): the runs of one schedule are ordered on every
 // link, as a persistent request's are. Nonblocking calls always build anew
 // (two of them may be in flight at once).
+
+// A blocking call's arguments as the typed calls (Allreduce, Bcast, ...)
+// receive them, by reference: all the cache compares, so a call that reuses
+// a schedule constructs nothing (no CollectiveCall with its vectors and
+// string, no copy of its type): at 8 bytes those stores were a tenth of a
+// call's (callgrind), and on the VM's far placement a call's stores are what
+// paces it (bench/RESULTS.md).
+struct CallView {
+  Collective kind = Collective::kBarrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t count = 0;
+  const Datatype* type = nullptr;
+  const Op* op = nullptr;       // the reducing collectives
+  int root = 0;
+  std::string_view algorithm;  // empty: the selection table's
+};
+
+CallView ViewOf(const CollectiveCall& c) {
+  return {c.kind, c.send, c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr, c.root, c.algorithm};
+}
+
+CollectiveCall CallOf(const CallView& v) {
+  CollectiveCall c;
+  c.kind = v.kind;
+  c.send = v.send;
+  c.recv = v.recv;
+  c.count = v.count;
+  c.type = *v.type;
+  if (v.op != nullptr) c.op = *v.op;
+  c.root = v.root;
+  c.algorithm = std::string(v.algorithm);
+  return c;
+}
+
 // What makes two calls the same schedule (the buffers aside). Only what
 // every rank passes alike: whether the root alone passes kInPlace is not in
 // it (a rank-dependent key would let one rank reuse a schedule, and its
@@ -339,18 +375,17 @@ struct CacheKey {
   uint32_t context;
   int size;
   CollectiveCall call;  // send and recv are not compared: they are the buffers the schedule is bound to
-  // Whether a call on (context, size) is this key; compares in place, so a
-  // hit copies nothing.
-  bool Matches(uint32_t ctx, int n, const CollectiveCall& b) const {
+  // Whether a call on (context, size) is this key.
+  bool Matches(uint32_t ctx, int n, const CallView& b) const {
     const CollectiveCall& a = call;
-    const bool same_op = a.op.has_value() == b.op.has_value() &&
+    const bool same_op = a.op.has_value() == (b.op != nullptr) &&
                          (!a.op.has_value() || (a.op->kind() == b.op->kind() && a.op->fn() == b.op->fn() &&
                                                 a.op->context() == b.op->context() &&
                                                 a.op->commutative() == b.op->commutative()));
     return context == ctx && size == n && a.kind == b.kind && a.count == b.count && a.root == b.root && same_op &&
-           a.type.size() == b.type.size() && a.type.extent() == b.type.extent() &&
-           a.type.true_lb() == b.type.true_lb() && a.algorithm == b.algorithm &&
-           (&a.type.nodes() == &b.type.nodes() || a.type.name() == b.type.name());  // one committed type: equal
+           a.type.size() == b.type->size() && a.type.extent() == b.type->extent() &&
+           a.type.true_lb() == b.type->true_lb() && a.algorithm == b.algorithm &&
+           (&a.type.nodes() == &b.type->nodes() || a.type.name() == b.type->name());  // one committed type: equal
   }
 };
 
@@ -361,8 +396,8 @@ class ScheduleCache {
     bool in_place;
     std::shared_ptr<Schedule> schedule;
   };
-  // The entry for `key`, made the most recent; null if none.
-  Entry* Find(uint32_t context, int size, const CollectiveCall& call) {
+  // The entry for `call`, made the most recent; null if none.
+  Entry* Find(uint32_t context, int size, const CallView& call) {
     for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
       if (entries_[i].key.Matches(context, size, call)) {
         std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
@@ -382,6 +417,53 @@ class ScheduleCache {
   std::vector<Entry> entries_;
 };
 
+// Runs a blocking call of a fixed shape (not a v form) through the cache.
+// `full`: the call as a CollectiveCall where the caller has one; else it is
+// made from `view` on a miss only.
+absl::Status RunCached(const Comm& comm, const CallView& view, const CollectiveCall* full) {
+  // One cache per agent: its schedules hold the agent's CARs, and a later
+  // agent in this process reuses the same context ids.
+  static const char kCacheKey = 0;
+  auto* cache = static_cast<ScheduleCache*>(
+      comm.AgentState(&kCacheKey, []() -> std::shared_ptr<void> { return std::make_shared<ScheduleCache>(); }));
+  // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
+  const bool in_place = view.send == kInPlace || view.recv == kInPlace;
+  ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);
+  if (hit == nullptr) {
+    CollectiveCall made;
+    if (full == nullptr) {
+      made = CallOf(view);
+      full = &made;
+    }
+    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, *full));
+    cache->Add(CacheKey{comm.context(), comm.size(), *full}, in_place, s);
+    return s->Run();
+  }
+  CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
+  if (hit->in_place != in_place) {
+    // This rank's part changed shape (the root switched to or from kInPlace):
+    // rebuild it under the same sequence number, as the other ranks reuse theirs.
+    bound.send = view.send;
+    bound.recv = view.recv;
+    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, bound, hit->schedule->sequence()));
+    hit->in_place = in_place;
+    return hit->schedule->Run();
+  }
+  if (bound.send != view.send || bound.recv != view.recv) {  // a loop over the same buffers skips this
+    hit->schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
+    hit->schedule->RebindUser("recv", view.recv);
+    bound.send = view.send;
+    bound.recv = view.recv;
+  }
+  return hit->schedule->Run();
+}
+
+// A typed blocking call (Allreduce, Bcast, ...): `op` null where it has none.
+absl::Status RunTyped(const Comm& comm, Collective kind, const void* send, void* recv, int64_t count,
+                      const Datatype& type, const Op* op, int root) {
+  return RunCached(comm, CallView{kind, send, recv, count, &type, op, root, {}}, nullptr);
+}
+
 }  // namespace
 
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
@@ -389,36 +471,7 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
     return s->Run();
   }
-  // One cache per agent: its schedules hold the agent's CARs, and a later
-  // agent in this process reuses the same context ids.
-  static const char kCacheKey = 0;
-  auto* cache = static_cast<ScheduleCache*>(
-      comm.AgentState(&kCacheKey, []() -> std::shared_ptr<void> { return std::make_shared<ScheduleCache>(); }));
-  // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
-  const bool in_place = call.send == kInPlace || call.recv == kInPlace;
-  ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), call);
-  if (hit == nullptr) {
-    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-    cache->Add(CacheKey{comm.context(), comm.size(), call}, in_place, s);
-    return s->Run();
-  }
-  if (hit->in_place != in_place) {
-    // This rank's part changed shape (the root switched to or from kInPlace):
-    // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, call, hit->schedule->sequence()));
-    hit->in_place = in_place;
-    hit->key.call.send = call.send;
-    hit->key.call.recv = call.recv;
-    return hit->schedule->Run();
-  }
-  CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
-  if (bound.send != call.send || bound.recv != call.recv) {  // a loop over the same buffers skips this
-    hit->schedule->RebindUser("send", call.send == kInPlace ? call.recv : call.send);
-    hit->schedule->RebindUser("recv", call.recv);
-    bound.send = call.send;
-    bound.recv = call.recv;
-  }
-  return hit->schedule->Run();
+  return RunCached(comm, ViewOf(call), &call);
 }
 
 absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
@@ -446,17 +499,20 @@ CollectiveCall Call(Collective k, const void* send, void* recv, int64_t count, c
 }
 }  // namespace
 
-absl::Status Barrier(const Comm& comm) { return RunCollective(comm, CollectiveCall{}); }
+absl::Status Barrier(const Comm& comm) {
+  static const Datatype kByte = Datatype::Basic(BasicType::kByte);  // CollectiveCall's default
+  return RunTyped(comm, Collective::kBarrier, nullptr, nullptr, 0, kByte, nullptr, 0);
+}
 absl::Status Ibarrier(const Comm& comm, Request* req) { return StartCollective(comm, CollectiveCall{}, req); }
 absl::Status Bcast(const Comm& comm, void* buf, int64_t count, const Datatype& type, int root) {
-  return RunCollective(comm, Call(Collective::kBcast, buf, buf, count, type, std::nullopt, root));
+  return RunTyped(comm, Collective::kBcast, buf, buf, count, type, nullptr, root);
 }
 absl::Status Ibcast(const Comm& comm, void* buf, int64_t count, const Datatype& type, int root, Request* req) {
   return StartCollective(comm, Call(Collective::kBcast, buf, buf, count, type, std::nullopt, root), req);
 }
 absl::Status Reduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                     const Op& op, int root) {
-  return RunCollective(comm, Call(Collective::kReduce, send, recv, count, type, op, root));
+  return RunTyped(comm, Collective::kReduce, send, recv, count, type, &op, root);
 }
 absl::Status Ireduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                      const Op& op, int root, Request* req) {
@@ -464,28 +520,28 @@ absl::Status Ireduce(const Comm& comm, const void* send, void* recv, int64_t cou
 }
 absl::Status Allreduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                        const Op& op) {
-  return RunCollective(comm, Call(Collective::kAllreduce, send, recv, count, type, op, 0));
+  return RunTyped(comm, Collective::kAllreduce, send, recv, count, type, &op, 0);
 }
 absl::Status Iallreduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                         const Op& op, Request* req) {
   return StartCollective(comm, Call(Collective::kAllreduce, send, recv, count, type, op, 0), req);
 }
 absl::Status Gather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, int root) {
-  return RunCollective(comm, Call(Collective::kGather, send, recv, count, type, std::nullopt, root));
+  return RunTyped(comm, Collective::kGather, send, recv, count, type, nullptr, root);
 }
 absl::Status Scatter(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                      int root) {
-  return RunCollective(comm, Call(Collective::kScatter, send, recv, count, type, std::nullopt, root));
+  return RunTyped(comm, Collective::kScatter, send, recv, count, type, nullptr, root);
 }
 absl::Status Allgather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type) {
-  return RunCollective(comm, Call(Collective::kAllgather, send, recv, count, type, std::nullopt, 0));
+  return RunTyped(comm, Collective::kAllgather, send, recv, count, type, nullptr, 0);
 }
 absl::Status Iallgather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                         Request* req) {
   return StartCollective(comm, Call(Collective::kAllgather, send, recv, count, type, std::nullopt, 0), req);
 }
 absl::Status Alltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type) {
-  return RunCollective(comm, Call(Collective::kAlltoall, send, recv, count, type, std::nullopt, 0));
+  return RunTyped(comm, Collective::kAlltoall, send, recv, count, type, nullptr, 0);
 }
 absl::Status Ialltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                        Request* req) {
@@ -539,14 +595,14 @@ absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl:
 }
 absl::Status ReduceScatterBlock(const Comm& comm, const void* send, void* recv, int64_t recv_count,
                                 const Datatype& type, const Op& op) {
-  return RunCollective(comm, Call(Collective::kReduceScatterBlock, send, recv, recv_count, type, op, 0));
+  return RunTyped(comm, Collective::kReduceScatterBlock, send, recv, recv_count, type, &op, 0);
 }
 absl::Status Scan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, const Op& op) {
-  return RunCollective(comm, Call(Collective::kScan, send, recv, count, type, op, 0));
+  return RunTyped(comm, Collective::kScan, send, recv, count, type, &op, 0);
 }
 absl::Status Exscan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                     const Op& op) {
-  return RunCollective(comm, Call(Collective::kExscan, send, recv, count, type, op, 0));
+  return RunTyped(comm, Collective::kExscan, send, recv, count, type, &op, 0);
 }
 
 }  // namespace cartage
