@@ -45,6 +45,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>
@@ -182,8 +183,21 @@ class Step {
 
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
-  void Raise(Ctx& target, typename M::Event event, const Payload& payload = {}) {
+  void Raise(Ctx& target, typename M::Event event, const Payload& payload) {
     pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), payload});
+  }
+  // The same with no payload: the event's actions see an empty one, and the
+  // queue holds none (most raised events carry nothing; copying an empty
+  // payload in and out of the queue was most of a raise's stores).
+  template <class M>
+  void Raise(Ctx& target, typename M::Event event) {
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), std::nullopt});
+  }
+
+  // The payload an event raised or dispatched without one carries.
+  static const Payload& NoPayload() {
+    static const Payload kNone{};
+    return kNone;
   }
 
   bool has_pending() const { return next_ < pending_.size(); }
@@ -195,7 +209,7 @@ class Step {
     while (next_ < pending_.size()) {
       // Moved out (the error status too): a raise during the call may grow the queue.
       Pending p = std::move(pending_[next_++]);
-      first_error.Update(p.fn(*p.ctx, p.event, p.payload, *this));
+      first_error.Update(p.fn(*p.ctx, p.event, p.payload.has_value() ? *p.payload : NoPayload(), *this));
     }
     return first_error;
   }
@@ -205,7 +219,7 @@ class Step {
     Ctx* ctx;
     DispatchFn fn;
     uint8_t event;
-    Payload payload;
+    std::optional<Payload> payload;  // none: NoPayload()
   };
   absl::InlinedVector<Pending, 4> pending_;
   std::size_t next_ = 0;
@@ -246,7 +260,11 @@ class Machine {
   // state unchanged and returns kFailedPrecondition naming machine, state,
   // event and instance.
   template <TraceMode kMode = TraceMode::kRuntime>
-  static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload = {}) {
+  static absl::Status Dispatch(Context& ctx, Event event) {
+    return Dispatch<kMode>(ctx, event, StepOf<Def>::NoPayload());
+  }
+  template <TraceMode kMode = TraceMode::kRuntime>
+  static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload) {
     StepOf<Def> step;
     absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, step);
     if (ABSL_PREDICT_FALSE(step.has_pending())) s.Update(step.Drain());
