@@ -354,15 +354,24 @@ CallView ViewOf(const CollectiveCall& c) {
   return {c.kind, c.send, c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr, c.root, c.algorithm};
 }
 
-CollectiveCall CallOf(const CallView& v) {
+CollectiveCall Call(Collective k, const void* send, void* recv, int64_t count, const Datatype& type,
+                    std::optional<Op> op, int root) {
   CollectiveCall c;
-  c.kind = v.kind;
-  c.send = v.send;
-  c.recv = v.recv;
-  c.count = v.count;
-  c.type = *v.type;
-  if (v.op != nullptr) c.op = *v.op;
-  c.root = v.root;
+  c.kind = k;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.type = type;
+  c.op = op;
+  c.root = root;
+  return c;
+}
+
+// The call a view shows. The fixed-shape calls the cache serves have no
+// counts or displacements: the view holds all of them.
+CollectiveCall CallOf(const CallView& v) {
+  CollectiveCall c = Call(v.kind, v.send, v.recv, v.count, *v.type,
+                          v.op != nullptr ? std::optional<Op>(*v.op) : std::nullopt, v.root);
   c.algorithm = std::string(v.algorithm);
   return c;
 }
@@ -417,10 +426,9 @@ class ScheduleCache {
   std::vector<Entry> entries_;
 };
 
-// Runs a blocking call of a fixed shape (not a v form) through the cache.
-// `full`: the call as a CollectiveCall where the caller has one; else it is
-// made from `view` on a miss only.
-absl::Status RunCached(const Comm& comm, const CallView& view, const CollectiveCall* full) {
+// Runs a blocking call of a fixed shape (not a v form) through the cache;
+// the CollectiveCall to build from is made on a miss only.
+absl::Status RunCached(const Comm& comm, const CallView& view) {
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
   static const char kCacheKey = 0;
@@ -430,13 +438,9 @@ absl::Status RunCached(const Comm& comm, const CallView& view, const CollectiveC
   const bool in_place = view.send == kInPlace || view.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);
   if (hit == nullptr) {
-    CollectiveCall made;
-    if (full == nullptr) {
-      made = CallOf(view);
-      full = &made;
-    }
-    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, *full));
-    cache->Add(CacheKey{comm.context(), comm.size(), *full}, in_place, s);
+    CollectiveCall call = CallOf(view);
+    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+    cache->Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
     return s->Run();
   }
   CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
@@ -461,7 +465,7 @@ absl::Status RunCached(const Comm& comm, const CallView& view, const CollectiveC
 // A typed blocking call (Allreduce, Bcast, ...): `op` null where it has none.
 absl::Status RunTyped(const Comm& comm, Collective kind, const void* send, void* recv, int64_t count,
                       const Datatype& type, const Op* op, int root) {
-  return RunCached(comm, CallView{kind, send, recv, count, &type, op, root, {}}, nullptr);
+  return RunCached(comm, CallView{kind, send, recv, count, &type, op, root, {}});
 }
 
 }  // namespace
@@ -471,7 +475,7 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
     return s->Run();
   }
-  return RunCached(comm, ViewOf(call), &call);
+  return RunCached(comm, ViewOf(call));
 }
 
 absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
@@ -484,20 +488,6 @@ absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Reques
   return s->Bind(req);
 }
 
-namespace {
-CollectiveCall Call(Collective k, const void* send, void* recv, int64_t count, const Datatype& type,
-                    std::optional<Op> op, int root) {
-  CollectiveCall c;
-  c.kind = k;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.type = type;
-  c.op = op;
-  c.root = root;
-  return c;
-}
-}  // namespace
 
 absl::Status Barrier(const Comm& comm) {
   static const Datatype kByte = Datatype::Basic(BasicType::kByte);  // CollectiveCall's default
