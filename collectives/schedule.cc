@@ -412,11 +412,11 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   // line holds up every store behind it). Starting order among vertices
   // that are all ready changes nothing else: each waits for its own
   // predecessors whatever its place.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (std::size_t v = 0; v < n; ++v) {
-      if ((vertices_[v].kind == VertexKind::kRecv) == (pass == 0)) s->start_order_.push_back(s->cars_[v]);
-    }
-  }
+  s->start_order_ = s->cars_;
+  std::stable_partition(s->start_order_.begin(), s->start_order_.end(), [&](car::Car* c) {
+    return vertices_[static_cast<std::size_t>(*static_cast<const VertexId*>(c->method_private()))].kind ==
+           VertexKind::kRecv;
+  });
   return s;
 }
 
