@@ -14,8 +14,10 @@ namespace cartage {
 
 namespace {
 
-// The lines of a vertex's label.
-std::vector<std::string> LabelLines(const Vertex& x, VertexId v) {
+// The lines of vertex v's label.
+std::vector<std::string> LabelLines(const Schedule& s, std::size_t at) {
+  const Vertex& x = s.vertices()[at];
+  const auto v = static_cast<VertexId>(at);
   std::vector<std::string> lines;
   switch (x.kind) {
     case VertexKind::kSend:
@@ -38,6 +40,7 @@ std::vector<std::string> LabelLines(const Vertex& x, VertexId v) {
   }
   if (x.chunk >= 0) lines.push_back(absl::StrFormat("chunk %d", x.chunk));
   if (!x.note.empty()) lines.push_back(x.note);
+  if (s.RunsWith(v) != v) lines.push_back(absl::StrFormat("runs with %d", s.RunsWith(v)));
   return lines;
 }
 
@@ -70,7 +73,7 @@ void DotRank(const Schedule& s, const std::string& prefix, const std::string& in
   const auto& vs = s.vertices();
   for (std::size_t v = 0; v < vs.size(); ++v) {
     absl::StrAppendFormat(out, "%s%s%d [label=\"%s\", %s];\n", indent, prefix, v,
-                          DotEscape(absl::StrJoin(LabelLines(vs[v], static_cast<VertexId>(v)), "\\n")),
+                          DotEscape(absl::StrJoin(LabelLines(s, v), "\\n")),
                           DotStyle(vs[v].kind));
   }
   for (std::size_t v = 0; v < vs.size(); ++v) {
@@ -83,7 +86,7 @@ void DotRank(const Schedule& s, const std::string& prefix, const std::string& in
 void MermaidRank(const Schedule& s, const std::string& prefix, const std::string& indent, std::string* out) {
   const auto& vs = s.vertices();
   for (std::size_t v = 0; v < vs.size(); ++v) {
-    const std::string label = MermaidEscape(absl::StrJoin(LabelLines(vs[v], static_cast<VertexId>(v)), "<br/>"));
+    const std::string label = MermaidEscape(absl::StrJoin(LabelLines(s, v), "<br/>"));
     const bool local = vs[v].kind != VertexKind::kSend && vs[v].kind != VertexKind::kRecv;
     absl::StrAppendFormat(out, "%s%s%d%s\"%s\"%s\n", indent, prefix, v, local ? "(" : "[", label, local ? ")" : "]");
   }

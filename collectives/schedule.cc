@@ -375,6 +375,28 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     }
     s->temps_.push_back(*std::move(lent));
   }
+  // The steps that run with a receive (Schedule::RunsWith), found in
+  // dependency order so that a chain of them after one receive is seen
+  // whole: each such step is its predecessor's one successor, so the chain
+  // is a line and its last step's successors are the receive CAR's.
+  s->host_.resize(n);
+  s->fused_.resize(n);
+  for (std::size_t v : order) {
+    s->host_[v] = static_cast<VertexId>(v);
+    const Vertex& x = vertices_[v];
+    if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv || x.after.empty()) continue;
+    const VertexId p = x.after.front().from;
+    const auto from_p = [p](const Edge& e) { return e.from == p; };
+    const auto only_v = [v](std::size_t t) { return t == v; };
+    if (!std::all_of(x.after.begin(), x.after.end(), from_p) ||
+        !std::all_of(succ[static_cast<std::size_t>(p)].begin(), succ[static_cast<std::size_t>(p)].end(), only_v)) {
+      continue;
+    }
+    const VertexId h = s->host_[static_cast<std::size_t>(p)];
+    if (vertices_[static_cast<std::size_t>(h)].kind != VertexKind::kRecv) continue;
+    s->host_[v] = h;
+    s->fused_[static_cast<std::size_t>(h)].push_back(static_cast<VertexId>(v));
+  }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
     const Vertex& x = vertices_[v];
@@ -390,10 +412,14 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->reqs_ = std::make_unique<Schedule::StepRequest[]>(n);
   static const car::Carrier kVertexCarrier{
       .name = "schedule", .launch = &Schedule::LaunchVertex, .drain = &Schedule::DrainVertex};
-  // Sinks first, so that every CAR can name its successors when created.
+  // Sinks first, so that every CAR can name its successors when created. A
+  // receive's CAR releases what its last fused step would have.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
-    for (std::size_t t : succ[v]) s->successors_[v].push_back(s->cars_[t]);
+    if (s->host_[v] != static_cast<VertexId>(v)) continue;
+    const std::vector<VertexId>& fused = s->fused_[v];
+    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
+    for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;
     spec.counter = &s->done_;
@@ -404,7 +430,9 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     CARTAGE_ASSIGN_OR_RETURN(car::Car * c, s->pool_->Create(spec));
     *static_cast<VertexId*>(c->method_private()) = static_cast<VertexId>(v);
     s->cars_[v] = c;
+    s->runners_.push_back(c);
   }
+  for (std::size_t v = 0; v < n; ++v) s->cars_[v] = s->cars_[static_cast<std::size_t>(s->host_[v])];
   // Begin starts the receives first (each posts its receive), then the
   // rest: a peer's message then finds its receive posted more often than
   // not, and the stores of posting the receives land before a send's ring
@@ -412,7 +440,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   // line holds up every store behind it). Starting order among vertices
   // that are all ready changes nothing else: each waits for its own
   // predecessors whatever its place.
-  s->start_order_ = s->cars_;
+  s->start_order_ = s->runners_;
   std::stable_partition(s->start_order_.begin(), s->start_order_.end(), [&](car::Car* c) {
     return vertices_[static_cast<std::size_t>(*static_cast<const VertexId*>(c->method_private()))].kind ==
            VertexKind::kRecv;

@@ -28,7 +28,7 @@ constexpr uint32_t kSlots = (static_cast<uint32_t>(kMaxTag) + 1) / kStepTags - 1
 
 Schedule::~Schedule() {
   if (pool_) {
-    for (car::Car* c : cars_) pool_->Release(c);
+    for (car::Car* c : runners_) pool_->Release(c);
   }
 }
 
@@ -113,11 +113,11 @@ absl::Status Schedule::Begin() {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
   }
   done_ = car::Completion();
-  done_.pending = static_cast<int64_t>(cars_.size());
+  done_.pending = static_cast<int64_t>(runners_.size());
   failed_.reset();
   inflight_.clear();
   draining_.clear();
-  for (car::Car* c : cars_) c->Rearm();
+  for (car::Car* c : runners_) c->Rearm();
   running_ = true;
   for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
@@ -185,6 +185,11 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
                                          x.peer, x.bytes)
                        : absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)",
                                          r.bytes(), x.bytes));
+  }
+  for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
+    if (!st.ok()) break;
+    st = RunLocal(f);
+    if (!st.ok()) st = absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message()));
   }
   return st;
 }

@@ -480,6 +480,44 @@ void Persistent(const Comm& w) {
     }
   }
 
+  // A relay down the ranks: receive a partial sum, add this rank's part,
+  // copy it out, pass it on. The add and the copy run with the receive
+  // (RunsWith): its completion must run both before it releases the send.
+  {
+    const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+    constexpr uint64_t kBytes = 5 * sizeof(int64_t);
+    std::vector<int64_t> mine(5), sum(5);
+    cartage::ScheduleBuilder rb(w, "relay");
+    const cartage::Buf partial = rb.Temp(kBytes);
+    const cartage::Buf m = cartage::Buf::User(mine.data(), "mine"), y = cartage::Buf::User(sum.data(), "sum");
+    cartage::VertexId add = -1, last = -1;
+    if (w.rank() == 0) {
+      last = rb.Copy(m, y, kBytes);
+    } else {
+      const cartage::VertexId got = rb.Recv(partial, kBytes, w.rank() - 1);
+      add = rb.Reduce(partial, m, 5, i64, Op(OpKind::kSum), {got});
+      last = rb.Copy(m, y, kBytes, {add});
+    }
+    if (w.rank() + 1 < n) rb.Send(y, kBytes, w.rank() + 1, {last});
+    auto relay = rb.Build();
+    OK(relay.status());
+    if (w.rank() > 0) {
+      EXPECT((*relay)->RunsWith(add) == 0 && (*relay)->RunsWith(last) == 0,
+             "relay: the add and the copy run with the receive (vertex 0), not %d and %d", (*relay)->RunsWith(add),
+             (*relay)->RunsWith(last));
+    }
+    for (int it = 0; it < 500; ++it) {
+      for (int64_t i = 0; i < 5; ++i) mine[static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 10 + i;
+      OK((*relay)->Run());
+      const int64_t r1 = w.rank() + 1;
+      for (int64_t i = 0; i < 5; ++i) {
+        const int64_t want = r1 * (int64_t{it} * 1000 + i) + 10 * r1 * (r1 - 1) / 2;
+        EXPECT(sum[static_cast<std::size_t>(i)] == want, "relay run %d element %d: %d, expected %d", it, i,
+               sum[static_cast<std::size_t>(i)], want);
+      }
+    }
+  }
+
   // Blocking calls reuse one schedule with the buffers rebound: its sends
   // and receives are prepared again when their buffer moved, and kept when
   // it did not (the temporaries). Three buffer pairs in turn, results checked.

@@ -82,6 +82,54 @@ TEST(ScheduleBuilder, RejectsSizesThatDisagree) {
   EXPECT_THAT(b3.Build().status().message(), HasSubstr("max is not defined on complex_double"));
 }
 
+TEST(ScheduleBuilder, ALocalStepThatOnlyFollowsAReceiveRunsWithIt) {
+  ScheduleBuilder b(0, 2, "fused");
+  const Buf t = b.Temp(16), x = Buf::User(nullptr, "x"), y = Buf::User(nullptr, "y");
+  const VertexId r = b.Recv(t, 8, 1);
+  const VertexId add = b.Reduce(t, x, 2, kI32, Op(OpKind::kSum), {r});  // its one predecessor, its one successor
+  const VertexId copy = b.Copy(x, y, 8, {add});                          // the chain goes on
+  const VertexId s = b.Send(y, 8, 1, {copy});                            // a send never runs with it
+  const VertexId r2 = b.Recv(t + 8, 8, 1);
+  const VertexId both = b.Reduce(t + 8, x, 2, kI32, Op(OpKind::kSum), {r2, copy});  // two predecessors
+  const VertexId r3 = b.Recv(y, 8, 1, {s});
+  const VertexId a3 = b.Copy(y, x, 8, {r3});
+  const VertexId f3 = b.Fence({r3});  // r3 has two successors: neither runs with it
+  const VertexId s4 = b.Send(x, 8, 1, {a3, f3, both});
+  const VertexId after_send = b.Copy(x, y, 8, {s4});  // follows a send: a CAR of its own
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Schedule& k = **built;
+  // "add" had to wait for r alone, and nothing waited for r but "add": the
+  // receive's completion runs it, then "copy", then releases the send.
+  EXPECT_EQ(k.RunsWith(add), r);
+  EXPECT_EQ(k.RunsWith(copy), r);
+  for (VertexId own : {r, s, r2, both, r3, a3, f3, s4, after_send}) EXPECT_EQ(k.RunsWith(own), own) << own;
+  // A receive with two successors runs neither.
+  ScheduleBuilder b2(0, 2, "shared");
+  const Buf t2 = b2.Temp(8);
+  const VertexId q = b2.Recv(t2, 8, 1);
+  const VertexId q1 = b2.Reduce(t2, x, 2, kI32, Op(OpKind::kSum), {q});
+  const VertexId q2 = b2.Send(t2, 8, 1, {q});
+  auto built2 = b2.Build();
+  ASSERT_TRUE(built2.ok()) << built2.status();
+  EXPECT_EQ((*built2)->RunsWith(q1), q1);
+  EXPECT_EQ((*built2)->RunsWith(q2), q2);
+  // 2-rank recursive doubling: exchange, then add what came in.
+  CollectiveCall call;
+  call.kind = Collective::kAllreduce;
+  call.count = 2;
+  call.type = kI32;
+  call.op = Op(OpKind::kSum);
+  call.algorithm = "recursive_doubling";
+  auto rd = BuildCollective(0, 2, call);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  const std::vector<Vertex>& v = (*rd)->vertices();
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[2].kind, VertexKind::kReduce);
+  EXPECT_EQ(v[1].kind, VertexKind::kRecv);
+  EXPECT_EQ((*rd)->RunsWith(2), 1);
+}
+
 TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
   for (const AlgorithmInfo& a : Algorithms()) {
     for (int n : {1, 2, 3, 5, 8, 13}) {

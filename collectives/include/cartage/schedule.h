@@ -1,8 +1,9 @@
 // Collective schedules as CAR graphs. A schedule is a DAG of vertices (send,
 // receive, local reduce, copy, pack, unpack, fence) joined by dependency
 // edges; every vertex runs as a car_vertex CAR (car/vertex_fsm.h), so its
-// states are the table's and `cartage diagrams` draws them. Built once,
-// validated, started as often as needed.
+// states are the table's and `cartage diagrams` draws them (a local step
+// that only follows a receive runs in that receive's CAR: RunsWith). Built
+// once, validated, started as often as needed.
 //
 //   cartage::ScheduleBuilder b(world, "ring step");
 //   cartage::Buf tmp = b.Temp(n * sizeof(double));
@@ -203,8 +204,16 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   uint32_t sequence() const { return sequence_; }
   // The tag a send / receive vertex uses on the wire.
   int TagOf(const Vertex& v) const;
-  // The car_vertex state of each vertex ("idle", "running", "done", ...).
+  // The car_vertex state of each vertex ("idle", "running", "done", ...);
+  // a step run with its receive (RunsWith) shows the receive's.
   std::string StateOf(VertexId v) const;
+  // The vertex whose CAR runs `v`: `v` itself, or the receive it runs with.
+  // A local step (reduce, copy, pack, unpack, fence) whose one predecessor
+  // is a receive, or a step run with one, and which is that vertex's one
+  // successor, runs as the receive completes, in the receive's CAR: seed
+  // 002's receive with a MOP. It would be ready then and at no other time;
+  // running it there spares it a CAR's re-arming, start, wait and release.
+  VertexId RunsWith(VertexId v) const { return host_[static_cast<std::size_t>(v)]; }
 
   // This rank's graph. Vertices are labelled by kind, peer, bytes, buffers
   // and chunk; edges by kind.
@@ -231,7 +240,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   static void DrainVertex(car::Car& car, car::CarStep& step);
   void Drain(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(VertexId v);
-  // A send or receive completed: its status (a receive must fill its buffer exactly).
+  // A send or receive completed: its status (a receive must fill its
+  // buffer exactly), having run the steps fused with a receive.
   absl::Status Finished(VertexId v, Request& r);
   absl::Status ReduceInto(VertexId v);
 
@@ -245,9 +255,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<int> temp_lenders_;
   std::vector<std::shared_ptr<std::byte>> temps_;  // plain memory, or lent by a method
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
+  std::vector<VertexId> host_;                // per vertex: RunsWith
+  std::vector<std::vector<VertexId>> fused_;  // per receive: the steps run with it, in order
   std::unique_ptr<car::CarPool> pool_;
-  std::vector<car::Car*> cars_;
-  std::vector<car::Car*> start_order_;  // cars_ in the order Begin starts them: receives first
+  std::vector<car::Car*> cars_;         // per vertex: the CAR that runs it (RunsWith's)
+  std::vector<car::Car*> runners_;      // each CAR once
+  std::vector<car::Car*> start_order_;  // runners_ in the order Begin starts them: receives first
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
   // started at every run, and the buffer it was prepared on.
