@@ -88,6 +88,33 @@ TEST(FsmDispatch, RaisedEventsRunAfterTheCurrentTransitionInOrder) {
   EXPECT_THAT(log, ElementsAre("pass#3", "pass#2"));
 }
 
+TEST(FsmDispatch, QueuedPayloadsReachTheirEventsAsTheQueueGrows) {
+  // Raises with and without a payload, interleaved, past the queues' inline
+  // room, and a raise with a payload (Pass: coin 5 on the partner) from
+  // inside the drain: each event must see its own payload.
+  Turnstile a, b;
+  a.id = 1;
+  b.id = 2;
+  TurnstileMachine::Reset(a);
+  TurnstileMachine::Reset(b);
+  a.partner = &b;
+  fsm::StepOf<TurnstileDef> step;
+  for (int round = 0; round < 3; ++round) {
+    step.Raise<TurnstileMachine>(a, E::kCoin, 1);  // too little while locked: refused
+    step.Raise<TurnstileMachine>(a, E::kCoin, 3);  // unlocks
+    step.Raise<TurnstileMachine>(a, E::kCoin, 0);  // unlocked: any coin is taken
+    step.Raise<TurnstileMachine>(a, E::kPush);     // no payload
+  }
+  const absl::Status s = step.Drain();
+  EXPECT_EQ(s.message(), "fsm 'turnstile' instance 1: event 'coin' in state 'locked': every guard refused the transition");
+  EXPECT_EQ(a.coins, 6);
+  EXPECT_EQ(a.passes, 3);
+  EXPECT_EQ(TurnstileMachine::StateOf(a), S::kLocked);
+  EXPECT_EQ(b.coins, 3);  // three coins of 5: the first unlocked it
+  EXPECT_EQ(TurnstileMachine::StateOf(b), S::kUnlocked);
+  EXPECT_FALSE(step.has_pending());
+}
+
 TEST(FsmDispatch, ChainedRaisesRunToCompletionIteratively) {
   // A ring of 1000 turnstiles: each push raises a coin on the next; none of
   // them is pushed, so the chain is 1 transition deep but 1000 wide.
