@@ -45,6 +45,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>
@@ -183,15 +184,14 @@ class Step {
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
   void Raise(Ctx& target, typename M::Event event, const Payload& payload) {
-    pending_.push_back({&target, &M::DispatchQueued, static_cast<int32_t>(payloads_.size()), static_cast<uint8_t>(event)});
-    payloads_.push_back(payload);
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), payload});
   }
   // The same with no payload: the event's actions see an empty one, and the
   // queue holds none (most raised events carry nothing; copying an empty
   // payload in and out of the queue was most of a raise's stores).
   template <class M>
   void Raise(Ctx& target, typename M::Event event) {
-    pending_.push_back({&target, &M::DispatchQueued, -1, static_cast<uint8_t>(event)});
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), std::nullopt});
   }
 
   // The payload an event raised or dispatched without one carries.
@@ -207,28 +207,21 @@ class Step {
   absl::Status Drain() {
     absl::Status first_error;
     while (next_ < pending_.size()) {
-      // Copied and moved out: a raise during the call may grow either queue.
-      const Pending p = pending_[next_++];
-      if (p.payload < 0) {
-        first_error.Update(p.fn(*p.ctx, p.event, NoPayload(), *this));
-        continue;
-      }
-      const Payload payload = std::move(payloads_[static_cast<std::size_t>(p.payload)]);
-      first_error.Update(p.fn(*p.ctx, p.event, payload, *this));
+      // Moved out (the error status too): a raise during the call may grow the queue.
+      Pending p = std::move(pending_[next_++]);
+      first_error.Update(p.fn(*p.ctx, p.event, p.payload.has_value() ? *p.payload : NoPayload(), *this));
     }
     return first_error;
   }
 
  private:
-  // Trivially copied and destroyed; the few payloads wait in their own queue.
   struct Pending {
     Ctx* ctx;
     DispatchFn fn;
-    int32_t payload;  // its place in payloads_; -1: NoPayload()
     uint8_t event;
+    std::optional<Payload> payload;  // none: NoPayload()
   };
   absl::InlinedVector<Pending, 4> pending_;
-  absl::InlinedVector<Payload, 1> payloads_;
   std::size_t next_ = 0;
 };
 
