@@ -23,6 +23,17 @@ using ::testing::HasSubstr;
 
 const Datatype kI32 = Datatype::Basic(BasicType::kInt32);
 
+// An allreduce of `count` int32s, summed, by `algorithm`.
+CollectiveCall SumOfInts(int64_t count, const char* algorithm) {
+  CollectiveCall call;
+  call.kind = Collective::kAllreduce;
+  call.count = count;
+  call.type = kI32;
+  call.op = Op(OpKind::kSum);
+  call.algorithm = algorithm;
+  return call;
+}
+
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
@@ -115,13 +126,7 @@ TEST(ScheduleBuilder, ALocalStepThatOnlyFollowsAReceiveRunsWithIt) {
   EXPECT_EQ((*built2)->RunsWith(q1), q1);
   EXPECT_EQ((*built2)->RunsWith(q2), q2);
   // 2-rank recursive doubling: exchange, then add what came in.
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.count = 2;
-  call.type = kI32;
-  call.op = Op(OpKind::kSum);
-  call.algorithm = "recursive_doubling";
-  auto rd = BuildCollective(0, 2, call);
+  auto rd = BuildCollective(0, 2, SumOfInts(2, "recursive_doubling"));
   ASSERT_TRUE(rd.ok()) << rd.status();
   const std::vector<Vertex>& v = (*rd)->vertices();
   ASSERT_EQ(v.size(), 3u);
@@ -158,13 +163,7 @@ TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
 
 TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
   std::vector<std::shared_ptr<Schedule>> ranks;
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.count = 8;
-  call.type = kI32;
-  call.op = Op(OpKind::kSum);
-  call.algorithm = "ring";
-  for (int r = 0; r < 4; ++r) ranks.push_back(*BuildCollective(r, 4, call));
+  for (int r = 0; r < 4; ++r) ranks.push_back(*BuildCollective(r, 4, SumOfInts(8, "ring")));
   const std::string dot = JobToDot(ranks);
   // Ring: 2 (n - 1) sends per rank, each drawn as a message edge.
   int messages = 0;
