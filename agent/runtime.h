@@ -123,6 +123,7 @@ class Runtime : public methods::MethodHost {
 
   // methods::MethodHost
   car::Car* MatchIncoming(const car::Envelope& envelope) override;
+  bool AnyPosted() const override { return matcher_->posted() > 0; }
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
   void InstallAgentOps(car::Carrier& vc) override;
 

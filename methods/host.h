@@ -58,6 +58,10 @@ class MethodHost {
   // The posted receive `envelope` (context, source rank, tag) matches, taken
   // out of the posted queues; nullptr if none.
   virtual car::Car* MatchIncoming(const car::Envelope& envelope) = 0;
+  // False while no receive is posted at all, when MatchIncoming would give
+  // nullptr for any envelope: a method that defers unmatched envelopes
+  // (DeliverEnvelope) may then leave one where it lies without reading it.
+  virtual bool AnyPosted() const { return true; }
   // A new unexpected-message CAR for `envelope`, stored in the unexpected
   // queue, with a temporary buffer of `buffer_bytes` (0: none, e.g. an RTS).
   // Its machine is still in `new`: the method dispatches the envelope.

@@ -320,8 +320,12 @@ int ShmMethod::Progress() {
     if (p == rank_) continue;  // a rank's messages to itself go by the self method
     RingReader& r = readers_[static_cast<std::size_t>(p)];
     // After the first record, an envelope nobody waits for yet stays in the
-    // ring until the next sweep: its receive is often posted by then.
+    // ring until the next sweep: its receive is often posted by then. With
+    // no receive posted at all it stays unread (a bcast's stream, where the
+    // next message is in the ring before its receive is posted: reading it
+    // only to leave it was a tenth of the receiver's instructions).
     for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
+      if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
       if (!Handle(p, rec, /*defer=*/k > 0)) break;
       r.Pop();
       ++work;
