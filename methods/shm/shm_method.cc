@@ -323,7 +323,7 @@ int ShmMethod::Progress() {
     // ring until the next sweep: its receive is often posted by then. With
     // no receive posted at all it stays unread (a bcast's stream, where the
     // next message is in the ring before its receive is posted: reading it
-    // only to leave it was a tenth of the receiver's instructions).
+    // only to leave it cost a few dozen instructions a message).
     for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
       if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
       if (!Handle(p, rec, /*defer=*/k > 0)) break;
