@@ -354,6 +354,7 @@ CallView ViewOf(const CollectiveCall& c) {
   return {c.kind, c.send, c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr, c.root, c.algorithm};
 }
 
+// A fixed-shape call (no counts or displacements), by the selection table.
 CollectiveCall Call(Collective k, const void* send, void* recv, int64_t count, const Datatype& type,
                     std::optional<Op> op, int root) {
   CollectiveCall c;
@@ -487,7 +488,6 @@ absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Reques
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Bind(req);
 }
-
 
 absl::Status Barrier(const Comm& comm) {
   static const Datatype kByte = Datatype::Basic(BasicType::kByte);  // CollectiveCall's default
