@@ -397,6 +397,25 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     s->host_[v] = h;
     s->fused_[static_cast<std::size_t>(h)].push_back(static_cast<VertexId>(v));
   }
+  // A local step that nothing waits for and that waits for nothing (an
+  // alltoall's copy of the rank's own block) runs as a send that waits for
+  // nothing starts: the first such in dependency order, which Begin starts
+  // last, so that every send ready at once is on its way before it runs.
+  const auto loose = [&](std::size_t v) {
+    const VertexKind k = vertices_[v].kind;
+    return k != VertexKind::kSend && k != VertexKind::kRecv && indegree[v] == 0 && succ[v].empty();
+  };
+  const auto first_send = std::find_if(order.begin(), order.end(), [&](std::size_t v) {
+    return vertices_[v].kind == VertexKind::kSend && indegree[v] == 0;
+  });
+  if (first_send != order.end()) {
+    const auto h = static_cast<VertexId>(*first_send);
+    for (std::size_t v = 0; v < n; ++v) {
+      if (!loose(v)) continue;
+      s->host_[v] = h;
+      s->fused_[static_cast<std::size_t>(h)].push_back(static_cast<VertexId>(v));
+    }
+  }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
     const Vertex& x = vertices_[v];
@@ -413,12 +432,14 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   static const car::Carrier kVertexCarrier{
       .name = "schedule", .launch = &Schedule::LaunchVertex, .drain = &Schedule::DrainVertex};
   // Sinks first, so that every CAR can name its successors when created. A
-  // receive's CAR releases what its last fused step would have.
+  // receive's CAR releases what its last fused step would have (a send's
+  // fused steps have no successors).
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
     if (s->host_[v] != static_cast<VertexId>(v)) continue;
     const std::vector<VertexId>& fused = s->fused_[v];
-    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
+    const bool recv = vertices_[v].kind == VertexKind::kRecv;
+    const std::size_t last = fused.empty() || !recv ? v : static_cast<std::size_t>(fused.back());
     for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;

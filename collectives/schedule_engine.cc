@@ -187,7 +187,7 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
                                          r.bytes(), x.bytes));
   }
   for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
-    if (!st.ok()) break;
+    if (!st.ok() || x.kind != VertexKind::kRecv) break;  // a send's ran as it started (RunLoose)
     st = RunLocal(f);
     if (!st.ok()) st = absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message()));
   }
@@ -215,6 +215,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
       prepared = buf;
     }
     if (st.ok()) st = r.Start();
+    if (st.ok() && send) RunLoose(v);
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {
@@ -264,6 +265,18 @@ void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
     if (st.ok()) r.Wait().IgnoreError();
   }
   step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+}
+
+// The steps that wait for nothing and that nothing waits for, run as the
+// send `v` starts. One that fails fails the run (its first error) but not
+// the send, whose message is on its way.
+void Schedule::RunLoose(VertexId v) {
+  for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
+    const absl::Status st = RunLocal(f);
+    if (!st.ok() && !failed_.has_value()) {
+      failed_ = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(f), st.message()));
+    }
+  }
 }
 
 absl::Status Schedule::RunLocal(VertexId v) {

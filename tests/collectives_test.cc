@@ -135,6 +135,48 @@ TEST(ScheduleBuilder, ALocalStepThatOnlyFollowsAReceiveRunsWithIt) {
   EXPECT_EQ((*rd)->RunsWith(2), 1);
 }
 
+TEST(ScheduleBuilder, ALocalStepThatNeitherFollowsNorPrecedesAnythingRunsWithASend) {
+  ScheduleBuilder b(0, 3, "loose");
+  const Buf t = b.Temp(16), x = Buf::User(nullptr, "x"), y = Buf::User(nullptr, "y");
+  const VertexId r = b.Recv(t, 8, 1);
+  const VertexId own = b.Copy(x, y, 8);        // waits for nothing, nothing waits for it
+  const VertexId s = b.Send(x, 8, 2);          // the first send that waits for nothing: the host
+  const VertexId s2 = b.Send(x + 8, 8, 1);     // another: Begin starts it before s
+  const VertexId feeds = b.Copy(x, t + 8, 8);  // something waits for it: a CAR of its own
+  const VertexId s3 = b.Send(t + 8, 8, 2, {feeds});
+  const VertexId fence = b.Fence();            // loose too
+  const VertexId add = b.Reduce(t, y, 2, kI32, Op(OpKind::kSum), {r});  // runs with the receive
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Schedule& k = **built;
+  EXPECT_EQ(k.RunsWith(own), s);
+  EXPECT_EQ(k.RunsWith(fence), s);
+  EXPECT_EQ(k.RunsWith(add), r);
+  for (VertexId v : {r, s, s2, feeds, s3}) EXPECT_EQ(k.RunsWith(v), v) << v;
+  // With no send that waits for nothing, such a step keeps its own CAR.
+  ScheduleBuilder b2(0, 2, "no host");
+  const Buf t2 = b2.Temp(8);
+  const VertexId q = b2.Recv(t2, 8, 1);
+  const VertexId c2 = b2.Copy(x, y, 8);
+  const VertexId q2 = b2.Send(t2, 8, 1, {q});
+  auto built2 = b2.Build();
+  ASSERT_TRUE(built2.ok()) << built2.status();
+  for (VertexId v : {q, c2, q2}) EXPECT_EQ((*built2)->RunsWith(v), v) << v;
+  // 2-rank alltoall: the copy of the rank's own block runs with the send.
+  CollectiveCall call;
+  call.kind = Collective::kAlltoall;
+  call.algorithm = "pairwise";
+  call.count = 2;
+  call.type = kI32;
+  auto a2a = BuildCollective(0, 2, call);
+  ASSERT_TRUE(a2a.ok()) << a2a.status();
+  const std::vector<Vertex>& v = (*a2a)->vertices();
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].kind, VertexKind::kCopy);
+  EXPECT_EQ(v[1].kind, VertexKind::kSend);
+  EXPECT_EQ((*a2a)->RunsWith(0), 1);
+}
+
 TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
   for (const AlgorithmInfo& a : Algorithms()) {
     for (int n : {1, 2, 3, 5, 8, 13}) {

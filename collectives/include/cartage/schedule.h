@@ -2,8 +2,9 @@
 // receive, local reduce, copy, pack, unpack, fence) joined by dependency
 // edges; every vertex runs as a car_vertex CAR (car/vertex_fsm.h), so its
 // states are the table's and `cartage diagrams` draws them (a local step
-// that only follows a receive runs in that receive's CAR: RunsWith). Built
-// once, validated, started as often as needed.
+// that only follows a receive runs in that receive's CAR, and one that
+// neither follows nor precedes anything in a send's: RunsWith). Built once,
+// validated, started as often as needed.
 //
 //   cartage::ScheduleBuilder b(world, "ring step");
 //   cartage::Buf tmp = b.Temp(n * sizeof(double));
@@ -207,12 +208,16 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // The car_vertex state of each vertex ("idle", "running", "done", ...);
   // a step run with its receive (RunsWith) shows the receive's.
   std::string StateOf(VertexId v) const;
-  // The vertex whose CAR runs `v`: `v` itself, or the receive it runs with.
-  // A local step (reduce, copy, pack, unpack, fence) whose one predecessor
-  // is a receive, or a step run with one, and which is that vertex's one
-  // successor, runs as the receive completes, in the receive's CAR: seed
-  // 002's receive with a MOP. It would be ready then and at no other time;
-  // running it there spares it a CAR's re-arming, start, wait and release.
+  // The vertex whose CAR runs `v`: `v` itself, or the receive or send it
+  // runs with. A local step (reduce, copy, pack, unpack, fence) whose one
+  // predecessor is a receive, or a step run with one, and which is that
+  // vertex's one successor, runs as the receive completes, in the receive's
+  // CAR: seed 002's receive with a MOP. It would be ready then and at no
+  // other time. A local step with no predecessor and no successor (an
+  // alltoall's copy of the rank's own block) runs as a send starts: of the
+  // sends with no predecessor, the one Begin starts last, so that every send
+  // ready at once is on its way before the step runs. Either way the step is
+  // spared a CAR's re-arming, start, wait and release.
   VertexId RunsWith(VertexId v) const { return host_[static_cast<std::size_t>(v)]; }
 
   // This rank's graph. Vertices are labelled by kind, peer, bytes, buffers
@@ -240,6 +245,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   static void DrainVertex(car::Car& car, car::CarStep& step);
   void Drain(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(VertexId v);
+  void RunLoose(VertexId v);
   // A send or receive completed: its status (a receive must fill its
   // buffer exactly), having run the steps fused with a receive.
   absl::Status Finished(VertexId v, Request& r);
@@ -256,7 +262,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<std::shared_ptr<std::byte>> temps_;  // plain memory, or lent by a method
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
   std::vector<VertexId> host_;                // per vertex: RunsWith
-  std::vector<std::vector<VertexId>> fused_;  // per receive: the steps run with it, in order
+  std::vector<std::vector<VertexId>> fused_;  // per receive or send: the steps run with it, in order
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;         // per vertex: the CAR that runs it (RunsWith's)
   std::vector<car::Car*> runners_;      // each CAR once
