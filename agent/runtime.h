@@ -163,8 +163,13 @@ class Runtime : public methods::MethodHost {
   std::unique_ptr<methods::Registry> registry_;            // keeps plugin libraries loaded
   std::vector<std::unique_ptr<methods::Method>> methods_;  // opened, in order of preference
   std::vector<methods::Method*> polled_;  // methods some peer goes through: polled every round
-  std::vector<methods::Method*> idle_;    // the others: polled every kIdlePollEvery rounds
-  static constexpr uint32_t kIdlePollEvery = 64;
+  // The others: polled every kIdlePollEvery rounds, in case a peer reaches
+  // this rank through one after all. Seldom: an idle tcp method's poll is an
+  // epoll_wait now and then (every 16th), a system call, and at one in 64
+  // rounds that cost a shm ping-pong 20% (0.52 against 0.43 us one-way on
+  // the far placement; bench/RESULTS.md). 65,536 rounds are milliseconds.
+  std::vector<methods::Method*> idle_;
+  static constexpr uint32_t kIdlePollEvery = 65536;
   uint32_t round_ = 0;
   std::vector<Route> routes_;
   car::Carrier any_carrier_;  // a wildcard receive before it matches: the agent's operations only
