@@ -81,9 +81,10 @@ Car* Matcher::PostReceive(Car* recv) {
     // Buckets stay when they empty (a ping-pong reuses one); they are swept
     // once the empty ones clearly outnumber the receives.
     if (posted_.size() > 1024 && posted_.size() > 4 * posted_count_) {
+      ForgetPostedBucket();
       absl::erase_if(posted_, [](const auto& kv) { return kv.second.empty(); });
     }
-    posted_[Key{e.context_id, e.rank, e.tag}].PushBack(recv);
+    PostedBucket(Key{e.context_id, e.rank, e.tag}).PushBack(recv);
   }
   return nullptr;
 }
@@ -96,9 +97,8 @@ bool Matcher::RemovePosted(Car* recv) {
   } else if (e.tag == kAnyTag) {
     list = &posted_any_tag_[static_cast<std::size_t>(e.rank)];
   } else {
-    auto it = posted_.find(Key{e.context_id, e.rank, e.tag});
-    if (it == posted_.end()) return false;
-    list = &it->second;
+    list = FindPosted(Key{e.context_id, e.rank, e.tag});
+    if (list == nullptr) return false;
   }
   if (list->FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
   list->Unlink(recv);
@@ -106,10 +106,23 @@ bool Matcher::RemovePosted(Car* recv) {
   return true;
 }
 
+car::CarList& Matcher::LookUpOrMakePosted(const Key& key) {
+  last_posted_ = &posted_[key];
+  last_posted_key_ = key;
+  return *last_posted_;
+}
+
+car::CarList* Matcher::LookUpPosted(const Key& key) {
+  auto it = posted_.find(key);
+  if (it == posted_.end()) return nullptr;
+  last_posted_ = &it->second;
+  last_posted_key_ = key;
+  return last_posted_;
+}
+
 Car* Matcher::OldestSpecific(const Envelope& envelope, car::CarList** list) {
-  Car* exact = nullptr;
-  auto it = posted_.find(Key{envelope.context_id, envelope.rank, envelope.tag});
-  if (it != posted_.end()) exact = it->second.front();
+  car::CarList* bucket = FindPosted(Key{envelope.context_id, envelope.rank, envelope.tag});
+  Car* exact = bucket == nullptr ? nullptr : bucket->front();
   car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(envelope.rank)];
   Car* loose = any_tag.empty() ? nullptr : any_tag.FindFirst([&envelope](Car* r) {
     return r->envelope().context_id == envelope.context_id;
@@ -118,7 +131,7 @@ Car* Matcher::OldestSpecific(const Envelope& envelope, car::CarList** list) {
     *list = &any_tag;
     return loose;
   }
-  if (exact != nullptr) *list = &it->second;
+  if (exact != nullptr) *list = bucket;
   return exact;
 }
 
@@ -159,6 +172,7 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
   const std::size_t first = posted->size();
   car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(source)];
   while (Car* c = any_tag.PopFront()) posted->push_back(c);
+  ForgetPostedBucket();
   for (auto it = posted_.begin(); it != posted_.end();) {
     if (it->first.source == source) {
       while (Car* c = it->second.PopFront()) posted->push_back(c);

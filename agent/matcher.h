@@ -64,8 +64,10 @@ class Matcher {
 
   std::size_t posted() const { return posted_count_; }
   std::size_t unexpected() const { return unexpected_count_; }
-  // Buckets in the unexpected store, emptied ones included (tests watch the sweep).
+  // Buckets in the unexpected and posted stores, emptied ones included (tests
+  // watch the sweep).
   std::size_t unexpected_buckets() const { return unexpected_.size(); }
+  std::size_t posted_buckets() const { return posted_.size(); }
 
   // Serial-number comparison of stamps: a before b.
   static bool Before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
@@ -87,7 +89,26 @@ class Matcher {
   // (nullptr if none), and the list it is in.
   car::Car* OldestSpecific(const car::Envelope& envelope, car::CarList** list);
 
+  // The bucket of `key` in posted_: PostedBucket makes it if missing,
+  // FindPosted answers nullptr. Either remembers what it found, so that the
+  // next call for the same key (the next receive of a ping-pong, or of a
+  // schedule run again) skips the hashing: 80 instructions a message.
+  car::CarList& PostedBucket(const Key& key) {
+    return last_posted_ != nullptr && last_posted_key_ == key ? *last_posted_ : LookUpOrMakePosted(key);
+  }
+  car::CarList* FindPosted(const Key& key) {
+    return last_posted_ != nullptr && last_posted_key_ == key ? last_posted_ : LookUpPosted(key);
+  }
+  car::CarList& LookUpOrMakePosted(const Key& key);
+  car::CarList* LookUpPosted(const Key& key);
+  void ForgetPostedBucket() { last_posted_ = nullptr; }  // before posted_ erases
+
   absl::flat_hash_map<Key, car::CarList> posted_;  // one source, one tag; empty buckets are kept
+  // The bucket last looked up in posted_ and its key. Valid until posted_
+  // erases (ForgetPostedBucket) or inserts, and only PostedBucket inserts,
+  // and it remembers what it inserted.
+  car::CarList* last_posted_ = nullptr;
+  Key last_posted_key_{};
   std::vector<car::CarList> posted_any_tag_;       // one source, any tag: by source rank (one per rank)
   car::CarList wildcard_;
   std::size_t posted_count_ = 0;

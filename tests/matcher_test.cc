@@ -242,6 +242,53 @@ TEST_F(MatcherTest, HundredThousandPostedMatchedInReverseThenManyBuckets) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
+// The matcher remembers the bucket it last looked up; what erases buckets
+// (the sweep of emptied ones, a dead peer) must make it forget, or a later
+// receive goes into an erased bucket that no other lookup finds.
+TEST_F(MatcherTest, TheLastBucketLookedUpIsForgottenWhenBucketsAreErased) {
+  Matcher m(3);
+  Car* a = Recv(1, 5);
+  Car* b = Recv(1, 6);
+  Car* c = Recv(1, 5);
+  for (Car* x : {a, b, c}) ASSERT_EQ(m.PostReceive(x), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 6}), b);  // between two lookups of (1, 5)
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), a);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), c);
+  // One receive stays posted (so that a match looks its bucket up), 1,022
+  // more buckets are emptied (1,025 in all: none swept yet), (1, 5) is
+  // remembered again, then a receive for (1, 5): the emptied buckets, (1, 5)
+  // with them, are swept before it is queued.
+  Car* stays = Recv(0, 9);
+  ASSERT_EQ(m.PostReceive(stays), nullptr);
+  for (int tag = 100; tag < 1122; ++tag) {
+    Car* r = Recv(2, tag);
+    ASSERT_EQ(m.PostReceive(r), nullptr);
+    ASSERT_EQ(m.MatchIncoming({0, 2, tag}), r);
+  }
+  ASSERT_EQ(m.MatchIncoming({0, 1, 5}), nullptr);
+  Car* d = Recv(1, 5);
+  ASSERT_EQ(m.PostReceive(d), nullptr);
+  EXPECT_EQ(m.posted_buckets(), 2u) << "swept, then (1, 5) made anew";
+  Car* other = Recv(2, 1);
+  ASSERT_EQ(m.PostReceive(other), nullptr);  // another bucket looked up in between
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), d);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 1}), other);
+  // A dead peer's buckets go too.
+  Car* e = Recv(1, 5);
+  ASSERT_EQ(m.PostReceive(e), nullptr);
+  std::vector<Car*> posted, unexpected;
+  m.TakeAllFrom(1, &posted, &unexpected);
+  EXPECT_EQ(posted, std::vector<Car*>{e});
+  Car* f = Recv(1, 5);
+  Car* g = Recv(2, 2);
+  ASSERT_EQ(m.PostReceive(f), nullptr);
+  ASSERT_EQ(m.PostReceive(g), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), f);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 2}), g);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 9}), stays);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
 TEST_F(MatcherTest, DeadPeersReceivesComeBackInPostingOrder) {
   Matcher m(3);
   Car* a = Recv(2, 4);
