@@ -166,7 +166,7 @@ class Runtime : public methods::MethodHost {
   // The others: polled every kIdlePollEvery rounds, in case a peer reaches
   // this rank through one after all. Seldom: an idle tcp method's poll is an
   // epoll_wait now and then (every 16th), a system call, and at one in 64
-  // rounds that cost a shm ping-pong 20% (0.52 against 0.43 us one-way on
+  // rounds that cost a shm ping-pong 12% (0.51 against 0.44 us one-way on
   // the far placement; bench/RESULTS.md). 65,536 rounds are milliseconds.
   std::vector<methods::Method*> idle_;
   static constexpr uint32_t kIdlePollEvery = 65536;
