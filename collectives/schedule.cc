@@ -409,11 +409,11 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     return vertices_[v].kind == VertexKind::kSend && indegree[v] == 0;
   });
   if (first_send != order.end()) {
-    const auto h = static_cast<VertexId>(*first_send);
+    s->loose_host_ = static_cast<VertexId>(*first_send);
     for (std::size_t v = 0; v < n; ++v) {
       if (!loose(v)) continue;
-      s->host_[v] = h;
-      s->fused_[static_cast<std::size_t>(h)].push_back(static_cast<VertexId>(v));
+      s->host_[v] = s->loose_host_;
+      s->loose_.push_back(static_cast<VertexId>(v));
     }
   }
   s->scratch_.resize(n);
@@ -432,14 +432,12 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   static const car::Carrier kVertexCarrier{
       .name = "schedule", .launch = &Schedule::LaunchVertex, .drain = &Schedule::DrainVertex};
   // Sinks first, so that every CAR can name its successors when created. A
-  // receive's CAR releases what its last fused step would have (a send's
-  // fused steps have no successors).
+  // receive's CAR releases what its last fused step would have.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
     if (s->host_[v] != static_cast<VertexId>(v)) continue;
     const std::vector<VertexId>& fused = s->fused_[v];
-    const bool recv = vertices_[v].kind == VertexKind::kRecv;
-    const std::size_t last = fused.empty() || !recv ? v : static_cast<std::size_t>(fused.back());
+    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
     for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;

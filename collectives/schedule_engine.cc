@@ -187,7 +187,7 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
                                          r.bytes(), x.bytes));
   }
   for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
-    if (!st.ok() || x.kind != VertexKind::kRecv) break;  // a send's ran as it started (RunLoose)
+    if (!st.ok()) break;
     st = RunLocal(f);
     if (!st.ok()) st = absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message()));
   }
@@ -215,7 +215,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
       prepared = buf;
     }
     if (st.ok()) st = r.Start();
-    if (st.ok() && send) RunLoose(v);
+    if (st.ok() && v == loose_host_) RunLoose();
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {
@@ -268,10 +268,10 @@ void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
 }
 
 // The steps that wait for nothing and that nothing waits for, run as the
-// send `v` starts. One that fails fails the run (its first error) but not
-// the send, whose message is on its way.
-void Schedule::RunLoose(VertexId v) {
-  for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
+// send loose_host_ starts. One that fails fails the run (its first error)
+// but not the send, whose message is on its way.
+void Schedule::RunLoose() {
+  for (VertexId f : loose_) {
     const absl::Status st = RunLocal(f);
     if (!st.ok() && !failed_.has_value()) {
       failed_ = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(f), st.message()));

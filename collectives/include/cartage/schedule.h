@@ -245,7 +245,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   static void DrainVertex(car::Car& car, car::CarStep& step);
   void Drain(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(VertexId v);
-  void RunLoose(VertexId v);
+  void RunLoose();
   // A send or receive completed: its status (a receive must fill its
   // buffer exactly), having run the steps fused with a receive.
   absl::Status Finished(VertexId v, Request& r);
@@ -262,7 +262,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<std::shared_ptr<std::byte>> temps_;  // plain memory, or lent by a method
   std::vector<std::vector<std::byte>> scratch_;  // per vertex: a right-operand reduce's copy
   std::vector<VertexId> host_;                // per vertex: RunsWith
-  std::vector<std::vector<VertexId>> fused_;  // per receive or send: the steps run with it, in order
+  std::vector<std::vector<VertexId>> fused_;  // per receive: the steps run with it, in order
+  std::vector<VertexId> loose_;  // the steps with no predecessor and no successor (RunsWith)
+  VertexId loose_host_ = -1;     // the send they run with, if any
   std::unique_ptr<car::CarPool> pool_;
   std::vector<car::Car*> cars_;         // per vertex: the CAR that runs it (RunsWith's)
   std::vector<car::Car*> runners_;      // each CAR once
