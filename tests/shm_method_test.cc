@@ -2,7 +2,11 @@
 // (ranks 0 and 1) in one process share a real segment; the test writes
 // forged records into rank 1's ring to rank 0. Every one must end in a clear
 // kDataLoss naming the peer, never a crash (ASan and UBSan watch the fuzz).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <condition_variable>
 #include <cstring>
@@ -92,6 +96,25 @@ class ShmMethodTest : public ::testing::Test {
   char payload_[16] = "sixteen bytes!!";
   car::Completion done_;
 };
+
+// Every page of the four rings is in memory once both ranks attached (each
+// rank faults in the rings it writes and reads), not only the page of each
+// ring's shared part that rank 0 wrote laying the segment out.
+TEST_F(ShmMethodTest, TheRingsAreFaultedInAtAttach) {
+  ShmSegment& seg = rank0_->segment();
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  for (int from = 0; from < 2; ++from) {
+    for (int to = 0; to < 2; ++to) {
+      const auto first = reinterpret_cast<uintptr_t>(seg.ring(from, to));
+      const uintptr_t begin = first / page * page;
+      const uintptr_t end = (first + seg.ring_stride() + page - 1) / page * page;
+      std::vector<unsigned char> in((end - begin) / page);
+      ASSERT_EQ(::mincore(reinterpret_cast<void*>(begin), end - begin, in.data()), 0) << std::strerror(errno);
+      const auto resident = std::count_if(in.begin(), in.end(), [](unsigned char v) { return (v & 1) != 0; });
+      EXPECT_EQ(resident, static_cast<std::ptrdiff_t>(in.size())) << "ring " << from << " -> " << to;
+    }
+  }
+}
 
 TEST_F(ShmMethodTest, UnknownRecordTypeFailsThePeerAndItsWaitingSends) {
   car::Car* send = SyncSend();

@@ -1,9 +1,10 @@
 // The job's shared-memory segment: a header, one control block per rank and
 // one ring (shm_ring.h) per ordered pair of ranks, the diagonal included (a
 // rank's messages to itself). Rank 0 creates it 0600 under a name with a
-// random part, every rank maps it, and rank 0 unlinks the name as soon as all
-// have (so a `kill -9` leaves nothing in /dev/shm; the launcher also removes
-// any name of its job left by a rank killed during set-up).
+// random part, every rank maps it (and faults in the rings it writes and
+// reads), and rank 0 unlinks the name as soon as all have (so a `kill -9`
+// leaves nothing in /dev/shm; the launcher also removes any name of its job
+// left by a rank killed during set-up).
 #ifndef CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 #define CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 
@@ -41,6 +42,8 @@ class ShmSegment {
   int ranks() const { return ranks_; }
   RankBlock& block(int rank);
   RingShared* ring(int from, int to);
+  // Bytes from one ring to the next (a ring's shared part and its records).
+  std::size_t ring_stride() const { return ring_stride_; }
   // The name the segment had (unlinked once every rank attached).
   const std::string& name() const { return name_; }
 
@@ -49,6 +52,8 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
+  // Faults in `ring`'s pages now (Create: the rings this rank writes and reads).
+  void Populate(const RingShared* ring);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   int ranks_ = 0;
