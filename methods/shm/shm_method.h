@@ -39,7 +39,8 @@ struct ShmOptions {
   // a peer to be scheduled (a context switch, several µs), while an eager
   // message needs none: unless set, the rings grow (and the eager limit with
   // them, to 64 KiB) as far as the job's rings stay within this many bytes
-  // in all. Their pages are touched only by bursts (RingWriter::set_window).
+  // in all. Small records keep to a ring's first 64 KiB
+  // (RingWriter::set_window); every page is faulted in at attach (ShmSegment).
   static constexpr std::size_t kOversubscribedRingBudget = 32u << 20;
   static constexpr std::size_t kOversubscribedRingMax = 512u << 10;
   bool cma = true;                     // single copy with process_vm_readv where it works

@@ -65,7 +65,7 @@ struct alignas(kLine) RingShared {
   static constexpr std::size_t Footprint(std::size_t bytes) { return sizeof(RingShared) + bytes; }
   // Lays out a ring at `mem`. `bytes`: a power of two >= 1024. `zeroed`: the
   // record area is known to hold zeros already (a fresh shared-memory file),
-  // so its pages are left untouched until records reach them.
+  // so it is not cleared again.
   static RingShared* Init(void* mem, std::size_t bytes, bool zeroed = false) {
     auto* r = new (mem) RingShared();
     r->head.store(0, std::memory_order_relaxed);
