@@ -106,8 +106,8 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
     return absl::DataLossError(absl::StrFormat("shm: segment %s has an unexpected layout", seg->name_));
   }
   for (int p = 0; p < ex.size(); ++p) {
-    seg->Populate(seg->ring(ex.rank(), p));
-    if (p != ex.rank()) seg->Populate(seg->ring(p, ex.rank()));
+    CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(ex.rank(), p), ex.rank()));
+    if (p != ex.rank()) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(p, ex.rank()), ex.rank()));
   }
   g_probe_word = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
   RankBlock& mine = seg->block(ex.rank());
@@ -122,20 +122,30 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
 // A fresh segment's pages fault in as records first reach them. Where ranks
 // outnumber CPUs a rank that takes those faults mid-collective (a write fault
 // on shared memory allocates and clears a page) keeps its peers waiting for
-// it: 8 ranks' first 64 KiB allgathers took milliseconds each
-// (bench/RESULTS.md). So each rank faults in the rings it writes and reads as
-// it attaches, about 30 ms of start-up at 8 ranks with 512 KiB rings. Best
-// effort: before Linux 5.14 (no MADV_POPULATE_WRITE) they fault in as before.
-void ShmSegment::Populate(const RingShared* ring) {
+// it: at 8 ranks the first 64 KiB allgathers took 1.7 ms a call, 0.6 ms with
+// the rings faulted in first (bench/RESULTS.md). So each rank faults in the
+// rings it writes and reads as it attaches, about 30 ms of start-up at 8
+// ranks with 512 KiB rings. A /dev/shm too small for them fails here, with a
+// message, rather than with a SIGBUS at the first record that reaches a page
+// it cannot have. Before Linux 5.14 (no MADV_POPULATE_WRITE, EINVAL) the
+// pages fault in as records reach them.
+absl::Status ShmSegment::Populate(const RingShared* ring, int rank) {
 #ifdef MADV_POPULATE_WRITE
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto first = reinterpret_cast<uintptr_t>(ring);
   const uintptr_t begin = first / page * page;
   const uintptr_t end = (first + ring_stride_ + page - 1) / page * page;  // the segment's last page at most
-  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 &&
+      (errno == EFAULT || errno == ENOMEM)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "shm: rank %d cannot have the %d bytes of its rings in segment %s (is /dev/shm full?): %s", rank,
+        end - begin, name_, std::strerror(errno)));
+  }
 #else
   (void)ring;
+  (void)rank;
 #endif
+  return absl::OkStatus();
 }
 
 ShmSegment::~ShmSegment() {

@@ -52,8 +52,8 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
-  // Faults in `ring`'s pages now (Create: the rings this rank writes and reads).
-  void Populate(const RingShared* ring);
+  // Faults in `ring`'s pages now (Create: the rings `rank` writes and reads).
+  absl::Status Populate(const RingShared* ring, int rank);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   int ranks_ = 0;
