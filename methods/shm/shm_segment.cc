@@ -105,9 +105,12 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
   if (header->magic != kMagic || header->bytes != seg->bytes_ || header->ranks != ex.size()) {
     return absl::DataLossError(absl::StrFormat("shm: segment %s has an unexpected layout", seg->name_));
   }
+  // The rings this rank writes lie end to end (ring(rank, 0..n-1)); those it
+  // reads, one a row.
+  const auto n = static_cast<std::size_t>(ex.size());
+  CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(ex.rank(), 0), n * seg->ring_stride_, ex.rank()));
   for (int p = 0; p < ex.size(); ++p) {
-    CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(ex.rank(), p), ex.rank()));
-    if (p != ex.rank()) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(p, ex.rank()), ex.rank()));
+    if (p != ex.rank()) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(p, ex.rank()), seg->ring_stride_, ex.rank()));
   }
   g_probe_word = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
   RankBlock& mine = seg->block(ex.rank());
@@ -129,12 +132,12 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
 // message, rather than with a SIGBUS at the first record that reaches a page
 // it cannot have. Before Linux 5.14 (no MADV_POPULATE_WRITE, EINVAL) the
 // pages fault in as records reach them.
-absl::Status ShmSegment::Populate(const RingShared* ring, int rank) {
+absl::Status ShmSegment::Populate(const RingShared* rings, std::size_t bytes, int rank) {
 #ifdef MADV_POPULATE_WRITE
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<uintptr_t>(ring);
+  const auto first = reinterpret_cast<uintptr_t>(rings);
   const uintptr_t begin = first / page * page;
-  const uintptr_t end = (first + ring_stride_ + page - 1) / page * page;  // the segment's last page at most
+  const uintptr_t end = (first + bytes + page - 1) / page * page;  // the segment's last page at most
   if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 &&
       (errno == EFAULT || errno == ENOMEM)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -142,7 +145,8 @@ absl::Status ShmSegment::Populate(const RingShared* ring, int rank) {
         end - begin, name_, std::strerror(errno)));
   }
 #else
-  (void)ring;
+  (void)rings;
+  (void)bytes;
   (void)rank;
 #endif
   return absl::OkStatus();

@@ -52,8 +52,9 @@ class ShmSegment {
 
  private:
   ShmSegment() = default;
-  // Faults in `ring`'s pages now (Create: the rings `rank` writes and reads).
-  absl::Status Populate(const RingShared* ring, int rank);
+  // Faults in the pages of `bytes` of rings from `rings` now (Create: the
+  // rings `rank` writes and reads).
+  absl::Status Populate(const RingShared* rings, std::size_t bytes, int rank);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   int ranks_ = 0;
