@@ -2,9 +2,10 @@
 // one ring (shm_ring.h) per ordered pair of ranks, the diagonal included (a
 // rank's messages to itself). Rank 0 creates it 0600 under a name with a
 // random part, every rank maps it (and faults in the rings it writes and
-// reads), and rank 0 unlinks the name as soon as all have (so a `kill -9`
-// leaves nothing in /dev/shm; the launcher also removes any name of its job
-// left by a rank killed during set-up).
+// reads, then reads a word of each of their pages: see Populate), and rank 0
+// unlinks the name as soon as all have (so a `kill -9` leaves nothing in
+// /dev/shm; the launcher also removes any name of its job left by a rank
+// killed during set-up).
 #ifndef CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 #define CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 
