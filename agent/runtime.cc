@@ -49,12 +49,20 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
       rt->buffer_bytes_ = std::max<std::size_t>(rt->buffer_bytes_, r.eager_limit);
     }
   }
-  // A few temporary buffers up front, so steady state never allocates.
+  // A few temporary buffers up front, so steady state never allocates; the
+  // large ones written once here, so that their pages fault in now and not
+  // under the first unexpected messages (under this VM kind's hypervisor a
+  // fresh page costs ~10 µs: the first 64 KiB allgather at 8 ranks took 3-5
+  // ms with them untouched, 1.4-2 ms touched; bench/RESULTS.md).
   rt->handed_off_.reserve(64);
   rt->free_small_.reserve(1024);
   rt->free_large_.reserve(1024);
   for (int i = 0; i < 16; ++i) rt->free_small_.push_back(::operator new(kSmallBuffer));
-  for (int i = 0; i < 4; ++i) rt->free_large_.push_back(::operator new(rt->buffer_bytes_));
+  for (int i = 0; i < 4; ++i) {
+    void* b = ::operator new(rt->buffer_bytes_);
+    std::memset(b, 0, rt->buffer_bytes_);
+    rt->free_large_.push_back(b);
+  }
   // Oversubscribed (more ranks than CPUs here): yield almost at once.
   if (rt->oversubscribed_) rt->wait_.spin_rounds = 20;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
