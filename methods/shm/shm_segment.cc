@@ -136,7 +136,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
 // that shadows the guest's page tables (this VM kind), a page the kernel has
 // mapped still costs the hypervisor a fault of its own, about 3 µs, at its
 // first access from user space: 7 MiB of rings at 8 ranks is 1,800 of them,
-// which the first 64 KiB collectives took mid-call (6 ms calls, against 0.25
+// which the first 64 KiB collectives took mid-call (3-7 ms calls, against 0.25
 // ms once warm). Elsewhere the reads cost a TLB walk a page. One read is
 // enough: the hypervisor's entry follows the kernel's, writable and dirty
 // after the populate. Reading is safe while peers write the rings already.
