@@ -116,6 +116,58 @@ TEST_F(ShmMethodTest, TheRingsAreFaultedInAtAttach) {
   }
 }
 
+// A mapping of 4 pages over a memfd of `file_pages` pages.
+struct MemfdMapping {
+  explicit MemfdMapping(std::size_t file_pages) : page(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
+    const int fd = ::memfd_create("cartage-fault-in-test", MFD_CLOEXEC);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
+    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(file_pages * page)), 0) << std::strerror(errno);
+    void* p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    EXPECT_NE(p, MAP_FAILED) << std::strerror(errno);
+    base = static_cast<std::byte*>(p);
+  }
+  ~MemfdMapping() { ::munmap(base, 4 * page); }
+  std::ptrdiff_t Resident() const {
+    std::vector<unsigned char> in(4);
+    EXPECT_EQ(::mincore(base, 4 * page, in.data()), 0) << std::strerror(errno);
+    return std::count_if(in.begin(), in.end(), [](unsigned char v) { return (v & 1) != 0; });
+  }
+  std::size_t page;
+  std::byte* base = nullptr;
+};
+
+TEST(FaultInPagesTest, FaultsInExactlyThePagesTheRangeTouches) {
+  MemfdMapping m(/*file_pages=*/4);
+  ASSERT_EQ(m.Resident(), 0);
+  // From the middle of page 1 into page 2: both pages, no others.
+  ASSERT_TRUE(FaultInPages(m.base + m.page + m.page / 2, m.page).ok());
+  std::vector<unsigned char> in(4);
+  ASSERT_EQ(::mincore(m.base, 4 * m.page, in.data()), 0);
+  EXPECT_EQ(in[0] & 1, 0);
+  EXPECT_EQ(in[1] & 1, 1);
+  EXPECT_EQ(in[2] & 1, 1);
+  EXPECT_EQ(in[3] & 1, 0);
+}
+
+TEST(FaultInPagesTest, PagesTheKernelCannotHaveAreAnErrorNotASigbus) {
+#ifndef MADV_POPULATE_WRITE
+  GTEST_SKIP() << "no MADV_POPULATE_WRITE: the reads would take the SIGBUS";
+#else
+  // The file ends after 2 pages: a write to the mapping's third page would be
+  // a SIGBUS, as it would on a /dev/shm too full to give a page.
+  MemfdMapping m(/*file_pages=*/2);
+  if (::madvise(m.base, m.page, MADV_POPULATE_WRITE) != 0 && errno == EINVAL) {
+    GTEST_SKIP() << "kernel before 5.14: no MADV_POPULATE_WRITE";
+  }
+  const absl::Status st = FaultInPages(m.base, 4 * m.page);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_THAT(st.message(), HasSubstr(absl::StrCat("cannot fault in ", 4 * m.page, " bytes of pages: Bad address")));
+  EXPECT_TRUE(FaultInPages(m.base, 2 * m.page).ok());
+  EXPECT_EQ(m.Resident(), 2);
+#endif
+}
+
 TEST_F(ShmMethodTest, UnknownRecordTypeFailsThePeerAndItsWaitingSends) {
   car::Car* send = SyncSend();
   const char junk[8] = {};

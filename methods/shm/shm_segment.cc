@@ -140,25 +140,31 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
 // ms once warm). Elsewhere the reads cost a TLB walk a page. One read is
 // enough: the hypervisor's entry follows the kernel's, writable and dirty
 // after the populate. Reading is safe while peers write the rings already.
-absl::Status ShmSegment::Populate(const RingShared* rings, std::size_t bytes, int rank) {
+// (FaultInPages does both; Populate names the rank and the segment.)
+absl::Status FaultInPages(const void* p, std::size_t bytes) {
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<uintptr_t>(rings);
+  const auto first = reinterpret_cast<uintptr_t>(p);
   const uintptr_t begin = first / page * page;
-  const uintptr_t end = (first + bytes + page - 1) / page * page;  // the segment's last page at most
+  const uintptr_t end = (first + bytes + page - 1) / page * page;
 #ifdef MADV_POPULATE_WRITE
   if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) != 0 &&
       (errno == EFAULT || errno == ENOMEM)) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "shm: rank %d cannot have the %d bytes of its rings in segment %s (is /dev/shm full?): %s", rank,
-        end - begin, name_, std::strerror(errno)));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot fault in %d bytes of pages: %s", end - begin, std::strerror(errno)));
   }
-#else
-  (void)rank;
 #endif
   for (uintptr_t a = begin; a < end; a += page) {
     (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(a), __ATOMIC_RELAXED);
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmSegment::Populate(const RingShared* rings, std::size_t bytes, int rank) {
+  const absl::Status st = FaultInPages(rings, bytes);
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrFormat("shm: rank %d cannot have the %d bytes of its rings in segment "
+                                                 "%s (is /dev/shm full?): %s",
+                                                 rank, bytes, name_, st.message()));
 }
 
 ShmSegment::~ShmSegment() {

@@ -31,6 +31,13 @@ struct alignas(kLine) RankBlock {
   uint64_t probe_value;             // what that word holds
 };
 
+// Faults in, for writing, the pages that [p, p + bytes) touches, then reads
+// a word of each from user space (shm_segment.cc says why). Fails with
+// ResourceExhausted where the kernel cannot have them (a full /dev/shm, a
+// range past its file's end: what would be a SIGBUS at the first write);
+// before Linux 5.14 only the reads run.
+absl::Status FaultInPages(const void* p, std::size_t bytes);
+
 class ShmSegment {
  public:
   // Collective over `exchange`: creates or attaches, fences twice.
@@ -54,7 +61,8 @@ class ShmSegment {
  private:
   ShmSegment() = default;
   // Faults in the pages of `bytes` of rings from `rings` now (Create: the
-  // rings `rank` writes and reads).
+  // rings `rank` writes and reads): FaultInPages, its error naming `rank`
+  // and the segment.
   absl::Status Populate(const RingShared* rings, std::size_t bytes, int rank);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
