@@ -16,8 +16,8 @@ endif()
 
 # Link-time optimisation (Release, no sanitizers): a message crosses the
 # agent, the CAR tables, the method and the collectives' engine, each its own
-# library, in a few hundred instructions; inlining across them takes 7-14 % off
-# a 2-rank 8-byte collective on this VM kind (bench/RESULTS.md). The
+# library, in a few thousand instructions; inlining across them takes 3-11 %
+# off a 2-rank 8-byte call on this VM kind (bench/RESULTS.md). The
 # libraries keep native code beside their LTO IR (-ffat-lto-objects), so that
 # a program or method built out of tree without LTO still links them.
 set(CARTAGE_LTO_ACTIVE OFF)
