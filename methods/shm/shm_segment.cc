@@ -162,9 +162,9 @@ absl::Status FaultInPages(const void* p, std::size_t bytes) {
 absl::Status ShmSegment::Populate(const RingShared* rings, std::size_t bytes, int rank) {
   const absl::Status st = FaultInPages(rings, bytes);
   if (st.ok()) return st;
-  return absl::Status(st.code(), absl::StrFormat("shm: rank %d cannot have the %d bytes of its rings in segment "
-                                                 "%s (is /dev/shm full?): %s",
-                                                 rank, bytes, name_, st.message()));
+  return absl::Status(st.code(), absl::StrFormat("shm: rank %d cannot have its rings in segment %s (is /dev/shm "
+                                                 "full?): %s",
+                                                 rank, name_, st.message()));
 }
 
 ShmSegment::~ShmSegment() {
