@@ -20,13 +20,15 @@ endif()
 # off a 2-rank 8-byte call on this VM kind (bench/RESULTS.md). The
 # libraries keep native code beside their LTO IR (-ffat-lto-objects), so that
 # a program or method built out of tree without LTO still links them.
-set(CARTAGE_LTO_ACTIVE OFF)
+set(CARTAGE_LIBRARY_OPTIONS "")  # what cartage_library adds to every library
 if(CARTAGE_LTO AND CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT CARTAGE_SANITIZE)
   include(CheckIPOSupported)
   check_ipo_supported(RESULT _ipo OUTPUT _ipo_why LANGUAGES CXX)
   if(_ipo)
     set(CMAKE_INTERPROCEDURAL_OPTIMIZATION ON)
-    set(CARTAGE_LTO_ACTIVE ON)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      set(CARTAGE_LIBRARY_OPTIONS -ffat-lto-objects)
+    endif()
     message(STATUS "cartage: link-time optimisation: ON")
   else()
     message(STATUS "cartage: link-time optimisation: OFF (${_ipo_why})")
@@ -45,10 +47,7 @@ function(cartage_library)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/generated>
     $<INSTALL_INTERFACE:include>)
-  target_compile_options(${target} PRIVATE ${CARTAGE_WARNINGS})
-  if(CARTAGE_LTO_ACTIVE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    target_compile_options(${target} PRIVATE -ffat-lto-objects)
-  endif()
+  target_compile_options(${target} PRIVATE ${CARTAGE_WARNINGS} ${CARTAGE_LIBRARY_OPTIONS})
   target_link_libraries(${target} PUBLIC ${L_DEPS})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${L_NAME})
   install(TARGETS ${target} EXPORT cartageTargets ARCHIVE DESTINATION lib)
