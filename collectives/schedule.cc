@@ -416,6 +416,21 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
       s->loose_.push_back(static_cast<VertexId>(v));
     }
   }
+  // The sends and receives that wait for nothing and release nothing (their
+  // last fused step included) run as their request's CAR alone
+  // (Schedule::RunsAlone), in the order Begin starts them: sinks first, as
+  // the vertex CARs, so that loose_host_ is the last send started.
+  s->alone_.assign(n, false);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const std::size_t v = *it;
+    const VertexKind kind = vertices_[v].kind;
+    if (kind != VertexKind::kSend && kind != VertexKind::kRecv) continue;
+    const std::vector<VertexId>& fused = s->fused_[v];
+    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
+    if (indegree[v] != 0 || !succ[last].empty()) continue;
+    (kind == VertexKind::kRecv ? s->alone_recvs_ : s->alone_sends_).push_back(static_cast<VertexId>(v));
+    s->alone_[v] = true;
+  }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
     const Vertex& x = vertices_[v];
@@ -439,6 +454,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     const std::vector<VertexId>& fused = s->fused_[v];
     const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
     for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
+    if (s->RunsAlone(static_cast<VertexId>(v))) continue;
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;
     spec.counter = &s->done_;

@@ -38,7 +38,13 @@ int Schedule::TagOf(const Vertex& v) const {
 
 std::string Schedule::StateOf(VertexId v) const {
   if (!pool_ || v < 0 || static_cast<std::size_t>(v) >= cars_.size()) return "unbuilt";
-  return std::string(cars_[static_cast<std::size_t>(v)]->state_name());
+  if (const car::Car* c = cars_[static_cast<std::size_t>(v)]) return std::string(c->state_name());
+  const Request& r = reqs_[RunsWith(v)].req;  // runs alone, or with one that does
+  return r.persistent() ? std::string(r.state()) : "idle";
+}
+
+bool Schedule::RunsAlone(VertexId v) const {
+  return v >= 0 && static_cast<std::size_t>(v) < alone_.size() && alone_[static_cast<std::size_t>(v)];
 }
 
 std::byte* Schedule::Resolve(const Buf& b) const {
@@ -113,17 +119,37 @@ absl::Status Schedule::Begin() {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
   }
   done_ = car::Completion();
-  done_.pending = static_cast<int64_t>(runners_.size());
+  done_.pending = static_cast<int64_t>(runners_.size() + alone_recvs_.size() + alone_sends_.size());
   failed_.reset();
   inflight_.clear();
   draining_.clear();
   for (car::Car* c : runners_) c->Rearm();
   running_ = true;
+  for (VertexId v : alone_recvs_) StartAlone(v);
   for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
     CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
   }
+  for (VertexId v : alone_sends_) StartAlone(v);
   return absl::OkStatus();
+}
+
+void Schedule::StartAlone(VertexId v) {
+  Request& r = reqs_[v].req;
+  absl::Status st = Prepare(v);
+  if (st.ok()) st = r.Start();
+  if (st.ok() && v == loose_host_) RunLoose();
+  if (st.ok() && !r.completed()) {
+    inflight_.push_back(v);
+    return;  // Poll ends it
+  }
+  EndAlone(v, st.ok() ? Finished(v, r) : st);
+}
+
+void Schedule::EndAlone(VertexId v, const absl::Status& st) {
+  --done_.pending;
+  if (st.ok() || failed_.has_value()) return;
+  failed_ = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
 }
 
 namespace {
@@ -159,6 +185,7 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
       inflight_, work, [&](VertexId v) -> Request& { return reqs_[v].req; },
       [&](VertexId v, Request& r) {
         const absl::Status st = Finished(v, r);
+        if (cars_[static_cast<std::size_t>(v)] == nullptr) return EndAlone(v, st);
         car::Car& c = *cars_[static_cast<std::size_t>(v)];
         if (st.ok()) {
           (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
@@ -194,6 +221,20 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
   return st;
 }
 
+// The step's persistent request: prepared at its first run, and again only
+// when its buffer moved (RebindUser).
+absl::Status Schedule::Prepare(VertexId v) {
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+  Request& r = reqs_[v].req;
+  const bool send = x.kind == VertexKind::kSend;
+  std::byte* buf = Resolve(send ? x.src : x.dst);
+  const void*& prepared = reqs_[v].prepared_on;
+  if (r.persistent() && prepared == buf) return absl::OkStatus();
+  if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
+  prepared = buf;
+  return comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r);
+}
+
 void Schedule::LaunchVertex(car::Car& car, car::CarStep& step) {
   auto* s = static_cast<Schedule*>(car.spec().owner);
   s->Launch(*static_cast<const VertexId*>(car.method_private()), car, step);
@@ -203,17 +244,8 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   absl::Status st;
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
-    // The step's persistent request: prepared at its first run, and again
-    // only when its buffer moved (RebindUser), then started.
     Request& r = reqs_[v].req;
-    const bool send = x.kind == VertexKind::kSend;
-    std::byte* buf = Resolve(send ? x.src : x.dst);
-    const void*& prepared = reqs_[v].prepared_on;
-    if (r.persistent() && prepared != buf) st = r.Free();  // fails while still active, as a restart would
-    if (st.ok() && !r.persistent()) {
-      st = comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r);
-      prepared = buf;
-    }
+    st = Prepare(v);
     if (st.ok()) st = r.Start();
     if (st.ok() && v == loose_host_) RunLoose();
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now

@@ -505,6 +505,13 @@ void Persistent(const Comm& w) {
       EXPECT((*relay)->RunsWith(add) == 0 && (*relay)->RunsWith(last) == 0,
              "relay: the add and the copy run with the receive (vertex 0), not %d and %d", (*relay)->RunsWith(add),
              (*relay)->RunsWith(last));
+      // The last rank's receive releases nothing: it runs alone, as its
+      // request's car_recv, whose state its fused steps show too.
+      const bool alone = w.rank() + 1 == n;
+      EXPECT((*relay)->RunsAlone(0) == alone, "relay: rank %d's receive runs alone: %d", w.rank(),
+             (*relay)->RunsAlone(0));
+      EXPECT((*relay)->StateOf(0) == "idle" && (*relay)->StateOf(add) == "idle",
+             "relay: before the first run the receive is idle, not %s", (*relay)->StateOf(0));
     }
     for (int it = 0; it < 500; ++it) {
       for (int64_t i = 0; i < 5; ++i) mine[static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 10 + i;
@@ -515,6 +522,11 @@ void Persistent(const Comm& w) {
         EXPECT(sum[static_cast<std::size_t>(i)] == want, "relay run %d element %d: %d, expected %d", it, i,
                sum[static_cast<std::size_t>(i)], want);
       }
+    }
+    if (w.rank() > 0) {
+      EXPECT((*relay)->StateOf(0) == "done" && (*relay)->StateOf(add) == "done" && (*relay)->StateOf(last) == "done",
+             "relay: after the runs the receive and its steps are done, not %s, %s, %s", (*relay)->StateOf(0),
+             (*relay)->StateOf(add), (*relay)->StateOf(last));
     }
   }
 

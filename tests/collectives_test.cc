@@ -177,6 +177,44 @@ TEST(ScheduleBuilder, ALocalStepThatNeitherFollowsNorPrecedesAnythingRunsWithASe
   EXPECT_EQ((*a2a)->RunsWith(0), 1);
 }
 
+TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlone) {
+  ScheduleBuilder b(0, 3, "alone");
+  const Buf t = b.Temp(16), x = Buf::User(nullptr, "x"), y = Buf::User(nullptr, "y");
+  const VertexId lone_recv = b.Recv(y, 8, 1);                           // no edge at all
+  const VertexId lone_send = b.Send(x, 8, 2);                           // no edge at all
+  const VertexId fused_recv = b.Recv(t, 8, 1);                          // its fused add releases nothing
+  const VertexId add = b.Reduce(t, y + 8, 2, kI32, Op(OpKind::kSum), {fused_recv});
+  const VertexId feeding_recv = b.Recv(t + 8, 8, 2);                    // a send waits for it
+  const VertexId waiting_send = b.Send(t + 8, 8, 1, {feeding_recv});   // waits for a receive
+  const VertexId releasing_send = b.Send(x + 8, 8, 1);                  // a copy waits for it
+  const VertexId after = b.Copy(y + 16, x + 8, 8, {releasing_send});
+  const VertexId local = b.Copy(x, y + 16, 8);                          // loose: runs with a send
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Schedule& k = **built;
+  for (VertexId v : {lone_recv, lone_send, fused_recv}) EXPECT_TRUE(k.RunsAlone(v)) << v;
+  for (VertexId v : {add, feeding_recv, waiting_send, releasing_send, after, local}) {
+    EXPECT_FALSE(k.RunsAlone(v)) << v;
+  }
+  EXPECT_EQ(k.RunsWith(add), fused_recv);
+  EXPECT_FALSE(k.RunsAlone(-1));
+  EXPECT_FALSE(k.RunsAlone(100));
+  // A 2-rank dissemination barrier is one exchange: both steps run alone.
+  // With 4 ranks the first round's send and the last round's receive do;
+  // the first round's receive releases the second round's send.
+  CollectiveCall barrier;
+  barrier.algorithm = "dissemination";
+  auto bar2 = BuildCollective(0, 2, barrier);
+  ASSERT_TRUE(bar2.ok()) << bar2.status();
+  ASSERT_EQ((*bar2)->vertices().size(), 2u);
+  EXPECT_TRUE((*bar2)->RunsAlone(0) && (*bar2)->RunsAlone(1));
+  auto bar4 = BuildCollective(0, 4, barrier);
+  ASSERT_TRUE(bar4.ok()) << bar4.status();
+  ASSERT_EQ((*bar4)->vertices().size(), 4u);
+  EXPECT_TRUE((*bar4)->RunsAlone(0) && (*bar4)->RunsAlone(3));
+  EXPECT_FALSE((*bar4)->RunsAlone(1) || (*bar4)->RunsAlone(2));
+}
+
 TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
   for (const AlgorithmInfo& a : Algorithms()) {
     for (int n : {1, 2, 3, 5, 8, 13}) {

@@ -108,6 +108,9 @@ class Request {
   uint64_t bytes() const { return done_.bytes; }
   // The status the operation completed with (OK until it completed).
   const absl::Status& status() const { return done_.status; }
+  // The state of its CAR in the CAR's machine ("posted", "eager_in_flight",
+  // "done": car_send, car_recv), for inspection; empty without one.
+  absl::string_view state() const { return car_ != nullptr ? car_->state_name() : absl::string_view(); }
 
  private:
   friend class Comm;
