@@ -419,7 +419,8 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   // The sends and receives that wait for nothing and release nothing (their
   // last fused step included) run as their request's CAR alone
   // (Schedule::RunsAlone), in the order Begin starts them: sinks first, as
-  // the vertex CARs, so that loose_host_ is the last send started.
+  // the vertex CARs, so that a loose_host_ that runs alone is the last of
+  // them started.
   s->alone_.assign(n, false);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;

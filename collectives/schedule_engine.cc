@@ -136,9 +136,7 @@ absl::Status Schedule::Begin() {
 
 void Schedule::StartAlone(VertexId v) {
   Request& r = reqs_[v].req;
-  absl::Status st = Prepare(v);
-  if (st.ok()) st = r.Start();
-  if (st.ok() && v == loose_host_) RunLoose();
+  const absl::Status st = StartRequest(v);
   if (st.ok() && !r.completed()) {
     inflight_.push_back(v);
     return;  // Poll ends it
@@ -148,8 +146,13 @@ void Schedule::StartAlone(VertexId v) {
 
 void Schedule::EndAlone(VertexId v, const absl::Status& st) {
   --done_.pending;
-  if (st.ok() || failed_.has_value()) return;
-  failed_ = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
+  if (!st.ok()) (void)Fail(v, st);
+}
+
+absl::Status Schedule::Fail(VertexId v, const absl::Status& st) {
+  absl::Status named(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
+  if (!failed_.has_value()) failed_ = named;
+  return named;
 }
 
 namespace {
@@ -192,8 +195,7 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
           return;
         }
         car::CarSignal sig;
-        sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
-        if (!failed_.has_value()) failed_ = sig.error;
+        sig.error = Fail(v, st);
         (void)VertexMachine::Dispatch(c, VertexEvent::kError, sig);
       });
   if (done_.pending > 0) return std::nullopt;
@@ -222,17 +224,22 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
 }
 
 // The step's persistent request: prepared at its first run, and again only
-// when its buffer moved (RebindUser).
-absl::Status Schedule::Prepare(VertexId v) {
+// when its buffer moved (RebindUser), then started; the loose steps run as
+// their host starts.
+absl::Status Schedule::StartRequest(VertexId v) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   Request& r = reqs_[v].req;
   const bool send = x.kind == VertexKind::kSend;
   std::byte* buf = Resolve(send ? x.src : x.dst);
   const void*& prepared = reqs_[v].prepared_on;
-  if (r.persistent() && prepared == buf) return absl::OkStatus();
-  if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
-  prepared = buf;
-  return comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r);
+  if (!r.persistent() || prepared != buf) {
+    if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
+    prepared = buf;
+    CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
+  }
+  CARTAGE_RETURN_IF_ERROR(r.Start());
+  if (v == loose_host_) RunLoose();
+  return absl::OkStatus();
 }
 
 void Schedule::LaunchVertex(car::Car& car, car::CarStep& step) {
@@ -245,9 +252,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   absl::Status st;
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
     Request& r = reqs_[v].req;
-    st = Prepare(v);
-    if (st.ok()) st = r.Start();
-    if (st.ok() && v == loose_host_) RunLoose();
+    st = StartRequest(v);
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {
@@ -266,8 +271,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
     }
   }
   car::CarSignal sig;
-  sig.error = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(v), st.message()));
-  if (!failed_.has_value()) failed_ = sig.error;
+  sig.error = Fail(v, st);
   step.Raise<VertexMachine>(car, VertexEvent::kError, sig);
 }
 
@@ -305,9 +309,7 @@ void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
 void Schedule::RunLoose() {
   for (VertexId f : loose_) {
     const absl::Status st = RunLocal(f);
-    if (!st.ok() && !failed_.has_value()) {
-      failed_ = absl::Status(st.code(), absl::StrFormat("%s: %s", Describe(f), st.message()));
-    }
+    if (!st.ok()) (void)Fail(f, st);
   }
 }
 

@@ -45,7 +45,6 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>

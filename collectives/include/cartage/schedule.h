@@ -253,13 +253,16 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   absl::Status Runnable() const;
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
-  // The request of send or receive `v`, prepared for this run's buffer
-  // (at its first run, and again when RebindUser moved the buffer).
-  absl::Status Prepare(VertexId v);
+  // Starts the request of send or receive `v`, prepared for this run's
+  // buffer (at its first run, and again when RebindUser moved the buffer),
+  // and runs the loose steps if `v` is their host.
+  absl::Status StartRequest(VertexId v);
   // Starts a step that runs alone, and ends it if it completed at once.
   void StartAlone(VertexId v);
   // A step that runs alone completed with `st`: the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
+  // `st` naming vertex `v` (Describe); the run's error if it is its first.
+  absl::Status Fail(VertexId v, const absl::Status& st);
   static void DrainVertex(car::Car& car, car::CarStep& step);
   void Drain(VertexId v, car::Car& car, car::CarStep& step);
   absl::Status RunLocal(VertexId v);
