@@ -6,6 +6,7 @@
 #include "fsm/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/counting_new.h"
 #include "tests/turnstile_machine.h"
 
 namespace cartage::test {
@@ -113,6 +114,29 @@ TEST(FsmDispatch, QueuedPayloadsReachTheirEventsAsTheQueueGrows) {
   EXPECT_EQ(b.coins, 3);  // three coins of 5: the first unlocked it
   EXPECT_EQ(TurnstileMachine::StateOf(b), S::kUnlocked);
   EXPECT_FALSE(step.has_pending());
+}
+
+TEST(FsmDispatch, FourPayloadsInOneStepTouchNoAllocatorAFifthSpills) {
+  // A receive meeting a message that came before it raises three events
+  // with payloads in one step (match, envelope, data): four stay inline.
+  Turnstile a;
+  a.id = 1;
+  TurnstileMachine::Reset(a);
+  for (const int raised : {4, 5}) {
+    fsm::StepOf<TurnstileDef> step;
+    const long before = g_allocations.load();
+    step.Raise<TurnstileMachine>(a, E::kCoin, 3);  // unlocks (or, unlocked, is taken)
+    for (int i = 1; i < raised; ++i) step.Raise<TurnstileMachine>(a, E::kCoin, 0);  // unlocked: taken
+    EXPECT_TRUE(step.Drain().ok());
+    const long allocations = g_allocations.load() - before;
+    if (raised == 4) {
+      EXPECT_EQ(allocations, 0);
+    } else {
+      EXPECT_GT(allocations, 0);  // the fifth goes to the heap: the counter sees it
+    }
+  }
+  EXPECT_EQ(a.coins, 9);
+  EXPECT_EQ(TurnstileMachine::StateOf(a), S::kUnlocked);
 }
 
 TEST(FsmDispatch, ChainedRaisesRunToCompletionIteratively) {
