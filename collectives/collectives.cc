@@ -386,16 +386,20 @@ struct CacheKey {
   int size;
   CollectiveCall call;  // send and recv are not compared: they are the buffers the schedule is bound to
   // Whether a call on (context, size) is this key.
+  // The cheap words first: a loop's call is this key, and its datatype the
+  // very one the key holds (one committed type: equal without a look inside).
   bool Matches(uint32_t ctx, int n, const CallView& b) const {
     const CollectiveCall& a = call;
-    const bool same_op = a.op.has_value() == (b.op != nullptr) &&
-                         (!a.op.has_value() || (a.op->kind() == b.op->kind() && a.op->fn() == b.op->fn() &&
-                                                a.op->context() == b.op->context() &&
-                                                a.op->commutative() == b.op->commutative()));
-    return context == ctx && size == n && a.kind == b.kind && a.count == b.count && a.root == b.root && same_op &&
-           a.type.size() == b.type->size() && a.type.extent() == b.type->extent() &&
-           a.type.true_lb() == b.type->true_lb() && a.algorithm == b.algorithm &&
-           (&a.type.nodes() == &b.type->nodes() || a.type.name() == b.type->name());  // one committed type: equal
+    if (context != ctx || size != n || a.kind != b.kind || a.count != b.count || a.root != b.root) return false;
+    if (a.op.has_value() != (b.op != nullptr)) return false;
+    if (a.op.has_value() && (a.op->kind() != b.op->kind() || a.op->fn() != b.op->fn() ||
+                             a.op->context() != b.op->context() || a.op->commutative() != b.op->commutative())) {
+      return false;
+    }
+    if (a.algorithm != b.algorithm) return false;
+    if (&a.type.nodes() == &b.type->nodes()) return true;
+    return a.type.size() == b.type->size() && a.type.extent() == b.type->extent() &&
+           a.type.true_lb() == b.type->true_lb() && a.type.name() == b.type->name();
   }
 };
 
@@ -410,6 +414,7 @@ class ScheduleCache {
   Entry* Find(uint32_t context, int size, const CallView& call) {
     for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
       if (entries_[i].key.Matches(context, size, call)) {
+        if (i + 1 == entries_.size()) return &entries_.back();  // the most recent already
         std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
                     entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries_.end());
         return &entries_.back();
