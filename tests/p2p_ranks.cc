@@ -94,23 +94,31 @@ void Wildcard(const Comm& w) {
 }
 
 void Unexpected(const Comm& w) {
-  constexpr int kN = 100000;
+  // Through ofi, libfabric's tcp provider (with ofi_rxm) matches tags itself
+  // and walks its unexpected messages in a line: 100,000 of them taken in
+  // reverse order kept one CPU busy inside libfabric for 110-270 s on this
+  // VM kind (quadratic), and made the test time out under load. It checks
+  // the same with 20,000 there; cartage's own matcher takes the 100,000.
+  const absl::StatusOr<cartage::PathInfo> path = w.PathTo(1 - w.rank());
+  OK(path.status());
+  const int messages = path->method == "ofi" ? 20000 : 100000;
   if (w.rank() == 0) {
     std::vector<Request> reqs(256);
     std::vector<int> vals(256);
-    for (int i = 0; i < kN; i += 256) {
-      for (int k = 0; k < 256; ++k) {
+    for (int i = 0; i < messages; i += 256) {
+      const int batch = std::min(256, messages - i);  // tags 0 .. messages-1, each once
+      for (int k = 0; k < batch; ++k) {
         vals[k] = (i + k) * 3;
         OK(w.Isend(&vals[k], sizeof(int), 1, i + k, &reqs[k]));
       }
-      for (auto& r : reqs) OK(r.Wait());
+      for (int k = 0; k < batch; ++k) OK(reqs[k].Wait());
     }
     int done = 1;
     OK(w.Send(&done, sizeof(done), 1, cartage::kMaxTag));
   } else if (w.rank() == 1) {
     int done = 0;
     OK(w.Recv(&done, sizeof(done), 0, cartage::kMaxTag));  // every message is unexpected now
-    for (int t = kN - 1; t >= 0; --t) {
+    for (int t = messages - 1; t >= 0; --t) {
       int v = -1;
       OK(w.Recv(&v, sizeof(v), 0, t));
       EXPECT(v == t * 3, "tag %d carried %d", t, v);
