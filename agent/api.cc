@@ -77,6 +77,19 @@ absl::Status Request::Start() {
   }
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
   if (activity_) return BeginActivity();
+  CARTAGE_RETURN_IF_ERROR(Rearm(&done_));
+  return runtime_->Post(this);
+}
+
+absl::Status Request::StartCounted(car::Completion* counter) {
+  if (car_ == nullptr || in_flight_) {
+    return absl::FailedPreconditionError("start: not an idle persistent send or receive");
+  }
+  CARTAGE_RETURN_IF_ERROR(Rearm(counter));
+  return runtime_->PostCar(*car_);
+}
+
+absl::Status Request::Rearm(car::Completion* counter) {
   if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
     const bool send = car_->kind() == car::CarKind::kSend;
     return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", send ? "send" : "recv",
@@ -84,8 +97,9 @@ absl::Status Request::Start() {
                                                   runtime_->PeerStatus(peer_).message()));
   }
   car_->Rearm();
+  car_->Recount(counter);
   runtime_->Rebind(*car_, peer_);
-  return runtime_->Post(this);
+  return absl::OkStatus();
 }
 
 absl::Status Request::BeginActivity() {

@@ -261,10 +261,13 @@ absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
 }
 
 absl::Status Runtime::Post(Request* req) {
-  Car& car = *req->car_;
   req->done_ = car::Completion{};
   req->done_.pending = 1;
   req->in_flight_ = true;
+  return PostCar(*req->car_);
+}
+
+absl::Status Runtime::PostCar(Car& car) {
   const absl::Status s = car.kind() == CarKind::kSend
                              ? car::SendMachine::Dispatch(car, car::SendEvent::kPost)
                              : car::RecvMachine::Dispatch(car, car::RecvEvent::kPost);

@@ -68,6 +68,9 @@ class Runtime : public methods::MethodHost {
   absl::Status Create(car::CarSpec& spec, int peer, Request* req);
   // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
   absl::Status Post(Request* req);
+  // Posts a send or receive CAR that counts down a completion other than a
+  // request's (a schedule's step: Request::StartCounted).
+  absl::Status PostCar(car::Car& car);
   // Persistent requests: register / unregister a buffer with the method that
   // reaches `peer` (-1: the first network or host method chosen). The token
   // names the method too.

@@ -295,6 +295,9 @@ class Car {
 
   // Binds a wildcard receive to the carrier of the VC it matched.
   void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }
+  // Has the CAR count down `counter` from its next run on (a persistent
+  // request's own, or the completion of the schedule it is a step of).
+  void Recount(Completion* counter) { spec_.counter = counter; }
 
   // Re-arms a finished CAR to run again (persistent requests, schedules).
   void Rearm();

@@ -1,6 +1,7 @@
 // The engine that runs a built schedule: its vertices as car_vertex CARs
 // under the progress engine, sends and receives through the communicator's
 // collective channel, local steps (reduce, copy, pack, unpack) in place.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -136,7 +137,15 @@ absl::Status Schedule::Begin() {
 
 void Schedule::StartAlone(VertexId v) {
   Request& r = reqs_[v].req;
-  const absl::Status st = StartRequest(v);
+  if (fused_[static_cast<std::size_t>(v)].empty()) {
+    // Nothing to run after it: its CAR counts down the run's completion
+    // itself, and Poll has nothing to do for it (a failure or a short
+    // receive is named when the run ends: NameCountedFailure).
+    const absl::Status st = StartRequest(v, /*counted=*/true);
+    if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
+    return;
+  }
+  const absl::Status st = StartRequest(v, /*counted=*/false);
   if (st.ok() && !r.completed()) {
     inflight_.push_back(v);
     return;  // Poll ends it
@@ -200,21 +209,46 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
       });
   if (done_.pending > 0) return std::nullopt;
   running_ = false;
+  if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
   if (failed_.has_value()) return *failed_;
   return done_.status;
+}
+
+void Schedule::NameCountedFailure() {
+  for (const std::vector<VertexId>* steps : {&alone_recvs_, &alone_sends_}) {
+    for (VertexId v : *steps) {
+      if (!fused_[static_cast<std::size_t>(v)].empty()) continue;  // not counted: Finished named it
+      const car::Car* c = reqs_[v].req.car_;
+      if (c == nullptr) continue;  // never prepared: EndAlone named it
+      absl::Status st = c->status();
+      const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+      if (st.ok() && x.kind == VertexKind::kRecv) st = CheckSize(x, std::min(c->bytes_done(), x.bytes));
+      if (!st.ok()) {
+        (void)Fail(v, st);
+        return;
+      }
+    }
+  }
+  if (done_.status.ok()) {  // every counted step ended well, yet the bytes disagree: a bug of ours
+    failed_ = absl::InternalError(absl::StrFormat("schedule %s: its counted steps carried %d bytes, %d expected",
+                                                  name_, done_.bytes, counted_bytes_));
+  }
+}
+
+absl::Status Schedule::CheckSize(const Vertex& x, uint64_t received) {
+  if (received == x.bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      received == 0 ? absl::StrFormat("rank %d sent nothing where %d bytes were expected: its part of this "
+                                      "collective failed, or the ranks disagree about the sizes",
+                                      x.peer, x.bytes)
+                    : absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)",
+                                      received, x.bytes));
 }
 
 absl::Status Schedule::Finished(VertexId v, Request& r) {
   absl::Status st = r.Wait();  // completed: returns at once
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  if (st.ok() && x.kind == VertexKind::kRecv && r.bytes() != x.bytes) {
-    st = absl::InvalidArgumentError(
-        r.bytes() == 0 ? absl::StrFormat("rank %d sent nothing where %d bytes were expected: its part of this "
-                                         "collective failed, or the ranks disagree about the sizes",
-                                         x.peer, x.bytes)
-                       : absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)",
-                                         r.bytes(), x.bytes));
-  }
+  if (st.ok() && x.kind == VertexKind::kRecv) st = CheckSize(x, r.bytes());
   for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
     if (!st.ok()) break;
     st = RunLocal(f);
@@ -226,7 +260,7 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
 // The step's persistent request: prepared at its first run, and again only
 // when its buffer moved (RebindUser), then started; the loose steps run as
 // their host starts.
-absl::Status Schedule::StartRequest(VertexId v) {
+absl::Status Schedule::StartRequest(VertexId v, bool counted) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   Request& r = reqs_[v].req;
   const bool send = x.kind == VertexKind::kSend;
@@ -237,7 +271,7 @@ absl::Status Schedule::StartRequest(VertexId v) {
     prepared = buf;
     CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
   }
-  CARTAGE_RETURN_IF_ERROR(r.Start());
+  CARTAGE_RETURN_IF_ERROR(counted ? r.StartCounted(&done_) : r.Start());
   if (v == loose_host_) RunLoose();
   return absl::OkStatus();
 }
@@ -252,7 +286,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   absl::Status st;
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
     Request& r = reqs_[v].req;
-    st = StartRequest(v);
+    st = StartRequest(v, /*counted=*/false);
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {

@@ -56,6 +56,7 @@ using Datatype = car::Datatype;
 using BasicType = car::BasicType;
 
 class Request;
+class Schedule;
 
 // Work the progress engine drives besides single messages: a collective
 // schedule (collectives/). Comm::Launch binds one to a request; from then on
@@ -115,12 +116,21 @@ class Request {
  private:
   friend class Comm;
   friend class agent::Runtime;
+  friend class Schedule;  // StartCounted, and the CAR of a step so started
   friend absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
   friend std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
   friend absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
   void Finish();  // once completed: returns the CAR (kept if persistent)
   int CommRank(int world) const;  // a world rank's rank in the communicator (-1: not in it)
   absl::Status BeginActivity();  // runs activity_ once and has the runtime poll it
+  // A persistent send or receive, started with its CAR counting down
+  // `counter` (a schedule's completion, which its other steps count down
+  // too) instead of the request's own: the request stays inactive, and the
+  // counter's owner learns of the end with no poll of the step's own.
+  absl::Status StartCounted(car::Completion* counter);
+  // What both starts do first: fail if the peer is gone, else re-arm the
+  // CAR to count down `counter` and bind it to the peer's method again.
+  absl::Status Rearm(car::Completion* counter);
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
   car::Completion done_;

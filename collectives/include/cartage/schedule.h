@@ -255,9 +255,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
   // Starts the request of send or receive `v`, prepared for this run's
   // buffer (at its first run, and again when RebindUser moved the buffer),
-  // and runs the loose steps if `v` is their host.
-  absl::Status StartRequest(VertexId v);
-  // Starts a step that runs alone, and ends it if it completed at once.
+  // and runs the loose steps if `v` is their host. `counted`: its CAR
+  // counts down done_ itself (Request::StartCounted; a step that runs alone
+  // with nothing fused to it), not its request's completion.
+  absl::Status StartRequest(VertexId v, bool counted);
+  // Starts a step that runs alone, and ends it if it completed at once; one
+  // with no step fused to it counts down done_ itself (counted).
   void StartAlone(VertexId v);
   // A step that runs alone completed with `st`: the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
@@ -270,6 +273,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // A send or receive completed: its status (a receive must fill its
   // buffer exactly), having run the steps fused with a receive.
   absl::Status Finished(VertexId v, Request& r);
+  // A receive must fill its buffer exactly: the error if `received` bytes do not.
+  static absl::Status CheckSize(const Vertex& x, uint64_t received);
+  // The run ended with an error no vertex named, or the counted steps
+  // carried fewer bytes than they hold (counted_bytes_): names the counted
+  // step that failed or received short, as Finished would have.
+  void NameCountedFailure();
   absl::Status ReduceInto(VertexId v);
 
   std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
@@ -305,6 +314,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
   std::vector<VertexId> draining_;   // drains not completed yet
   car::Completion done_;             // vertex CARs and steps run alone still to finish, first error
+  uint64_t counted_bytes_ = 0;       // what the counted steps (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
   std::optional<absl::Status> failed_;  // the first vertex error of this run
   // Per user buffer name: the vertices' buffers that name it (RebindUser),
