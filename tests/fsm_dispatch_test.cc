@@ -116,25 +116,32 @@ TEST(FsmDispatch, QueuedPayloadsReachTheirEventsAsTheQueueGrows) {
   EXPECT_FALSE(step.has_pending());
 }
 
+// Raises `raised` coins with payloads in one step and drains it; returns
+// the allocations that took. GCC 12 with the sanitizers (the CI's ASan
+// build) warns here that the queue's heap pointer may be read
+// uninitialized: on the branch for a queue already on the heap, which a
+// fresh step never takes (absl's InlinedVector sets which one it is in
+// its constructor). A false positive, silenced for this function only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+long AllocationsToDrain(Turnstile& t, int raised) {
+  fsm::StepOf<TurnstileDef> step;
+  const long before = g_allocations.load();
+  step.Raise<TurnstileMachine>(t, E::kCoin, 3);  // unlocks (or, unlocked, is taken)
+  for (int i = 1; i < raised; ++i) step.Raise<TurnstileMachine>(t, E::kCoin, 0);  // unlocked: taken
+  EXPECT_TRUE(step.Drain().ok());
+  return g_allocations.load() - before;
+}
+#pragma GCC diagnostic pop
+
 TEST(FsmDispatch, FourPayloadsInOneStepTouchNoAllocatorAFifthSpills) {
   // A receive meeting a message that came before it raises three events
   // with payloads in one step (match, envelope, data): four stay inline.
   Turnstile a;
   a.id = 1;
   TurnstileMachine::Reset(a);
-  for (const int raised : {4, 5}) {
-    fsm::StepOf<TurnstileDef> step;
-    const long before = g_allocations.load();
-    step.Raise<TurnstileMachine>(a, E::kCoin, 3);  // unlocks (or, unlocked, is taken)
-    for (int i = 1; i < raised; ++i) step.Raise<TurnstileMachine>(a, E::kCoin, 0);  // unlocked: taken
-    EXPECT_TRUE(step.Drain().ok());
-    const long allocations = g_allocations.load() - before;
-    if (raised == 4) {
-      EXPECT_EQ(allocations, 0);
-    } else {
-      EXPECT_GT(allocations, 0);  // the fifth goes to the heap: the counter sees it
-    }
-  }
+  EXPECT_EQ(AllocationsToDrain(a, 4), 0);
+  EXPECT_GT(AllocationsToDrain(a, 5), 0);  // the fifth goes to the heap: the counter sees it
   EXPECT_EQ(a.coins, 9);
   EXPECT_EQ(TurnstileMachine::StateOf(a), S::kUnlocked);
 }
