@@ -137,7 +137,7 @@ absl::Status Schedule::Begin() {
 
 void Schedule::StartAlone(VertexId v) {
   Request& r = reqs_[v].req;
-  if (fused_[static_cast<std::size_t>(v)].empty()) {
+  if (Counted(v)) {
     // Nothing to run after it: its CAR counts down the run's completion
     // itself, and Poll has nothing to do for it (a failure or a short
     // receive is named when the run ends: NameCountedFailure).
@@ -217,7 +217,7 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
 void Schedule::NameCountedFailure() {
   for (const std::vector<VertexId>* steps : {&alone_recvs_, &alone_sends_}) {
     for (VertexId v : *steps) {
-      if (!fused_[static_cast<std::size_t>(v)].empty()) continue;  // not counted: Finished named it
+      if (!Counted(v)) continue;  // Finished named it
       const car::Car* c = reqs_[v].req.car_;
       if (c == nullptr) continue;  // never prepared: EndAlone named it
       absl::Status st = c->status();

@@ -259,8 +259,11 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // counts down done_ itself (Request::StartCounted; a step that runs alone
   // with nothing fused to it), not its request's completion.
   absl::Status StartRequest(VertexId v, bool counted);
-  // Starts a step that runs alone, and ends it if it completed at once; one
-  // with no step fused to it counts down done_ itself (counted).
+  // Of the steps that run alone: one with no step fused to it, whose CAR
+  // counts down done_ itself (StartAlone), so that the poll never sees it.
+  bool Counted(VertexId v) const { return fused_[static_cast<std::size_t>(v)].empty(); }
+  // Starts a step that runs alone, and ends it if it completed at once (a
+  // counted one ends as its CAR counts down done_).
   void StartAlone(VertexId v);
   // A step that runs alone completed with `st`: the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
