@@ -88,6 +88,7 @@ void Schedule::RebindUser(const char* name, const void* base) {
     if (u.base == base || !same(u.name, name)) continue;  // the same buffer again: nothing to do
     for (Buf* b : u.bufs) b->user = const_cast<void*>(base);
     u.base = base;
+    prepared_ = false;  // the steps on it are prepared again (StartRequest)
   }
 }
 
@@ -132,6 +133,7 @@ absl::Status Schedule::Begin() {
     CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
   }
   for (VertexId v : alone_sends_) StartAlone(v);
+  prepared_ = !failed_.has_value();
   return absl::OkStatus();
 }
 
@@ -140,8 +142,10 @@ void Schedule::StartAlone(VertexId v) {
   if (Counted(v)) {
     // Nothing to run after it: its CAR counts down the run's completion
     // itself, and Poll has nothing to do for it (a failure or a short
-    // receive is named when the run ends: NameCountedFailure).
-    const absl::Status st = StartRequest(v, /*counted=*/true);
+    // receive is named when the run ends: NameCountedFailure). Prepared at
+    // an earlier run on the buffer it has now, it is started as it is.
+    const absl::Status st =
+        prepared_ && v != loose_host_ ? r.StartCounted(&done_) : StartRequest(v, /*counted=*/true);
     if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
     return;
   }
@@ -187,6 +191,10 @@ void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_
 }  // namespace
 
 std::optional<absl::Status> Schedule::Poll(int* work) {
+  // No request for the poll to take: the steps in flight count down done_
+  // themselves (a 2-rank barrier, alltoall or allgather; a linear
+  // alltoall), or wait for steps that do. Not finished yet.
+  if (done_.pending > 0 && inflight_.empty() && draining_.empty()) return std::nullopt;
   TakeCompleted(
       draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
       [&](VertexId v, Request& r) {

@@ -319,6 +319,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   car::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the counted steps (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
+  // Every counted step's request is prepared on the buffer it has now: the
+  // last run started them all (StartRequest), and RebindUser moved none since.
+  bool prepared_ = false;
   std::optional<absl::Status> failed_;  // the first vertex error of this run
   // Per user buffer name: the vertices' buffers that name it (RebindUser),
   // gathered on its first call.
