@@ -109,6 +109,7 @@ template <class Def>
 struct Action {
   absl::string_view name;
   void (*fn)(typename Def::Context&, const typename Def::Payload&, StepOf<Def>&) = nullptr;
+  constexpr bool present() const { return !name.empty(); }
 };
 
 // One row of a table. Guard and action are held by value (one load to call
@@ -346,10 +347,13 @@ class Machine {
       }
     } else {
       constexpr Transition<Def> kRowDef = kTable.rows()[kRow];
-      if constexpr (kRowDef.guard.fn != nullptr) {
+      // By name: a named guard or action has its function (a function
+      // pointer's comparison with null is no constant expression under the
+      // sanitizers).
+      if constexpr (kRowDef.guard.present()) {
         if (!kRowDef.guard.fn(ctx, payload)) return FireRow<kMode, kKey, kRow + 1>(ctx, payload, step);
       }
-      if constexpr (kRowDef.action.fn != nullptr) kRowDef.action.fn(ctx, payload, step);
+      if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, step);
       constexpr uint8_t kTarget = static_cast<uint8_t>(kRowDef.target);
       Def::Cell(ctx).value_ = kTarget;
       if constexpr (kMode == TraceMode::kRuntime) {
