@@ -144,9 +144,9 @@ void Schedule::StartAlone(VertexId v) {
     // itself, and Poll has nothing to do for it (a failure or a short
     // receive is named when the run ends: NameCountedFailure). Prepared at
     // an earlier run on the buffer it has now, it is started as it is.
-    const absl::Status st =
-        prepared_ && v != loose_host_ ? r.StartCounted(&done_) : StartRequest(v, /*counted=*/true);
-    if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
+    const absl::Status st = prepared_ ? r.StartCounted(&done_) : StartRequest(v, /*counted=*/true);
+    if (!st.ok()) return EndAlone(v, st);  // never posted: it will not count down
+    if (prepared_ && v == loose_host_) RunLoose();  // as StartRequest does
     return;
   }
   const absl::Status st = StartRequest(v, /*counted=*/false);
