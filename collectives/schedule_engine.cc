@@ -92,8 +92,7 @@ void Schedule::RebindUser(const char* name, const void* base) {
   }
 }
 
-absl::Status Schedule::Runnable() const {
-  if (comm_.has_value()) return absl::OkStatus();
+absl::Status Schedule::NotRunnable() const {
   return absl::FailedPreconditionError(absl::StrFormat("schedule %s: built for rendering only", name_));
 }
 

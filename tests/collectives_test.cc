@@ -215,6 +215,21 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   EXPECT_FALSE((*bar4)->RunsAlone(1) || (*bar4)->RunsAlone(2));
 }
 
+TEST(ScheduleBuilder, AScheduleBuiltForRenderingRefusesToRunNamingItself) {
+  ScheduleBuilder b(0, 2, "drawing");
+  const Buf t = b.Temp(8);
+  b.Send(t, 8, 1, {b.Recv(t, 8, 1)});
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  Schedule& s = **built;
+  cartage::Request req;
+  for (const absl::Status& st : {s.Run(), s.Begin(), s.Start(&req), s.Bind(&req)}) {
+    EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(st.message(), HasSubstr("schedule drawing: built for rendering only"));
+  }
+  EXPECT_FALSE(req.active());
+}
+
 TEST(Collectives, EveryAlgorithmBuildsForEveryRankOfEveryJobSize) {
   for (const AlgorithmInfo& a : Algorithms()) {
     for (int n : {1, 2, 3, 5, 8, 13}) {

@@ -250,7 +250,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // rendering.
   absl::Status Submit(bool persistent, Request* req);
   // OK unless the schedule was built for rendering only (it has no channel).
-  absl::Status Runnable() const;
+  // Inline: Run and Begin ask at every call.
+  absl::Status Runnable() const { return comm_.has_value() ? absl::OkStatus() : NotRunnable(); }
+  absl::Status NotRunnable() const;  // Runnable's error
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
   // Starts the request of send or receive `v`, prepared for this run's
