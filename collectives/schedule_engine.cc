@@ -132,7 +132,6 @@ absl::Status Schedule::Begin() {
     CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
   }
   for (VertexId v : alone_sends_) StartAlone(v);
-  prepared_ = !failed_.has_value();
   return absl::OkStatus();
 }
 
@@ -141,11 +140,9 @@ void Schedule::StartAlone(VertexId v) {
   if (Counted(v)) {
     // Nothing to run after it: its CAR counts down the run's completion
     // itself, and Poll has nothing to do for it (a failure or a short
-    // receive is named when the run ends: NameCountedFailure). Prepared at
-    // an earlier run on the buffer it has now, it is started as it is.
-    const absl::Status st = prepared_ ? r.StartCounted(&done_) : StartRequest(v, /*counted=*/true);
-    if (!st.ok()) return EndAlone(v, st);  // never posted: it will not count down
-    if (prepared_ && v == loose_host_) RunLoose();  // as StartRequest does
+    // receive is named when the run ends: NameCountedFailure).
+    const absl::Status st = StartRequest(v, /*counted=*/true);
+    if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
     return;
   }
   const absl::Status st = StartRequest(v, /*counted=*/false);
@@ -217,6 +214,7 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
   if (done_.pending > 0) return std::nullopt;
   running_ = false;
   if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
+  prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
   if (failed_.has_value()) return *failed_;
   return done_.status;
 }
@@ -266,17 +264,20 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
 
 // The step's persistent request: prepared at its first run, and again only
 // when its buffer moved (RebindUser), then started; the loose steps run as
-// their host starts.
-absl::Status Schedule::StartRequest(VertexId v, bool counted) {
-  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+// their host starts. After a run that ended well, with no buffer moved
+// since (prepared_), every step is prepared on its buffer: not looked up.
+inline absl::Status Schedule::StartRequest(VertexId v, bool counted) {
   Request& r = reqs_[v].req;
-  const bool send = x.kind == VertexKind::kSend;
-  std::byte* buf = Resolve(send ? x.src : x.dst);
-  const void*& prepared = reqs_[v].prepared_on;
-  if (!r.persistent() || prepared != buf) {
-    if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
-    prepared = buf;
-    CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
+  if (!prepared_) {
+    const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+    const bool send = x.kind == VertexKind::kSend;
+    std::byte* buf = Resolve(send ? x.src : x.dst);
+    const void*& prepared = reqs_[v].prepared_on;
+    if (!r.persistent() || prepared != buf) {
+      if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
+      prepared = buf;
+      CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
+    }
   }
   CARTAGE_RETURN_IF_ERROR(counted ? r.StartCounted(&done_) : r.Start());
   if (v == loose_host_) RunLoose();

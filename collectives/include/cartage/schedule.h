@@ -260,7 +260,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // and runs the loose steps if `v` is their host. `counted`: its CAR
   // counts down done_ itself (Request::StartCounted; a step that runs alone
   // with nothing fused to it), not its request's completion.
-  absl::Status StartRequest(VertexId v, bool counted);
+  // Inlined into its two callers: StartAlone runs it for every step that runs
+  // alone at every call.
+  [[gnu::always_inline]] inline absl::Status StartRequest(VertexId v, bool counted);
   // Of the steps that run alone: one with no step fused to it, whose CAR
   // counts down done_ itself (StartAlone), so that the poll never sees it.
   bool Counted(VertexId v) const { return fused_[static_cast<std::size_t>(v)].empty(); }
@@ -321,8 +323,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   car::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the counted steps (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
-  // Every counted step's request is prepared on the buffer it has now: the
-  // last run started them all (StartRequest), and RebindUser moved none since.
+  // Every step's request is prepared on the buffer it has now: the last run
+  // ended well (each send and receive started, StartRequest), and
+  // RebindUser moved no buffer since.
   bool prepared_ = false;
   std::optional<absl::Status> failed_;  // the first vertex error of this run
   // Per user buffer name: the vertices' buffers that name it (RebindUser),
