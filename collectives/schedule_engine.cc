@@ -187,10 +187,6 @@ void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_
 }  // namespace
 
 std::optional<absl::Status> Schedule::Poll(int* work) {
-  // No request for the poll to take: the steps in flight count down done_
-  // themselves (a 2-rank barrier, alltoall or allgather; a linear
-  // alltoall), or wait for steps that do. Not finished yet.
-  if (done_.pending > 0 && inflight_.empty() && draining_.empty()) return std::nullopt;
   TakeCompleted(
       draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
       [&](VertexId v, Request& r) {
