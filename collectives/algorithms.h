@@ -11,10 +11,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cartage/collectives.h"
 #include "cartage/schedule.h"
@@ -167,6 +169,12 @@ absl::Status ReduceScatterHalving(Ctx& c);
 absl::Status ReduceScatterReduceThenScatter(Ctx& c);
 absl::Status ScanRecursiveDoubling(Ctx& c);
 absl::Status ExscanRecursiveDoubling(Ctx& c);
+
+// A runnable schedule of `call` on `comm` (collectives.cc); under `sequence`
+// if given (a rebuild that must keep the number the other ranks' schedules
+// have: the blocking calls' cache, calls.cc), else the communicator's next.
+absl::StatusOr<std::shared_ptr<Schedule>> BuildOn(const Comm& comm, const CollectiveCall& call,
+                                                  std::optional<uint32_t> sequence);
 
 }  // namespace cartage::alg
 

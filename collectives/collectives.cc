@@ -1,11 +1,10 @@
-// The collectives' calls: building a call's schedule (argument checks,
-// packing of non-contiguous types, the algorithm), the blocking calls'
-// schedule cache, and the MPI forms.
+// Building a collective call's schedule: argument checks, packing of
+// non-contiguous types, the algorithm the selection table picks. The calls
+// that run them (the blocking calls' cache, the MPI forms) are in calls.cc.
 #include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -295,22 +294,17 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 
 }  // namespace
 
-namespace {
-// A runnable schedule of `call` on `comm`; under `sequence` if given (a
-// rebuild that must keep the number the other ranks' schedules have), else
-// the communicator's next.
-absl::StatusOr<std::shared_ptr<Schedule>> BuildOn(const Comm& comm, const CollectiveCall& call,
-                                                  std::optional<uint32_t> sequence) {
+absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const CollectiveCall& call,
+                                                       std::optional<uint32_t> sequence) {
   const bool oversubscribed = comm.Oversubscribed();
   const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
   ScheduleBuilder b(comm, ScheduleName(call, algo));
   if (sequence.has_value()) b.UseSequence(*sequence);
   return Build(b, call, algo, /*runnable=*/true, oversubscribed);
 }
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
-  return BuildOn(comm, call, std::nullopt);
+  return alg::BuildOn(comm, call, std::nullopt);
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, const CollectiveCall& call) {
@@ -320,284 +314,6 @@ absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, co
   const std::string algo = AlgorithmOf(call, size, /*oversubscribed=*/false);
   ScheduleBuilder b(rank, size, ScheduleName(call, algo));
   return Build(b, call, algo, /*runnable=*/false, /*oversubscribed=*/false);
-}
-
-namespace {
-
-// Blocking calls reuse the schedule of an earlier call that differs only in
-// its buffers (same communicator, collective, count, type, operator, root,
-// algorithm, in place or not), rebound to the new buffers: building costs
-// more than a small collective takes to run. Every rank makes the same
-// calls, so every rank hits or misses alike, and a reused schedule keeps its
-// sequence number (its tags): the runs of one schedule are ordered on every
-// link, as a persistent request's are. Nonblocking calls always build anew
-// (two of them may be in flight at once).
-
-// A blocking call's arguments as the typed calls (Allreduce, Bcast, ...)
-// receive them, by reference: all the cache compares, so a call that reuses
-// a schedule constructs nothing (no CollectiveCall with its vectors and
-// string, no copy of its type): about 7 % of an 8-byte bcast's stores
-// (callgrind), and on the VM's far placement a call's stores are what pace
-// it (bench/RESULTS.md).
-struct CallView {
-  Collective kind = Collective::kBarrier;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  int64_t count = 0;
-  const Datatype* type = nullptr;
-  const Op* op = nullptr;       // the reducing collectives
-  int root = 0;
-  std::string_view algorithm;  // empty: the selection table's
-};
-
-CallView ViewOf(const CollectiveCall& c) {
-  return {c.kind, c.send, c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr, c.root, c.algorithm};
-}
-
-// A fixed-shape call (no counts or displacements), by the selection table.
-CollectiveCall Call(Collective k, const void* send, void* recv, int64_t count, const Datatype& type,
-                    std::optional<Op> op, int root) {
-  CollectiveCall c;
-  c.kind = k;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.type = type;
-  c.op = op;
-  c.root = root;
-  return c;
-}
-
-// The call a view shows. The fixed-shape calls the cache serves have no
-// counts or displacements: the view holds all of them.
-CollectiveCall CallOf(const CallView& v) {
-  CollectiveCall c = Call(v.kind, v.send, v.recv, v.count, *v.type,
-                          v.op != nullptr ? std::optional<Op>(*v.op) : std::nullopt, v.root);
-  c.algorithm = std::string(v.algorithm);
-  return c;
-}
-
-// What makes two calls the same schedule (the buffers aside). Only what
-// every rank passes alike: whether the root alone passes kInPlace is not in
-// it (a rank-dependent key would let one rank reuse a schedule, and its
-// tags, while another builds a new one).
-struct CacheKey {
-  uint32_t context;
-  int size;
-  CollectiveCall call;  // send and recv are not compared: they are the buffers the schedule is bound to
-  // Whether a call on (context, size) is this key.
-  // The cheap words first: a loop's call is this key, and its datatype the
-  // very one the key holds (one committed type: equal without a look inside).
-  bool Matches(uint32_t ctx, int n, const CallView& b) const {
-    const CollectiveCall& a = call;
-    if (context != ctx || size != n || a.kind != b.kind || a.count != b.count || a.root != b.root) return false;
-    if (a.op.has_value() != (b.op != nullptr)) return false;
-    if (a.op.has_value() && (a.op->kind() != b.op->kind() || a.op->fn() != b.op->fn() ||
-                             a.op->context() != b.op->context() || a.op->commutative() != b.op->commutative())) {
-      return false;
-    }
-    if (a.algorithm != b.algorithm) return false;
-    if (&a.type.nodes() == &b.type->nodes()) return true;
-    return a.type.size() == b.type->size() && a.type.extent() == b.type->extent() &&
-           a.type.true_lb() == b.type->true_lb() && a.type.name() == b.type->name();
-  }
-};
-
-class ScheduleCache {
- public:
-  struct Entry {
-    CacheKey key;
-    bool in_place;
-    std::shared_ptr<Schedule> schedule;
-  };
-  // The entry for `call`, made the most recent; null if none.
-  Entry* Find(uint32_t context, int size, const CallView& call) {
-    for (std::size_t i = entries_.size(); i-- > 0;) {  // the most recent first
-      if (entries_[i].key.Matches(context, size, call)) {
-        if (i + 1 == entries_.size()) return &entries_.back();  // the most recent already
-        std::rotate(entries_.begin() + static_cast<std::ptrdiff_t>(i),
-                    entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1, entries_.end());
-        return &entries_.back();
-      }
-    }
-    return nullptr;
-  }
-  void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
-    if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
-    entries_.push_back({std::move(key), in_place, std::move(s)});
-  }
-
- private:
-  static constexpr std::size_t kCapacity = 16;
-  std::vector<Entry> entries_;
-};
-
-// Runs a blocking call of a fixed shape (not a v form) through the cache;
-// the CollectiveCall to build from is made on a miss only.
-absl::Status RunCached(const Comm& comm, const CallView& view) {
-  // One cache per agent: its schedules hold the agent's CARs, and a later
-  // agent in this process reuses the same context ids.
-  static const char kCacheKey = 0;
-  auto* cache = static_cast<ScheduleCache*>(
-      comm.AgentState(&kCacheKey, []() -> std::shared_ptr<void> { return std::make_shared<ScheduleCache>(); }));
-  // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
-  const bool in_place = view.send == kInPlace || view.recv == kInPlace;
-  ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);
-  if (hit == nullptr) {
-    CollectiveCall call = CallOf(view);
-    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-    cache->Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
-    return s->Run();
-  }
-  CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
-  if (hit->in_place != in_place) {
-    // This rank's part changed shape (the root switched to or from kInPlace):
-    // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    bound.send = view.send;
-    bound.recv = view.recv;
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, BuildOn(comm, bound, hit->schedule->sequence()));
-    hit->in_place = in_place;
-    return hit->schedule->Run();
-  }
-  if (bound.send != view.send || bound.recv != view.recv) {  // a loop over the same buffers skips this
-    hit->schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
-    hit->schedule->RebindUser("recv", view.recv);
-    bound.send = view.send;
-    bound.recv = view.recv;
-  }
-  return hit->schedule->Run();
-}
-
-// A typed blocking call (Allreduce, Bcast, ...): `op` null where it has none.
-absl::Status RunTyped(const Comm& comm, Collective kind, const void* send, void* recv, int64_t count,
-                      const Datatype& type, const Op* op, int root) {
-  return RunCached(comm, CallView{kind, send, recv, count, &type, op, root, {}});
-}
-
-}  // namespace
-
-absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
-  if (Varying(call.kind)) {  // counts known at the root alone, or differing by rank: no cache key every rank shares
-    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-    return s->Run();
-  }
-  return RunCached(comm, ViewOf(call));
-}
-
-absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
-  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-  return s->Start(req);
-}
-
-absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
-  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-  return s->Bind(req);
-}
-
-absl::Status Barrier(const Comm& comm) {
-  static const Datatype kByte = Datatype::Basic(BasicType::kByte);  // CollectiveCall's default
-  return RunTyped(comm, Collective::kBarrier, nullptr, nullptr, 0, kByte, nullptr, 0);
-}
-absl::Status Ibarrier(const Comm& comm, Request* req) { return StartCollective(comm, CollectiveCall{}, req); }
-absl::Status Bcast(const Comm& comm, void* buf, int64_t count, const Datatype& type, int root) {
-  return RunTyped(comm, Collective::kBcast, buf, buf, count, type, nullptr, root);
-}
-absl::Status Ibcast(const Comm& comm, void* buf, int64_t count, const Datatype& type, int root, Request* req) {
-  return StartCollective(comm, Call(Collective::kBcast, buf, buf, count, type, std::nullopt, root), req);
-}
-absl::Status Reduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                    const Op& op, int root) {
-  return RunTyped(comm, Collective::kReduce, send, recv, count, type, &op, root);
-}
-absl::Status Ireduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                     const Op& op, int root, Request* req) {
-  return StartCollective(comm, Call(Collective::kReduce, send, recv, count, type, op, root), req);
-}
-absl::Status Allreduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                       const Op& op) {
-  return RunTyped(comm, Collective::kAllreduce, send, recv, count, type, &op, 0);
-}
-absl::Status Iallreduce(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                        const Op& op, Request* req) {
-  return StartCollective(comm, Call(Collective::kAllreduce, send, recv, count, type, op, 0), req);
-}
-absl::Status Gather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, int root) {
-  return RunTyped(comm, Collective::kGather, send, recv, count, type, nullptr, root);
-}
-absl::Status Scatter(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                     int root) {
-  return RunTyped(comm, Collective::kScatter, send, recv, count, type, nullptr, root);
-}
-absl::Status Allgather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type) {
-  return RunTyped(comm, Collective::kAllgather, send, recv, count, type, nullptr, 0);
-}
-absl::Status Iallgather(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                        Request* req) {
-  return StartCollective(comm, Call(Collective::kAllgather, send, recv, count, type, std::nullopt, 0), req);
-}
-absl::Status Alltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type) {
-  return RunTyped(comm, Collective::kAlltoall, send, recv, count, type, nullptr, 0);
-}
-absl::Status Ialltoall(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                       Request* req) {
-  return StartCollective(comm, Call(Collective::kAlltoall, send, recv, count, type, std::nullopt, 0), req);
-}
-
-
-namespace {
-std::vector<int64_t> Vec(absl::Span<const int64_t> s) { return {s.begin(), s.end()}; }
-}  // namespace
-
-absl::Status Gatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
-                     absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
-                     const Datatype& type, int root) {
-  CollectiveCall c = Call(Collective::kGatherv, send, recv, send_count, type, std::nullopt, root);
-  c.recv_counts = Vec(recv_counts);
-  c.recv_displs = Vec(recv_displs);
-  return RunCollective(comm, c);
-}
-absl::Status Scatterv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
-                      absl::Span<const int64_t> send_displs, void* recv, int64_t recv_count, const Datatype& type,
-                      int root) {
-  CollectiveCall c = Call(Collective::kScatterv, send, recv, recv_count, type, std::nullopt, root);
-  c.send_counts = Vec(send_counts);
-  c.send_displs = Vec(send_displs);
-  return RunCollective(comm, c);
-}
-absl::Status Allgatherv(const Comm& comm, const void* send, int64_t send_count, void* recv,
-                        absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_displs,
-                        const Datatype& type) {
-  CollectiveCall c = Call(Collective::kAllgatherv, send, recv, send_count, type, std::nullopt, 0);
-  c.recv_counts = Vec(recv_counts);
-  c.recv_displs = Vec(recv_displs);
-  return RunCollective(comm, c);
-}
-absl::Status Alltoallv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
-                       absl::Span<const int64_t> send_displs, void* recv, absl::Span<const int64_t> recv_counts,
-                       absl::Span<const int64_t> recv_displs, const Datatype& type) {
-  CollectiveCall c = Call(Collective::kAlltoallv, send, recv, 0, type, std::nullopt, 0);
-  c.send_counts = Vec(send_counts);
-  c.send_displs = Vec(send_displs);
-  c.recv_counts = Vec(recv_counts);
-  c.recv_displs = Vec(recv_displs);
-  return RunCollective(comm, c);
-}
-absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl::Span<const int64_t> recv_counts,
-                           const Datatype& type, const Op& op) {
-  CollectiveCall c = Call(Collective::kReduceScatter, send, recv, 0, type, op, 0);
-  c.recv_counts = Vec(recv_counts);
-  return RunCollective(comm, c);
-}
-absl::Status ReduceScatterBlock(const Comm& comm, const void* send, void* recv, int64_t recv_count,
-                                const Datatype& type, const Op& op) {
-  return RunTyped(comm, Collective::kReduceScatterBlock, send, recv, recv_count, type, &op, 0);
-}
-absl::Status Scan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, const Op& op) {
-  return RunTyped(comm, Collective::kScan, send, recv, count, type, &op, 0);
-}
-absl::Status Exscan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
-                    const Op& op) {
-  return RunTyped(comm, Collective::kExscan, send, recv, count, type, &op, 0);
 }
 
 }  // namespace cartage
