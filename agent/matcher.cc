@@ -22,24 +22,24 @@ bool Matcher::Matches(const Envelope& want, const Envelope& got) {
 
 Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
   if (pattern.rank != kAnySource && pattern.tag != kAnyTag) {
-    auto it = unexpected_.find(Key{pattern.context_id, pattern.rank, pattern.tag});
-    return it == unexpected_.end() ? nullptr : it->second.front();
+    auto it = unexpected_.map().find(Key{pattern.context_id, pattern.rank, pattern.tag});
+    return it == unexpected_.map().end() ? nullptr : it->second.front();
   }
   Car* oldest = nullptr;
   const std::size_t ranks = posted_any_tag_.size();
-  if (pattern.tag != kAnyTag && ranks < unexpected_.size()) {
+  if (pattern.tag != kAnyTag && ranks < unexpected_.map().size()) {
     // Any source, one tag: one lookup per source beats a walk over every
     // (source, tag) bucket once there are more buckets than ranks.
     for (std::size_t source = 0; source < ranks; ++source) {
-      auto it = unexpected_.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
-      if (it == unexpected_.end()) continue;
+      auto it = unexpected_.map().find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
+      if (it == unexpected_.map().end()) continue;
       Car* c = it->second.front();
       if (c == nullptr) continue;  // an emptied bucket, kept
       if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
     }
     return oldest;
   }
-  for (const auto& [key, list] : unexpected_) {
+  for (const auto& [key, list] : unexpected_.map()) {
     Car* c = list.front();
     if (c == nullptr || !Matches(pattern, c->envelope())) continue;
     if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
@@ -54,16 +54,15 @@ Car* Matcher::PostReceive(Car* recv) {
   } else if (e.rank != kAnySource && e.tag != kAnyTag) {
     // One source, one tag: its bucket's oldest, found with one lookup. The
     // bucket stays when it empties (the next message from there reuses it).
-    auto it = unexpected_.find(Key{e.context_id, e.rank, e.tag});
-    if (it != unexpected_.end()) {
-      if (Car* m = it->second.PopFront()) {
+    if (car::CarList* bucket = unexpected_.Find(Key{e.context_id, e.rank, e.tag})) {
+      if (Car* m = bucket->PopFront()) {
         --unexpected_count_;
         return m;
       }
     }
   } else if (Car* m = PeekUnexpected(e)) {
-    auto it = unexpected_.find(Key{m->envelope().context_id, m->envelope().rank, m->envelope().tag});
-    it->second.Unlink(m);
+    const Envelope& me = m->envelope();
+    unexpected_.Find(Key{me.context_id, me.rank, me.tag})->Unlink(m);
     --unexpected_count_;
     return m;
   }
@@ -80,11 +79,8 @@ Car* Matcher::PostReceive(Car* recv) {
   } else {
     // Buckets stay when they empty (a ping-pong reuses one); they are swept
     // once the empty ones clearly outnumber the receives.
-    if (posted_.size() > 1024 && posted_.size() > 4 * posted_count_) {
-      ForgetPostedBucket();
-      absl::erase_if(posted_, [](const auto& kv) { return kv.second.empty(); });
-    }
-    PostedBucket(Key{e.context_id, e.rank, e.tag}).PushBack(recv);
+    posted_.Sweep(posted_count_);
+    posted_.Get(Key{e.context_id, e.rank, e.tag}).PushBack(recv);
   }
   return nullptr;
 }
@@ -97,7 +93,7 @@ bool Matcher::RemovePosted(Car* recv) {
   } else if (e.tag == kAnyTag) {
     list = &posted_any_tag_[static_cast<std::size_t>(e.rank)];
   } else {
-    list = FindPosted(Key{e.context_id, e.rank, e.tag});
+    list = posted_.Find(Key{e.context_id, e.rank, e.tag});
     if (list == nullptr) return false;
   }
   if (list->FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
@@ -106,22 +102,27 @@ bool Matcher::RemovePosted(Car* recv) {
   return true;
 }
 
-car::CarList& Matcher::LookUpOrMakePosted(const Key& key) {
-  last_posted_ = &posted_[key];
-  last_posted_key_ = key;
-  return *last_posted_;
+car::CarList& Matcher::Buckets::Make(const Key& key) {
+  auto [it, inserted] = map_.try_emplace(key);
+  if (inserted) Forget();  // the insert may have moved every bucket
+  Remember(key, &it->second);
+  return it->second;
 }
 
-car::CarList* Matcher::LookUpPosted(const Key& key) {
-  auto it = posted_.find(key);
-  if (it == posted_.end()) return nullptr;
-  last_posted_ = &it->second;
-  last_posted_key_ = key;
-  return last_posted_;
+car::CarList* Matcher::Buckets::LookUp(const Key& key) {
+  auto it = map_.find(key);
+  if (it == map_.end()) return nullptr;
+  Remember(key, &it->second);
+  return &it->second;
+}
+
+void Matcher::Buckets::DropEmpty() {
+  Forget();
+  absl::erase_if(map_, [](const auto& kv) { return kv.second.empty(); });
 }
 
 Car* Matcher::OldestSpecific(const Envelope& envelope, car::CarList** list) {
-  car::CarList* bucket = FindPosted(Key{envelope.context_id, envelope.rank, envelope.tag});
+  car::CarList* bucket = posted_.Find(Key{envelope.context_id, envelope.rank, envelope.tag});
   Car* exact = bucket == nullptr ? nullptr : bucket->front();
   car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(envelope.rank)];
   Car* loose = any_tag.empty() ? nullptr : any_tag.FindFirst([&envelope](Car* r) {
@@ -161,10 +162,8 @@ void Matcher::AddUnexpected(Car* message) {
   message->link.seq = arrivals_++;
   // Emptied buckets are kept, as for posted receives, and swept once they
   // clearly outnumber the messages waiting.
-  if (unexpected_.size() > 1024 && unexpected_.size() > 4 * unexpected_count_) {
-    absl::erase_if(unexpected_, [](const auto& kv) { return kv.second.empty(); });
-  }
-  unexpected_[Key{e.context_id, e.rank, e.tag}].PushBack(message);
+  unexpected_.Sweep(unexpected_count_);
+  unexpected_.Get(Key{e.context_id, e.rank, e.tag}).PushBack(message);
   ++unexpected_count_;
 }
 
@@ -172,11 +171,12 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
   const std::size_t first = posted->size();
   car::CarList& any_tag = posted_any_tag_[static_cast<std::size_t>(source)];
   while (Car* c = any_tag.PopFront()) posted->push_back(c);
-  ForgetPostedBucket();
-  for (auto it = posted_.begin(); it != posted_.end();) {
+  posted_.Forget();
+  unexpected_.Forget();
+  for (auto it = posted_.map().begin(); it != posted_.map().end();) {
     if (it->first.source == source) {
       while (Car* c = it->second.PopFront()) posted->push_back(c);
-      posted_.erase(it++);
+      posted_.map().erase(it++);
     } else {
       ++it;
     }
@@ -184,13 +184,13 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
   posted_count_ -= posted->size() - first;
   std::sort(posted->begin() + static_cast<std::ptrdiff_t>(first), posted->end(),
             [](const Car* a, const Car* b) { return a->link.seq < b->link.seq; });  // in posting order
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+  for (auto it = unexpected_.map().begin(); it != unexpected_.map().end();) {
     if (it->first.source == source) {
       while (Car* c = it->second.PopFront()) {
         unexpected->push_back(c);
         --unexpected_count_;
       }
-      unexpected_.erase(it++);
+      unexpected_.map().erase(it++);
     } else {
       ++it;
     }
@@ -198,10 +198,11 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
 }
 
 void Matcher::TakeAllUnexpected(std::vector<Car*>* out) {
-  for (auto& [key, list] : unexpected_) {
+  for (auto& [key, list] : unexpected_.map()) {
     while (Car* c = list.PopFront()) out->push_back(c);
   }
-  unexpected_.clear();
+  unexpected_.map().clear();
+  unexpected_.Forget();
   unexpected_count_ = 0;
 }
 

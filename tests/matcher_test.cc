@@ -1,5 +1,6 @@
 // The matcher: FIFO per envelope, wildcard against specific by the counter
 // (ties to the wildcard), rollover, contexts, and long unexpected queues.
+#include <algorithm>
 #include <vector>
 
 #include "agent/matcher.h"
@@ -242,7 +243,7 @@ TEST_F(MatcherTest, HundredThousandPostedMatchedInReverseThenManyBuckets) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
-// The matcher remembers the bucket it last looked up; what erases buckets
+// The matcher remembers the bucket it last found per source; what erases buckets
 // (the sweep of emptied ones, a dead peer) must make it forget, or a later
 // receive goes into an erased bucket that no other lookup finds.
 TEST_F(MatcherTest, TheLastBucketLookedUpIsForgottenWhenBucketsAreErased) {
@@ -287,6 +288,42 @@ TEST_F(MatcherTest, TheLastBucketLookedUpIsForgottenWhenBucketsAreErased) {
   EXPECT_EQ(m.MatchIncoming({0, 2, 2}), g);
   EXPECT_EQ(m.MatchIncoming({0, 0, 9}), stays);
   EXPECT_EQ(m.posted(), 0u);
+}
+
+// The matcher remembers, per source, the bucket it last found; a new bucket
+// for another source may move every bucket (the map grows), so the insert
+// must make it forget, or a later receive or message from the first source
+// goes where no walk over the buckets (a dead peer's) finds it.
+TEST_F(MatcherTest, BucketsRememberedPerSourceAreForgottenWhenTheMapGrows) {
+  Matcher m(3);
+  Car* a = Recv(1, 5);
+  ASSERT_EQ(m.PostReceive(a), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), a);  // (1, 5) remembered, now empty
+  m.AddUnexpected(Message(1, 5));
+  ASSERT_NE(m.PostReceive(Recv(1, 5)), nullptr);  // the unexpected (1, 5) too
+  std::vector<Car*> from2;
+  for (int tag = 0; tag < 300; ++tag) {  // grows both maps many times over
+    from2.push_back(Recv(2, tag));
+    ASSERT_EQ(m.PostReceive(from2.back()), nullptr);
+    m.AddUnexpected(Message(2, 1000 + tag));
+  }
+  Car* b = Recv(1, 5);
+  ASSERT_EQ(m.PostReceive(b), nullptr);
+  Car* again = Message(1, 5);
+  m.AddUnexpected(again);
+  Car* late = Message(1, 6);
+  m.AddUnexpected(late);
+  EXPECT_EQ(m.posted_buckets(), 301u);
+  EXPECT_EQ(m.unexpected_buckets(), 302u);
+  std::vector<Car*> posted, unexpected;
+  m.TakeAllFrom(1, &posted, &unexpected);
+  EXPECT_EQ(posted, std::vector<Car*>{b});
+  EXPECT_EQ(unexpected.size(), 2u);
+  EXPECT_NE(std::find(unexpected.begin(), unexpected.end(), again), unexpected.end());
+  EXPECT_NE(std::find(unexpected.begin(), unexpected.end(), late), unexpected.end());
+  for (int tag = 299; tag >= 0; --tag) ASSERT_EQ(m.MatchIncoming({0, 2, tag}), from2[tag]);
+  EXPECT_EQ(m.posted(), 0u);
+  EXPECT_EQ(m.unexpected(), 300u);
 }
 
 TEST_F(MatcherTest, DeadPeersReceivesComeBackInPostingOrder) {
