@@ -282,15 +282,16 @@ class PostedHost : public TestHost {
 class ShmCmaTest : public ::testing::Test {
  protected:
   static constexpr std::size_t kBytes = 96 * 1024;
+  virtual ShmOptions Options() const { return ShmOptions(); }
   void SetUp() override {
     std::thread other([&] {
       InProcessExchange ex(&job_, 1);
-      auto m = ShmMethod::Create(ex, &host_[1], ShmOptions());
+      auto m = ShmMethod::Create(ex, &host_[1], Options());
       ASSERT_TRUE(m.ok()) << m.status();
       rank_[1] = std::move(*m);
     });
     InProcessExchange ex(&job_, 0);
-    auto m = ShmMethod::Create(ex, &host_[0], ShmOptions());
+    auto m = ShmMethod::Create(ex, &host_[0], Options());
     other.join();
     ASSERT_TRUE(m.ok()) << m.status();
     rank_[0] = std::move(*m);
@@ -415,6 +416,86 @@ TEST_F(ShmCmaOversubscribedTest, OneWayReadsWithCmaToo) {
   ASSERT_TRUE(got_[0].done()) << "oversubscribed, a lone 96 KiB receive reads with CMA at once";
   EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
   EXPECT_EQ(in_[0], out_[1]);
+}
+
+// Between CMA_CHOOSE_MIN (here 64 KiB) and CMA_MIN, the receiver moves the
+// first message from a sender by the pipelined copy and the second by CMA,
+// timing both, then takes whichever moved a byte faster, the other way one
+// message in CopyChooser::kExplore. Every message arrives whole either way.
+class ShmCmaChoiceTest : public ShmCmaTest {
+ protected:
+  ShmOptions Options() const override {
+    ShmOptions o;
+    o.cma_choose_min = 64 * 1024;
+    return o;
+  }
+  // One message from rank 1 to rank 0; whether rank 0 read it with CMA
+  // (done at its first progress) and its bytes are the sender's.
+  bool OneMessage() {
+    std::fill(in_[0].begin(), in_[0].end(), 0);
+    PostRecv(0);
+    Send(1);
+    rank_[0]->Progress();
+    const bool cma = got_[0].done();
+    Drain(got_[0]);
+    Drain(sent_[1]);
+    EXPECT_TRUE(got_[0].done() && got_[0].status.ok()) << got_[0].status;
+    EXPECT_TRUE(sent_[1].done() && sent_[1].status.ok()) << sent_[1].status;
+    EXPECT_EQ(in_[0], out_[1]);
+    return cma;
+  }
+};
+
+TEST_F(ShmCmaChoiceTest, TriesBothWaysThenTakesTheFaster) {
+  const CopyChooser& ch = rank_[0]->chooser(1);
+  EXPECT_FALSE(OneMessage()) << "nothing timed yet: the pipelined copy first";
+  EXPECT_GT(ch.pipelined_ns_per_byte(), 0);
+  EXPECT_EQ(ch.cma_ns_per_byte(), 0);
+  EXPECT_TRUE(OneMessage()) << "then CMA, to time it";
+  EXPECT_GT(ch.cma_ns_per_byte(), 0);
+  int other_way = 0;
+  for (uint32_t k = 1; k <= 2 * CopyChooser::kExplore; ++k) {
+    const bool cma_faster = ch.cma_ns_per_byte() < ch.pipelined_ns_per_byte();
+    const bool explore = k % CopyChooser::kExplore == 0;
+    const bool cma = OneMessage();
+    ASSERT_EQ(cma, explore ? !cma_faster : cma_faster) << "message " << k;
+    other_way += explore;
+  }
+  EXPECT_EQ(other_way, 2);
+  EXPECT_EQ(rank_[1]->chooser(0).pipelined_ns_per_byte(), 0) << "rank 1 received nothing";
+}
+
+// The choice itself: the way in use is averaged message by message, the
+// other one's occasional time replaces what it had, so a change of speed
+// (the vCPUs moved) turns the choice within a few messages.
+TEST(CopyChooser, FollowsTheFasterWayAsSpeedsChange) {
+  CopyChooser ch;
+  constexpr uint64_t kMiB = 1 << 20;
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(/*cma=*/false, kMiB, 60'000);
+  EXPECT_TRUE(ch.UseCma());
+  ch.Observe(/*cma=*/true, kMiB, 120'000);
+  int cma = 0;
+  for (uint32_t k = 0; k < CopyChooser::kExplore; ++k) cma += ch.UseCma();
+  EXPECT_EQ(cma, 1) << "pipelined is faster: CMA once in kExplore";
+  // Pipelined slows to 140 µs a MiB: its average passes CMA's 120 at the
+  // third such message (100, 120, 130).
+  ch.Observe(false, kMiB, 140'000);
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(false, kMiB, 140'000);
+  EXPECT_FALSE(ch.UseCma()) << "a tie keeps the pipelined copy";
+  ch.Observe(false, kMiB, 140'000);
+  EXPECT_TRUE(ch.UseCma());
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), 130'000.0 / kMiB);
+  // CMA in use now: its samples are averaged (120 and 100 -> 110); the
+  // pipelined copy's next time (50) replaces its 130 at once.
+  ch.Observe(true, kMiB, 100'000);
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 110'000.0 / kMiB);
+  ch.Observe(false, kMiB, 50'000);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), 50'000.0 / kMiB);
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(true, 0, 5);  // nothing moved: nothing learned
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 110'000.0 / kMiB);
 }
 
 TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {

@@ -23,6 +23,7 @@
 #include "methods/common/handle_table.h"
 #include "methods/host.h"
 #include "methods/method.h"
+#include "methods/shm/copy_chooser.h"
 #include "methods/shm/shm_ring.h"
 #include "methods/shm/shm_segment.h"
 
@@ -53,6 +54,10 @@ struct ShmOptions {
   // two each).
   std::size_t cma_min_exchange = 64u << 10;
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
+  // Below cma_min, messages of at least this many bytes go by whichever of
+  // CMA and the pipelined copy was faster lately with their sender
+  // (CopyChooser); 0: never choose. Unless CARTAGE_SHM_CMA_MIN is set.
+  std::size_t cma_choose_min = 256u << 10;
   // How one-line records are written (shm_ring.h): ordinary stores, one
   // 64-byte direct store each, or chosen per moment
   // (RingWriter::set_direct_auto; only where the CPU has MOVDIR64B).
@@ -63,7 +68,8 @@ struct ShmOptions {
   // job gets the same. Fails if the eager limit is more than the ring carries.
   absl::Status ForJob(int ranks, bool oversubscribed);
   // Reads CARTAGE_SHM_RING_BYTES, CARTAGE_SHM_EAGER_LIMIT, CARTAGE_SHM_CMA,
-  // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE, CARTAGE_SHM_DIRECT_STORE.
+  // CARTAGE_SHM_CMA_MIN, CARTAGE_SHM_CMA_MIN_EXCHANGE, CARTAGE_SHM_CMA_CHOOSE_MIN,
+  // CARTAGE_SHM_DIRECT_STORE.
   static absl::StatusOr<ShmOptions> FromEnvironment();
 };
 
@@ -80,6 +86,7 @@ struct ShmCarState {
   uint64_t remote_handle = 0;    // the peer's handle (sender's send / receiver's receive)
   uint64_t remote_address = 0;   // RTS: the sender's buffer
   uint64_t offset = 0;           // pipelined send: bytes streamed so far
+  uint64_t cts_ns = 0;           // pipelined receive timed for the CopyChooser: when its CTS went (0: not timed)
 };
 
 class ShmMethod final : public Method {
@@ -94,6 +101,8 @@ class ShmMethod final : public Method {
   int size() const { return size_; }
   std::size_t eager_limit() const { return options_.eager_limit; }
   bool cma(int peer) const { return cma_[static_cast<std::size_t>(peer)]; }
+  // How large rendezvous messages from `peer` are moved (tests).
+  const CopyChooser& chooser(int peer) const { return choosers_[static_cast<std::size_t>(peer)]; }
 
   // Method. Memory registration is the base class's bookkeeping: shared
   // memory needs no pinning or keys.
@@ -185,6 +194,7 @@ class ShmMethod final : public Method {
   std::vector<RingWriter> writers_;
   std::vector<RingReader> readers_;
   std::vector<bool> cma_;
+  std::vector<CopyChooser> choosers_;  // per sender: CMA or pipelined, for messages between the two minimums
   std::vector<int32_t> pids_;
   std::vector<absl::Status> broken_;          // per peer: OK, or why it failed
   std::vector<car::CarList> parked_;           // per peer, FIFO

@@ -19,10 +19,16 @@ std::vector<ParamInfo> Params() {
                               "of the ring)"},
       {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
                       "pipelined copy through the rings"},
-      {"CMA_MIN", "67108864", "smallest rendezvous message that uses CMA (on this VM kind the "
-                              "pipelined copy measured faster up to 64 MiB; CMA frees the sender's CPU, so "
+      {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA (on this VM kind the "
+                              "pipelined copy measured faster up to 64 MiB in the near vCPU placement; CMA frees the sender's CPU, so "
                               "where ranks outnumber CPUs the default is 65536); when set, it holds "
                               "everywhere"},
+      {"CMA_CHOOSE_MIN", "262144", "below CMA_MIN, rendezvous messages of at least this many bytes go by "
+                                   "whichever of CMA and the pipelined copy moved a byte faster lately with "
+                                   "their sender (timed per peer, the other way tried one message in 128): on "
+                                   "this VM kind the pipelined copy is twice as fast where a cache-line "
+                                   "hand-off is quick, CMA a fifth faster where it is slow (bench/RESULTS.md); "
+                                   "0: never choose; ignored when CMA_MIN is set"},
       {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
                                      "has a rendezvous send of its own waiting for its CTS (an exchange)"},
       {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
@@ -92,6 +98,11 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
     o.direct_store = s == "yes"                              ? DirectStore::kYes
                      : s == "auto" && DirectStoreSupported() ? DirectStore::kAuto
                                                              : DirectStore::kNo;
+  }
+  if (const char* v = std::getenv("CARTAGE_SHM_CMA_CHOOSE_MIN")) {
+    if (!absl::SimpleAtoi(v, &o.cma_choose_min)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_SHM_CMA_CHOOSE_MIN=%s: not a number", v));
+    }
   }
   if (const char* v = std::getenv("CARTAGE_SHM_CMA_MIN_EXCHANGE")) {
     if (!absl::SimpleAtoi(v, &o.cma_min_exchange)) {
