@@ -465,37 +465,40 @@ TEST_F(ShmCmaChoiceTest, TriesBothWaysThenTakesTheFaster) {
   EXPECT_EQ(rank_[1]->chooser(0).pipelined_ns_per_byte(), 0) << "rank 1 received nothing";
 }
 
-// The choice itself: the way in use is averaged message by message, the
-// other one's occasional time replaces what it had, so a change of speed
-// (the vCPUs moved) turns the choice within a few messages.
+// The choice itself: the way in use counts the median of its last three
+// times, so one slow message does not turn the choice and two do; the other
+// way's occasional time is all it keeps.
 TEST(CopyChooser, FollowsTheFasterWayAsSpeedsChange) {
   CopyChooser ch;
   constexpr uint64_t kMiB = 1 << 20;
+  auto per_byte = [](double us_a_mib) { return us_a_mib * 1000.0 / kMiB; };
+  auto pipelined = [&](double us) { ch.Observe(/*cma=*/false, kMiB, static_cast<uint64_t>(us * 1000)); };
+  auto cma = [&](double us) { ch.Observe(/*cma=*/true, kMiB, static_cast<uint64_t>(us * 1000)); };
+  EXPECT_FALSE(ch.UseCma()) << "nothing timed: the pipelined copy first";
+  pipelined(60);
+  EXPECT_TRUE(ch.UseCma()) << "then CMA, to time it";
+  cma(120);
+  int by_cma = 0;
+  for (uint32_t k = 0; k < CopyChooser::kExplore; ++k) by_cma += ch.UseCma();
+  EXPECT_EQ(by_cma, 1) << "the pipelined copy is faster: CMA once in kExplore";
+  pipelined(60);
+  pipelined(600);  // one message preempted
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
+  EXPECT_FALSE(ch.UseCma()) << "one slow message does not turn the choice";
+  for (int i = 0; i < 3; ++i) pipelined(60);  // the slow one leaves the last three
+  pipelined(140);  // the vCPUs moved
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
   EXPECT_FALSE(ch.UseCma());
-  ch.Observe(/*cma=*/false, kMiB, 60'000);
-  EXPECT_TRUE(ch.UseCma());
-  ch.Observe(/*cma=*/true, kMiB, 120'000);
-  int cma = 0;
-  for (uint32_t k = 0; k < CopyChooser::kExplore; ++k) cma += ch.UseCma();
-  EXPECT_EQ(cma, 1) << "pipelined is faster: CMA once in kExplore";
-  // Pipelined slows to 140 µs a MiB: its average passes CMA's 120 at the
-  // third such message (100, 120, 130).
-  ch.Observe(false, kMiB, 140'000);
+  pipelined(140);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(140));
+  EXPECT_TRUE(ch.UseCma()) << "two slow messages do: CMA (120) is faster now";
+  cma(100);  // CMA in use: kept with its earlier time (the smaller of two)
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
+  pipelined(50);  // tried once: its newest time replaces the 140s
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(50));
   EXPECT_FALSE(ch.UseCma());
-  ch.Observe(false, kMiB, 140'000);
-  EXPECT_FALSE(ch.UseCma()) << "a tie keeps the pipelined copy";
-  ch.Observe(false, kMiB, 140'000);
-  EXPECT_TRUE(ch.UseCma());
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), 130'000.0 / kMiB);
-  // CMA in use now: its samples are averaged (120 and 100 -> 110); the
-  // pipelined copy's next time (50) replaces its 130 at once.
-  ch.Observe(true, kMiB, 100'000);
-  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 110'000.0 / kMiB);
-  ch.Observe(false, kMiB, 50'000);
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), 50'000.0 / kMiB);
-  EXPECT_FALSE(ch.UseCma());
-  ch.Observe(true, 0, 5);  // nothing moved: nothing learned
-  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 110'000.0 / kMiB);
+  ch.Observe(/*cma=*/true, 0, 5);  // nothing moved: nothing learned
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
 }
 
 TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {

@@ -6,8 +6,8 @@
 // takes 52-63 µs pipelined against 97-131 µs by CMA where a hand-off takes
 // 50-150 ns, and 131-134 µs pipelined against 103-107 µs by CMA where it
 // takes 500-800 ns). So the receiver times both ways per peer and takes the
-// one that moved a byte faster lately, trying the other one message in
-// kExplore to notice a change.
+// one that moved a byte faster lately (the median of its last three
+// messages), trying the other one message in kExplore to notice a change.
 //
 //   CopyChooser& ch = choosers[peer];
 //   const bool cma = ch.UseCma();          // for this message
@@ -16,6 +16,7 @@
 #ifndef CARTAGE_METHODS_SHM_COPY_CHOOSER_H_
 #define CARTAGE_METHODS_SHM_COPY_CHOOSER_H_
 
+#include <algorithm>
 #include <cstdint>
 
 namespace cartage::methods::shm {
@@ -28,34 +29,50 @@ class CopyChooser {
   // is timed, then CMA until it is, then the faster of the two (the other one
   // message in kExplore).
   bool UseCma() {
-    if (ns_per_byte_[kPipelined] == 0) return false;
-    if (ns_per_byte_[kCma] == 0) return true;
-    const bool cma_faster = ns_per_byte_[kCma] < ns_per_byte_[kPipelined];
-    return ++decisions_ % kExplore == 0 ? !cma_faster : cma_faster;
+    const double pipelined = times_[kPipelined].Estimate();
+    const double cma = times_[kCma].Estimate();
+    if (pipelined == 0) return false;
+    if (cma == 0) return true;
+    return ++decisions_ % kExplore == 0 ? !(cma < pipelined) : cma < pipelined;
   }
 
   // A message of `bytes` moved by CMA (`cma`) or pipelined took `ns`. The
-  // way in use is timed every message and averaged (half the weight to the
-  // newest); the other one is timed once in kExplore messages, so its newest
-  // time replaces what it had.
+  // way in use keeps its last three times and counts their median, so that
+  // one slow message (the sender preempted) does not turn the choice while
+  // two do (the vCPUs moved); the other way is timed once in kExplore
+  // messages, and that newest time is all it keeps.
   void Observe(bool cma, uint64_t bytes, uint64_t ns) {
     if (bytes == 0) return;
     const double rate = static_cast<double>(ns == 0 ? 1 : ns) / static_cast<double>(bytes);
-    const bool both = ns_per_byte_[kCma] != 0 && ns_per_byte_[kPipelined] != 0;
-    const bool in_use = both && cma == (ns_per_byte_[kCma] < ns_per_byte_[kPipelined]);
-    double& r = ns_per_byte_[cma ? kCma : kPipelined];
-    r = in_use ? (r + rate) / 2 : rate;
+    const double other = times_[cma ? kPipelined : kCma].Estimate();
+    const double mine = times_[cma ? kCma : kPipelined].Estimate();
+    const bool in_use = mine != 0 && other != 0 && (cma ? mine < other : !(other < mine));
+    Times& t = times_[cma ? kCma : kPipelined];
+    if (!in_use) t.n = 0;
+    t.Add(rate);
   }
 
-  // Nanoseconds a byte, as last estimated (0: never timed); for tests and
-  // `cartage info`-style reports.
-  double pipelined_ns_per_byte() const { return ns_per_byte_[kPipelined]; }
-  double cma_ns_per_byte() const { return ns_per_byte_[kCma]; }
+  // Nanoseconds a byte, as now estimated (0: never timed).
+  double pipelined_ns_per_byte() const { return times_[kPipelined].Estimate(); }
+  double cma_ns_per_byte() const { return times_[kCma].Estimate(); }
 
  private:
   static constexpr int kPipelined = 0;
   static constexpr int kCma = 1;
-  double ns_per_byte_[2] = {0, 0};
+  // A way's last three times (ns a byte): their median, the smaller of two,
+  // or the one.
+  struct Times {
+    double t[3] = {0, 0, 0};
+    uint32_t n = 0;  // times kept since the last reset
+    void Add(double r) { t[n++ % 3] = r; }
+    double Estimate() const {
+      if (n == 0) return 0;
+      if (n == 1) return t[0];
+      if (n == 2) return std::min(t[0], t[1]);
+      return std::max(std::min(t[0], t[1]), std::min(std::max(t[0], t[1]), t[2]));
+    }
+  };
+  Times times_[2];
   uint32_t decisions_ = 0;
 };
 
