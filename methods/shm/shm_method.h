@@ -4,7 +4,8 @@
 //   rendezvous  RTS; the receiver reads the sender's buffer once with
 //               process_vm_readv (CMA, probed at start-up) and answers CTS;
 //               without CMA (or below ShmOptions' thresholds) it answers CTS
-//               and the sender streams DATA records
+//               and the sender streams DATA records; between the thresholds
+//               the faster of the two lately (CopyChooser)
 //   synchronous the receiver answers ACK when it matches
 // A full ring parks the CAR on the peer's pending list (FIFO, so messages to
 // a peer never overtake each other) and progress retries it.

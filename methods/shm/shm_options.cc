@@ -25,7 +25,7 @@ std::vector<ParamInfo> Params() {
                               "everywhere"},
       {"CMA_CHOOSE_MIN", "262144", "below CMA_MIN, rendezvous messages of at least this many bytes go by "
                                    "whichever of CMA and the pipelined copy moved a byte faster lately with "
-                                   "their sender (timed per peer, the other way tried one message in 128): on "
+                                   "their sender (timed per peer, the other way tried three messages in a row every 256): on "
                                    "this VM kind the pipelined copy is twice as fast where a cache-line "
                                    "hand-off is quick, CMA a fifth faster where it is slow (bench/RESULTS.md); "
                                    "0: never choose; ignored when CMA_MIN is set"},
