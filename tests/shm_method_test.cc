@@ -574,6 +574,20 @@ TEST(ShmOptions, OversubscribedJobsGetLargerRingsAndEagerLimit) {
       << "checked against the ring in use";
 }
 
+// CARTAGE_SHM_CMA_MIN, set, holds everywhere: nothing is chosen below it.
+TEST(ShmOptions, ACmaMinimumSetLeavesNothingToChoose) {
+  ShmOptions o;
+  ASSERT_TRUE(o.ForJob(2, false).ok());
+  EXPECT_EQ(o.cma_choose_min, 256u << 10);
+  ::setenv("CARTAGE_SHM_CMA_MIN", "1048576", 1);
+  absl::StatusOr<ShmOptions> set = ShmOptions::FromEnvironment();
+  ::unsetenv("CARTAGE_SHM_CMA_MIN");
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_TRUE(set->ForJob(2, false).ok());
+  EXPECT_EQ(set->cma_min, 1u << 20);
+  EXPECT_EQ(set->cma_choose_min, 0u);
+}
+
 TEST(ShmOptions, DirectStoreTakesYesNoOrAuto) {
   ::setenv("CARTAGE_SHM_DIRECT_STORE", "sometimes", 1);
   absl::StatusOr<ShmOptions> bad = ShmOptions::FromEnvironment();

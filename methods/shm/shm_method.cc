@@ -292,8 +292,7 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
   const bool can_cma = m.cma_[peer] && s.remote_address != 0 && c.LandsContiguous();
   bool cma = can_cma && total >= m.CmaMin();
   // Between the two minimums, the way that was faster lately (timed here).
-  const bool timed = can_cma && !cma && !m.options_.cma_min_set && m.options_.cma_choose_min > 0 &&
-                     total >= m.options_.cma_choose_min;
+  const bool timed = can_cma && !cma && m.options_.cma_choose_min > 0 && total >= m.options_.cma_choose_min;
   if (timed) cma = m.choosers_[peer].UseCma();
   if (!cma) {
     s.local_handle = m.handles_.Insert(&c);

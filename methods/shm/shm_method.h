@@ -57,7 +57,7 @@ struct ShmOptions {
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
   // Below cma_min, messages of at least this many bytes go by whichever of
   // CMA and the pipelined copy was faster lately with their sender
-  // (CopyChooser); 0: never choose. Unless CARTAGE_SHM_CMA_MIN is set.
+  // (CopyChooser); 0: never choose, as where CARTAGE_SHM_CMA_MIN is set (ForJob).
   std::size_t cma_choose_min = 256u << 10;
   // How one-line records are written (shm_ring.h): ordinary stores, one
   // 64-byte direct store each, or chosen per moment

@@ -43,6 +43,7 @@ std::vector<ParamInfo> Params() {
 
 absl::Status ShmOptions::ForJob(int ranks, bool oversubscribed) {
   if (oversubscribed && !cma_min_set) cma_min = cma_min_oversubscribed;
+  if (cma_min_set) cma_choose_min = 0;  // a CMA_MIN given holds everywhere: nothing to choose
   if (oversubscribed && !ring_bytes_set) {
     const auto n = static_cast<std::size_t>(ranks);
     while (ring_bytes < kOversubscribedRingMax && 2 * ring_bytes * n * n <= kOversubscribedRingBudget) {
