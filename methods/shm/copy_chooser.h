@@ -35,18 +35,15 @@ class CopyChooser {
   // they made a 2-rank 1 MiB bcast 10-15 % slower, the choice switched off
   // included.
   [[gnu::noinline]] bool UseCma() {
-    const double pipelined = times_[kPipelined].Estimate();
-    const double cma = times_[kCma].Estimate();
-    if (pipelined == 0) return false;
-    if (cma == 0) return true;
+    if (times_[kPipelined].n == 0) return false;
+    if (times_[kCma].n == 0) return true;
     if (burst_ > 0) {
       --burst_;
       return burst_cma_;
     }
-    const bool cma_faster = cma < pipelined;
-    if (++decisions_ % kExplore != 0) return cma_faster;
+    if (++decisions_ % kExplore != 0) return CmaFaster();
     burst_ = kBurst - 1;
-    burst_cma_ = !cma_faster;
+    burst_cma_ = !CmaFaster();
     return burst_cma_;
   }
 
@@ -56,13 +53,10 @@ class CopyChooser {
   // two do (the vCPUs moved); the other way keeps only its newest time.
   [[gnu::noinline]] void Observe(bool cma, uint64_t bytes, uint64_t ns) {
     if (bytes == 0) return;
-    const double rate = static_cast<double>(ns == 0 ? 1 : ns) / static_cast<double>(bytes);
-    const double other = times_[cma ? kPipelined : kCma].Estimate();
-    const double mine = times_[cma ? kCma : kPipelined].Estimate();
-    const bool in_use = mine != 0 && other != 0 && (cma ? mine < other : !(other < mine));
+    const bool in_use = times_[kPipelined].n > 0 && times_[kCma].n > 0 && cma == CmaFaster();
     Times& t = times_[cma ? kCma : kPipelined];
-    if (!in_use) t.n = 0;
-    t.Add(rate);
+    if (!in_use) t = Times();
+    t.Add(static_cast<double>(ns) / static_cast<double>(bytes));
   }
 
   // Nanoseconds a byte, as now estimated (0: never timed).
@@ -72,12 +66,19 @@ class CopyChooser {
  private:
   static constexpr int kPipelined = 0;
   static constexpr int kCma = 1;
+  // The way preferred once both are timed (a tie keeps the pipelined copy).
+  bool CmaFaster() const { return times_[kCma].Estimate() < times_[kPipelined].Estimate(); }
   // A way's last three times (ns a byte): their median, the smaller of two,
   // or the one.
   struct Times {
     double t[3] = {0, 0, 0};
-    uint32_t n = 0;  // times kept since the last reset
-    void Add(double r) { t[n++ % 3] = r; }
+    uint32_t n = 0;     // times kept (at most 3)
+    uint32_t next = 0;  // where the next one goes
+    void Add(double r) {
+      t[next] = r;
+      next = (next + 1) % 3;
+      if (n < 3) ++n;
+    }
     double Estimate() const {
       if (n == 0) return 0;
       if (n == 1) return t[0];
