@@ -186,7 +186,7 @@ void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_
 
 }  // namespace
 
-std::optional<absl::Status> Schedule::Poll(int* work) {
+void Schedule::TakeFinished(int* work) {
   TakeCompleted(
       draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
       [&](VertexId v, Request& r) {
@@ -207,7 +207,9 @@ std::optional<absl::Status> Schedule::Poll(int* work) {
         sig.error = Fail(v, st);
         (void)VertexMachine::Dispatch(c, VertexEvent::kError, sig);
       });
-  if (done_.pending > 0) return std::nullopt;
+}
+
+absl::Status Schedule::EndRun() {
   running_ = false;
   if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
   prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
