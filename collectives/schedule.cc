@@ -431,7 +431,8 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     if (indegree[v] != 0 || !succ[last].empty()) continue;
     (kind == VertexKind::kRecv ? s->alone_recvs_ : s->alone_sends_).push_back(static_cast<VertexId>(v));
     s->alone_[v] = true;
-    if (s->Counted(static_cast<VertexId>(v))) s->counted_bytes_ += vertices_[v].bytes;
+    s->counted_bytes_ += vertices_[v].bytes;
+    if (!fused.empty()) s->alone_fused_.push_back(static_cast<VertexId>(v));
   }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "car/recv_fsm.h"
 #include "car/segment_walk.h"
 #include "car/vertex_fsm.h"
 #include "cartage/schedule.h"
@@ -125,6 +126,7 @@ absl::Status Schedule::Begin() {
   inflight_.clear();
   draining_.clear();
   for (car::Car* c : runners_) c->Rearm();
+  if (!alone_fused_.empty()) fused_pending_.assign(alone_fused_.begin(), alone_fused_.end());
   running_ = true;
   for (VertexId v : alone_recvs_) StartAlone(v);
   for (car::Car* c : start_order_) {
@@ -136,21 +138,8 @@ absl::Status Schedule::Begin() {
 }
 
 void Schedule::StartAlone(VertexId v) {
-  Request& r = reqs_[v].req;
-  if (Counted(v)) {
-    // Nothing to run after it: its CAR counts down the run's completion
-    // itself, and Poll has nothing to do for it (a failure or a short
-    // receive is named when the run ends: NameCountedFailure).
-    const absl::Status st = StartRequest(v, /*counted=*/true);
-    if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
-    return;
-  }
-  const absl::Status st = StartRequest(v, /*counted=*/false);
-  if (st.ok() && !r.completed()) {
-    inflight_.push_back(v);
-    return;  // Poll ends it
-  }
-  EndAlone(v, st.ok() ? Finished(v, r) : st);
+  const absl::Status st = StartRequest(v, /*counted=*/true);
+  if (!st.ok()) EndAlone(v, st);  // never posted: it will not count down
 }
 
 void Schedule::EndAlone(VertexId v, const absl::Status& st) {
@@ -187,6 +176,13 @@ void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_
 }  // namespace
 
 void Schedule::TakeFinished(int* work) {
+  if (!fused_pending_.empty()) {
+    if (!failed_.has_value()) {
+      RunFusedOfEnded(work);
+    } else {
+      fused_pending_.clear();  // a step failed (it may never have started): none runs, the run fails
+    }
+  }
   TakeCompleted(
       draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
       [&](VertexId v, Request& r) {
@@ -197,7 +193,6 @@ void Schedule::TakeFinished(int* work) {
       inflight_, work, [&](VertexId v) -> Request& { return reqs_[v].req; },
       [&](VertexId v, Request& r) {
         const absl::Status st = Finished(v, r);
-        if (cars_[static_cast<std::size_t>(v)] == nullptr) return EndAlone(v, st);
         car::Car& c = *cars_[static_cast<std::size_t>(v)];
         if (st.ok()) {
           (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
@@ -220,7 +215,6 @@ absl::Status Schedule::EndRun() {
 void Schedule::NameCountedFailure() {
   for (const std::vector<VertexId>* steps : {&alone_recvs_, &alone_sends_}) {
     for (VertexId v : *steps) {
-      if (!Counted(v)) continue;  // Finished named it
       const car::Car* c = reqs_[v].req.car_;
       if (c == nullptr) continue;  // never prepared: EndAlone named it
       absl::Status st = c->status();
@@ -235,6 +229,28 @@ void Schedule::NameCountedFailure() {
   if (done_.status.ok()) {  // every counted step ended well, yet the bytes disagree: a bug of ours
     failed_ = absl::InternalError(absl::StrFormat("schedule %s: its counted steps carried %d bytes, %d expected",
                                                   name_, done_.bytes, counted_bytes_));
+  }
+}
+
+void Schedule::RunFusedOfEnded(int* work) {
+  for (std::size_t i = 0; i < fused_pending_.size();) {
+    const VertexId v = fused_pending_[i];
+    car::Car& c = *reqs_[v].req.car_;  // started: its CAR exists (else failed_, and no step runs)
+    if (!car::RecvMachine::IsFinal(c)) {
+      ++i;
+      continue;
+    }
+    fused_pending_[i] = fused_pending_.back();
+    fused_pending_.pop_back();
+    ++*work;
+    // A receive that failed or came short runs nothing: the run's end names it.
+    if (!c.status().ok() || c.bytes_done() != vertices_[static_cast<std::size_t>(v)].bytes) continue;
+    for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
+      if (absl::Status st = RunLocal(f); !st.ok()) {
+        (void)Fail(v, absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message())));
+        break;
+      }
+    }
   }
 }
 

@@ -217,7 +217,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // predecessor is a receive, or a step run with one, and which is that
   // vertex's one successor, runs as the receive completes, in the receive's
   // CAR: seed 002's receive with a MOP. It would be ready then and at no
-  // other time. A local step with no predecessor and no successor (an
+  // other time. Where the receive runs alone (RunsAlone), its CAR counts
+  // down the run's completion as every step running alone does, and the
+  // schedule's poll runs the step once that CAR has ended (a 2-rank
+  // allreduce's reduce), before the run can end. A local step with no predecessor and no successor (an
   // alltoall's copy of the rank's own block) runs as a send starts: of the
   // sends with no predecessor, the one Begin starts last, so that every send
   // ready at once is on its way before the step runs. Either way the step is
@@ -225,9 +228,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   VertexId RunsWith(VertexId v) const { return host_[static_cast<std::size_t>(v)]; }
   // Whether send or receive `v` waits for nothing and releases nothing (a
   // 2-rank barrier's, every step of a linear alltoall). Such a step has no
-  // car_vertex: Begin starts its request, and the schedule's poll finishes
-  // it, so its CAR is the request's (car_send, car_recv), and StateOf shows
-  // that CAR's state. A vertex CAR would only add its start and complete
+  // car_vertex: Begin starts its request, whose CAR counts down the run's
+  // completion itself, and StateOf shows that CAR's state (car_send,
+  // car_recv). A vertex CAR would only add its start and complete
   // events and a re-arm: 14 % of a 2-rank barrier's instructions.
   bool RunsAlone(VertexId v) const;
 
@@ -242,7 +245,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // steps it finishes itself (TakeFinished) and the run's end (EndRun) are
   // out of line.
   std::optional<absl::Status> Poll(int* work) override {
-    if (!draining_.empty() || !inflight_.empty()) TakeFinished(work);
+    if (!draining_.empty() || !inflight_.empty() || !fused_pending_.empty()) TakeFinished(work);
     if (done_.pending > 0) return std::nullopt;
     return EndRun();
   }
@@ -265,19 +268,22 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // Starts the request of send or receive `v`, prepared for this run's
   // buffer (at its first run, and again when RebindUser moved the buffer),
   // and runs the loose steps if `v` is their host. `counted`: its CAR
-  // counts down done_ itself (Request::StartCounted; a step that runs alone
-  // with nothing fused to it), not its request's completion.
+  // counts down done_ itself (Request::StartCounted; a step that runs
+  // alone), not its request's completion.
   // Inlined into its two callers: StartAlone runs it for every step that runs
   // alone at every call.
   [[gnu::always_inline]] inline absl::Status StartRequest(VertexId v, bool counted);
-  // Of the steps that run alone: one with no step fused to it, whose CAR
-  // counts down done_ itself (StartAlone), so that the poll never sees it.
-  bool Counted(VertexId v) const { return fused_[static_cast<std::size_t>(v)].empty(); }
-  // Starts a step that runs alone, and ends it if it completed at once (a
-  // counted one ends as its CAR counts down done_).
+  // Starts a step that runs alone: its CAR counts down done_, so that the
+  // poll never sees it (a failure or a short receive is named as the run
+  // ends: NameCountedFailure).
   void StartAlone(VertexId v);
-  // A step that runs alone completed with `st`: the run has one less to wait for.
+  // A step that runs alone could not start (`st`): the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
+  // Of the receives that run alone with steps fused to them (alone_fused_),
+  // those whose CAR ended since the last poll (out of fused_pending_): runs their fused steps if
+  // they ended well; the first that fails fails the run (failed_), naming
+  // its receive.
+  void RunFusedOfEnded(int* work);
   // `st` naming vertex `v` (Describe); the run's error if it is its first.
   absl::Status Fail(VertexId v, const absl::Status& st);
   static void DrainVertex(car::Car& car, car::CarStep& step);
@@ -289,12 +295,13 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   absl::Status Finished(VertexId v, Request& r);
   // A receive must fill its buffer exactly: the error if `received` bytes do not.
   static absl::Status CheckSize(const Vertex& x, uint64_t received);
-  // The run ended with an error no vertex named, or the counted steps
-  // carried fewer bytes than they hold (counted_bytes_): names the counted
-  // step that failed or received short, as Finished would have.
+  // The run ended with an error no vertex named, or the steps that run
+  // alone carried fewer bytes than they hold (counted_bytes_): names the
+  // one that failed or received short, as Finished would have.
   void NameCountedFailure();
   // Poll's parts: finishes the steps in flight that completed (draining_,
-  // inflight_); ends a run that has nothing left to wait for.
+  // inflight_, the receives of alone_fused_); ends a run that has nothing
+  // left to wait for.
   void TakeFinished(int* work);
   absl::Status EndRun();
   absl::Status ReduceInto(VertexId v);
@@ -320,6 +327,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<bool> alone_;             // per vertex: RunsAlone
   std::vector<VertexId> alone_recvs_;   // the steps that run alone, in Begin's order
   std::vector<VertexId> alone_sends_;
+  std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them (RunFusedOfEnded)
+  std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
   // started at every run, and the buffer it was prepared on.
@@ -332,7 +341,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
   std::vector<VertexId> draining_;   // drains not completed yet
   car::Completion done_;             // vertex CARs and steps run alone still to finish, first error
-  uint64_t counted_bytes_ = 0;       // what the counted steps (StartAlone) add to done_.bytes in a full run
+  uint64_t counted_bytes_ = 0;       // what the steps run alone (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
   // Every step's request is prepared on the buffer it has now: the last run
   // ended well (each send and receive started, StartRequest), and
