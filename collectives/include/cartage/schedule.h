@@ -220,11 +220,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // other time. Where the receive runs alone (RunsAlone), its CAR counts
   // down the run's completion as every step running alone does, and the
   // schedule's poll runs the step once that CAR has ended (a 2-rank
-  // allreduce's reduce), before the run can end. A local step with no predecessor and no successor (an
-  // alltoall's copy of the rank's own block) runs as a send starts: of the
-  // sends with no predecessor, the one Begin starts last, so that every send
-  // ready at once is on its way before the step runs. Either way the step is
-  // spared a CAR's re-arming, start, wait and release.
+  // allreduce's reduce), before the run can end. A local step with no
+  // predecessor and no successor (an alltoall's copy of the rank's own
+  // block) runs as a send starts: of the sends with no predecessor, the one
+  // Begin starts last, so that every send ready at once is on its way
+  // before the step runs. Either way the step is spared a CAR's re-arming,
+  // start, wait and release.
   VertexId RunsWith(VertexId v) const { return host_[static_cast<std::size_t>(v)]; }
   // Whether send or receive `v` waits for nothing and releases nothing (a
   // 2-rank barrier's, every step of a linear alltoall). Such a step has no
@@ -280,9 +281,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // A step that runs alone could not start (`st`): the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
   // Of the receives that run alone with steps fused to them (alone_fused_),
-  // those whose CAR ended since the last poll (out of fused_pending_): runs their fused steps if
-  // they ended well; the first that fails fails the run (failed_), naming
-  // its receive.
+  // those whose CAR ended since the last poll (taken out of
+  // fused_pending_): runs their fused steps if they ended well; the first
+  // step that fails fails the run (failed_), naming its receive.
   void RunFusedOfEnded(int* work);
   // `st` naming vertex `v` (Describe); the run's error if it is its first.
   absl::Status Fail(VertexId v, const absl::Status& st);
