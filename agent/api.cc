@@ -102,6 +102,10 @@ absl::Status Request::Rearm(car::Completion* counter) {
   return absl::OkStatus();
 }
 
+void Request::CapEager(uint64_t bytes) {
+  if (car_ != nullptr) car_->CapEager(bytes);
+}
+
 absl::Status Request::BeginActivity() {
   CARTAGE_RETURN_IF_ERROR(activity_->Begin());
   done_ = car::Completion();
@@ -446,7 +450,8 @@ absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
   return PathInfo{.method = std::string(m.name()),
                   .eager_limit = c.eager_limit,
                   .max_buffer = c.max_buffer,
-                  .lends_buffers = c.needs_registration || c.max_buffer > 0};
+                  .lends_buffers = c.needs_registration || c.max_buffer > 0,
+                  .single_copy = c.single_copy};
 }
 
 absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_t bytes) const {

@@ -19,6 +19,7 @@
 #ifndef CARTAGE_CAR_CAR_H_
 #define CARTAGE_CAR_CAR_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -298,6 +299,9 @@ class Car {
   // Has the CAR count down `counter` from its next run on (a persistent
   // request's own, or the completion of the schedule it is a step of).
   void Recount(Completion* counter) { spec_.counter = counter; }
+  // Lowers the eager limit to `bytes` (a larger message goes by rendezvous);
+  // it holds over re-arms.
+  void CapEager(uint64_t bytes) { spec_.eager_limit = std::min(spec_.eager_limit, bytes); }
 
   // Re-arms a finished CAR to run again (persistent requests, schedules).
   void Rearm();

@@ -441,6 +441,26 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   }
   if (!comm_.has_value()) return s;
 
+  // A burst: Schedule::kBurstSends or more sends larger than
+  // Schedule::kBurstEagerCap that wait for nothing, so start together as the
+  // run begins (a linear alltoall or allgather of large blocks at 8 ranks).
+  // Each goes by rendezvous where its path moves one with a single copy.
+  // Eager, the sender copies into the method's memory and the receiver out
+  // again, and a burst's copies outgrow the caches (bench/RESULTS.md); a
+  // chain's one send at a time stays eager, sparing a handshake.
+  s->single_copy_.assign(n, false);
+  std::vector<std::size_t> burst;
+  for (std::size_t v = 0; v < n; ++v) {
+    const Vertex& x = vertices_[v];
+    if (x.kind == VertexKind::kSend && indegree[v] == 0 && x.bytes > Schedule::kBurstEagerCap) burst.push_back(v);
+  }
+  if (burst.size() >= Schedule::kBurstSends) {
+    for (std::size_t v : burst) {
+      const absl::StatusOr<PathInfo> path = comm_->PathTo(vertices_[v].peer);
+      s->single_copy_[v] = path.ok() && path->single_copy && path->eager_limit > Schedule::kBurstEagerCap;
+    }
+  }
+
   // The vertices as car_vertex CARs; a CAR's private area holds its number.
   s->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{
       .method_private_bytes = sizeof(VertexId), .cars_per_slab = std::max<std::size_t>(n, 1), .max_cars = 0});

@@ -49,6 +49,10 @@ bool Schedule::RunsAlone(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < alone_.size() && alone_[static_cast<std::size_t>(v)];
 }
 
+bool Schedule::SendsSingleCopy(VertexId v) const {
+  return v >= 0 && static_cast<std::size_t>(v) < single_copy_.size() && single_copy_[static_cast<std::size_t>(v)];
+}
+
 std::byte* Schedule::Resolve(const Buf& b) const {
   std::byte* base =
       b.is_temp() ? temps_[static_cast<std::size_t>(b.temp)].get() : static_cast<std::byte*>(b.user);
@@ -291,6 +295,7 @@ inline absl::Status Schedule::StartRequest(VertexId v, bool counted) {
       if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
       prepared = buf;
       CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
+      if (single_copy_[static_cast<std::size_t>(v)]) r.CapEager(kBurstEagerCap);
     }
   }
   CARTAGE_RETURN_IF_ERROR(counted ? r.StartCounted(&done_) : r.Start());

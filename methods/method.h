@@ -54,6 +54,10 @@ struct Capabilities {
   bool rma = false;                // one-sided put/get
   bool atomics = false;            // remote atomics
   bool needs_registration = false; // buffers must be registered before transfer
+  // A rendezvous message moves with one copy, the receiver reading the
+  // sender's buffer (shm: CMA, where its start-up probe finds it works);
+  // an eager one takes two (into the method's memory and out again).
+  bool single_copy = false;
   Reach reach = Reach::kHost;
   bool needs_polling = true;       // false: all its work happens while CARs are posted (self)
   std::size_t min_buffer = 0;      // method buffers (AllocBuffer): smallest size

@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|reinit|faults sizes|dead|all
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|burst|reinit|faults sizes|dead|all
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdint>
 #include <cstdio>
@@ -845,6 +845,68 @@ void Faults(const Comm& w, const std::string& what) {
 //   forward:    the middle ranks forward_op (nothing stays there); the last gets P0;
 //   reduce:     gather blocks the other way: rank r combines what comes from r+1
 //               into its own data and sends that on; rank 0 ends with P0 op ... op Pn-1.
+// A burst of large sends (Schedule::SendsSingleCopy): the linear alltoall
+// and allgather send every block at once. With seven or more blocks over 32
+// KiB, on a path with single-copy rendezvous and an eager limit above 32 KiB
+// (shm with CMA where ranks outnumber CPUs), each goes single-copy; with 32
+// KiB blocks, fewer peers, or a binomial bcast, none does. Every call's bytes
+// are checked, twice over (the second run restarts the capped requests).
+void Burst(const Comm& w) {
+  const int n = w.size();
+  const int me = w.rank();
+  const absl::StatusOr<cartage::PathInfo> path = w.PathTo((me + 1) % n);
+  OK(path.status());
+  const bool can = path->single_copy && path->eager_limit > cartage::Schedule::kBurstEagerCap;
+  for (const int64_t block : {int64_t{64} << 10, int64_t{32} << 10}) {
+    for (const Collective kind : {Collective::kAlltoall, Collective::kAllgather, Collective::kBcast}) {
+      const bool bcast = kind == Collective::kBcast;
+      const std::size_t blocks = kind == Collective::kAllgather || bcast ? 1 : static_cast<std::size_t>(n);
+      Bytes in(blocks * static_cast<std::size_t>(block)), out(static_cast<std::size_t>(n * block));
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(me * 31 + i / block + i);
+      CollectiveCall call;
+      call.kind = kind;
+      call.send = in.data();
+      call.recv = bcast ? in.data() : out.data();
+      call.count = block;
+      call.algorithm = bcast ? "binomial" : "linear";
+      absl::StatusOr<std::shared_ptr<cartage::Schedule>> s = cartage::BuildCollective(w, call);
+      OK(s.status());
+      int sends = 0, single = 0;
+      for (std::size_t v = 0; v < (*s)->vertices().size(); ++v) {
+        if ((*s)->vertices()[v].kind != cartage::VertexKind::kSend) continue;
+        ++sends;
+        if ((*s)->SendsSingleCopy(static_cast<cartage::VertexId>(v))) ++single;
+      }
+      const bool burst = !bcast && can && n - 1 >= static_cast<int>(cartage::Schedule::kBurstSends) &&
+                         block > static_cast<int64_t>(cartage::Schedule::kBurstEagerCap);
+      EXPECT(single == (burst ? sends : 0), "%s/%s of %d-byte blocks at %d ranks: %d of %d sends single-copy",
+             cartage::CollectiveName(kind), call.algorithm, block, n, single, sends);
+      for (int run = 0; run < 2; ++run) {
+        std::fill(out.begin(), out.end(), 0);
+        OK((*s)->Run());
+        for (int p = 0; p < n && !bcast; ++p) {
+          for (int64_t i = 0; i < block; ++i) {
+            // alltoall: peer p's block for me; allgather: peer p's one block.
+            const std::size_t j = static_cast<std::size_t>(kind == Collective::kAlltoall ? me * block + i : i);
+            const auto want = static_cast<unsigned char>(p * 31 + j / block + j);
+            const unsigned char got = out[static_cast<std::size_t>(p * block + i)];
+            if (got != want) {
+              EXPECT(false, "%s of %d-byte blocks, run %d: byte %d from rank %d is %d, expected %d",
+                     cartage::CollectiveName(kind), block, run, i, p, got, want);
+              break;
+            }
+          }
+        }
+      }
+      if (me == 0) {
+        std::printf("burst: %s/%s of %lld-byte blocks at %d ranks: %d of %d sends single-copy\n",
+                    cartage::CollectiveName(kind), call.algorithm.c_str(), static_cast<long long>(block), n, single,
+                    sends);
+      }
+    }
+  }
+}
+
 void XferChains(const Comm& w) {
   using cartage::Buf;
   using cartage::BufferMode;
@@ -1036,6 +1098,8 @@ int main(int argc, char** argv) {
     Faults(w, argc > 2 ? argv[2] : "");
   } else if (mode == "xfer") {
     XferChains(w);
+  } else if (mode == "burst") {
+    Burst(w);
   } else {
     std::fprintf(stderr, "coll_ranks: unknown mode %s\n", mode.c_str());
     return 2;

@@ -453,6 +453,21 @@ TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
   EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
 }
 
+// A burst of seven or more sends over 32 KiB (a linear alltoall or
+// allgather of 64 KiB blocks at 8 ranks) goes single-copy where ranks
+// outnumber CPUs (eager up to 64 KiB there); 32 KiB blocks, 4 ranks and a
+// binomial bcast stay eager; every byte checked (coll_ranks burst).
+TEST(CollectiveRanks, ABurstOfLargeSendsGoesSingleCopy) {
+  for (const char* n : {"8", "4"}) {
+    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", n, "--timeout", "120", RANKS_BIN, "burst"},
+                                       {"CARTAGE_OVERSUBSCRIBED=yes"});
+    EXPECT_EQ(r.code, 0) << n << ": " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr("PASS burst")) << n;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("bcast/binomial of 65536-byte blocks at ", n, " ranks: 0 of")));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("alltoall/linear of 32768-byte blocks at ", n, " ranks: 0 of")));
+  }
+}
+
 // Ranks that disagree about the count, and a rank that dies: every call on
 // every rank returns with an error naming the collective and the step (a
 // failed step's successors drain, so no peer waits for ever and no message

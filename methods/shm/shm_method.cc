@@ -100,6 +100,11 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
             static_cast<ssize_t>(sizeof(got)) &&
         got == b.probe_value;
   }
+  // One copy for a rendezvous message only where the probe reached every
+  // other rank (it does for all or none where one user runs the job).
+  for (int p = 0; p < m->size_; ++p) {
+    if (p != m->rank_ && !m->cma_[static_cast<std::size_t>(p)]) m->caps_.single_copy = false;
+  }
   return m;
 }
 
@@ -110,6 +115,7 @@ Capabilities ShmMethod::Caps(const ShmOptions& o) {
   c.eager_limit = o.eager_limit;
   c.max_message = std::numeric_limits<uint64_t>::max();
   c.reach = Reach::kHost;
+  c.single_copy = o.cma;  // CMA; an open method says so only where its probe reached every peer
   return c;
 }
 

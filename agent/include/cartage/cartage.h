@@ -131,6 +131,10 @@ class Request {
   // What both starts do first: fail if the peer is gone, else re-arm the
   // CAR to count down `counter` and bind it to the peer's method again.
   absl::Status Rearm(car::Completion* counter);
+  // A persistent send: a message of more than `bytes` goes by rendezvous,
+  // whatever its method's eager limit (a schedule's burst of large sends,
+  // which a single-copy method moves with one copy instead of two).
+  void CapEager(uint64_t bytes);
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
   car::Completion done_;
@@ -172,6 +176,8 @@ struct PathInfo {
   // Whether its own buffers beat plain memory: it needs memory registered
   // before a transfer, or keeps a pool of buffers of its own.
   bool lends_buffers = false;
+  // Whether a rendezvous message moves with one copy (methods::Capabilities).
+  bool single_copy = false;
 };
 
 // A communicator: a group of ranks and a context that isolates its traffic.

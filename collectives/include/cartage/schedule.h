@@ -234,6 +234,17 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // car_recv). A vertex CAR would only add its start and complete
   // events and a re-arm: 14 % of a 2-rank barrier's instructions.
   bool RunsAlone(VertexId v) const;
+  // Whether send `v` goes by rendezvous above kBurstEagerCap bytes, whatever
+  // its method's eager limit: it is one of a burst, kBurstSends or more
+  // sends of more than kBurstEagerCap bytes that wait for nothing and so
+  // start together (a linear alltoall or allgather of 64 KiB blocks at 8
+  // ranks), and its path moves a rendezvous message with one copy
+  // (PathInfo::single_copy) where eager takes two. At 8 ranks on 2 CPUs such
+  // a burst's eager copies went through 28 MiB of rings; with one copy each
+  // the 64 KiB alltoall took 0.65 of the time (bench/RESULTS.md).
+  bool SendsSingleCopy(VertexId v) const;
+  static constexpr std::size_t kBurstSends = 7;
+  static constexpr uint64_t kBurstEagerCap = 32 * 1024;
 
   // This rank's graph. Vertices are labelled by kind, peer, bytes, buffers
   // and chunk; edges by kind.
@@ -330,6 +341,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<VertexId> alone_sends_;
   std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them (RunFusedOfEnded)
   std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
+  std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
   // started at every run, and the buffer it was prepared on.
