@@ -159,21 +159,20 @@ absl::Status Schedule::Fail(VertexId v, const absl::Status& st) {
 
 namespace {
 
-// Takes each vertex of `pending` whose request (`request_of`) completed out
-// of the list (order does not matter there) and hands it to `finish`.
-template <class RequestOf, class Finish>
-void TakeCompleted(std::vector<VertexId>& pending, int* work, RequestOf request_of, Finish finish) {
+// Takes each vertex of `pending` that `ended` out of the list (order does
+// not matter there) and hands it to `finish`.
+template <class Ended, class Finish>
+void TakeEnded(std::vector<VertexId>& pending, int* work, Ended ended, Finish finish) {
   for (std::size_t i = 0; i < pending.size();) {
     const VertexId v = pending[i];
-    Request& r = request_of(v);
-    if (!r.completed()) {
+    if (!ended(v)) {
       ++i;
       continue;
     }
     pending[i] = pending.back();
     pending.pop_back();
     ++*work;
-    finish(v, r);
+    finish(v);
   }
 }
 
@@ -187,16 +186,16 @@ void Schedule::TakeFinished(int* work) {
       fused_pending_.clear();  // a step failed (it may never have started): none runs, the run fails
     }
   }
-  TakeCompleted(
-      draining_, work, [&](VertexId v) -> Request& { return reqs_[v].drain; },
-      [&](VertexId v, Request& r) {
-        r.Wait().IgnoreError();  // settled, whatever came of it (a truncation, a dead peer)
+  TakeEnded(
+      draining_, work, [&](VertexId v) { return reqs_[v].drain.completed(); },
+      [&](VertexId v) {
+        reqs_[v].drain.Wait().IgnoreError();  // settled, whatever came of it (a truncation, a dead peer)
         (void)VertexMachine::Dispatch(*cars_[static_cast<std::size_t>(v)], VertexEvent::kComplete);
       });
-  TakeCompleted(
-      inflight_, work, [&](VertexId v) -> Request& { return reqs_[v].req; },
-      [&](VertexId v, Request& r) {
-        const absl::Status st = Finished(v, r);
+  TakeEnded(
+      inflight_, work, [&](VertexId v) { return reqs_[v].req.completed(); },
+      [&](VertexId v) {
+        const absl::Status st = Finished(v, reqs_[v].req);
         car::Car& c = *cars_[static_cast<std::size_t>(v)];
         if (st.ok()) {
           (void)VertexMachine::Dispatch(c, VertexEvent::kComplete);
@@ -237,25 +236,24 @@ void Schedule::NameCountedFailure() {
 }
 
 void Schedule::RunFusedOfEnded(int* work) {
-  for (std::size_t i = 0; i < fused_pending_.size();) {
-    const VertexId v = fused_pending_[i];
-    car::Car& c = *reqs_[v].req.car_;  // started: its CAR exists (else failed_, and no step runs)
-    if (!car::RecvMachine::IsFinal(c)) {
-      ++i;
-      continue;
-    }
-    fused_pending_[i] = fused_pending_.back();
-    fused_pending_.pop_back();
-    ++*work;
-    // A receive that failed or came short runs nothing: the run's end names it.
-    if (!c.status().ok() || c.bytes_done() != vertices_[static_cast<std::size_t>(v)].bytes) continue;
-    for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
-      if (absl::Status st = RunLocal(f); !st.ok()) {
-        (void)Fail(v, absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message())));
-        break;
-      }
+  // Started: each CAR exists (else failed_, and TakeFinished runs none).
+  TakeEnded(
+      fused_pending_, work, [&](VertexId v) { return car::RecvMachine::IsFinal(*reqs_[v].req.car_); },
+      [&](VertexId v) {
+        const car::Car& c = *reqs_[v].req.car_;
+        // A receive that failed or came short runs nothing: the run's end names it.
+        if (!c.status().ok() || c.bytes_done() != vertices_[static_cast<std::size_t>(v)].bytes) return;
+        if (absl::Status st = RunFused(v); !st.ok()) (void)Fail(v, st);
+      });
+}
+
+absl::Status Schedule::RunFused(VertexId v) {
+  for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
+    if (absl::Status st = RunLocal(f); !st.ok()) {
+      return absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message()));
     }
   }
+  return absl::OkStatus();
 }
 
 absl::Status Schedule::CheckSize(const Vertex& x, uint64_t received) {
@@ -272,11 +270,7 @@ absl::Status Schedule::Finished(VertexId v, Request& r) {
   absl::Status st = r.Wait();  // completed: returns at once
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   if (st.ok() && x.kind == VertexKind::kRecv) st = CheckSize(x, r.bytes());
-  for (VertexId f : fused_[static_cast<std::size_t>(v)]) {
-    if (!st.ok()) break;
-    st = RunLocal(f);
-    if (!st.ok()) st = absl::Status(st.code(), absl::StrFormat("then %s: %s", Describe(f), st.message()));
-  }
+  if (st.ok()) st = RunFused(v);
   return st;
 }
 

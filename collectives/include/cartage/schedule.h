@@ -296,6 +296,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // fused_pending_): runs their fused steps if they ended well; the first
   // step that fails fails the run (failed_), naming its receive.
   void RunFusedOfEnded(int* work);
+  // Runs the local steps fused to receive `v`, in order; the first error,
+  // naming its step ("then <step>: ...").
+  absl::Status RunFused(VertexId v);
   // `st` naming vertex `v` (Describe); the run's error if it is its first.
   absl::Status Fail(VertexId v, const absl::Status& st);
   static void DrainVertex(car::Car& car, car::CarStep& step);
