@@ -41,6 +41,7 @@ std::vector<std::string> LabelLines(const Schedule& s, std::size_t at) {
   if (x.chunk >= 0) lines.push_back(absl::StrFormat("chunk %d", x.chunk));
   if (!x.note.empty()) lines.push_back(x.note);
   if (s.RunsWith(v) != v) lines.push_back(absl::StrFormat("runs with %d", s.RunsWith(v)));
+  if (s.RunsLast(v)) lines.push_back("runs last");
   return lines;
 }
 

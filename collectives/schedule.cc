@@ -416,19 +416,60 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
       s->loose_.push_back(static_cast<VertexId>(v));
     }
   }
-  // The sends and receives that wait for nothing and release nothing (their
-  // last fused step included) run as their request's CAR alone
-  // (Schedule::RunsAlone), in the order Begin starts them: sinks first, as
-  // the vertex CARs, so that a loose_host_ that runs alone is the last of
-  // them started.
+  // The local steps that run as the run ends (Schedule::RunsLast): each
+  // waits only for sends and receives that run alone and for other such
+  // steps, and only such steps wait for it. The largest set that holds
+  // (a send or receive runs alone only if every step after it runs last):
+  // start from every local step that runs with nothing, drop those that
+  // break the rule until none does.
+  const auto last_of = [&](std::size_t v) {
+    const std::vector<VertexId>& fused = s->fused_[v];
+    return fused.empty() ? v : static_cast<std::size_t>(fused.back());
+  };
+  s->last_.assign(n, false);
+  for (std::size_t v = 0; v < n; ++v) {
+    const VertexKind k = vertices_[v].kind;
+    s->last_[v] = k != VertexKind::kSend && k != VertexKind::kRecv && s->host_[v] == static_cast<VertexId>(v);
+  }
+  const auto all_last = [&](const std::vector<std::size_t>& steps) {
+    return std::all_of(steps.begin(), steps.end(), [&](std::size_t t) { return s->last_[t]; });
+  };
+  const auto could_run_alone = [&](std::size_t h) { return indegree[h] == 0 && all_last(succ[last_of(h)]); };
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    for (std::size_t v = 0; v < n; ++v) {
+      if (!s->last_[v]) continue;
+      const bool holds = all_last(succ[v]) && std::all_of(vertices_[v].after.begin(), vertices_[v].after.end(),
+                                                           [&](const Edge& e) {
+                                                             const auto p = static_cast<std::size_t>(e.from);
+                                                             const auto h = static_cast<std::size_t>(s->host_[p]);
+                                                             const VertexKind k = vertices_[h].kind;
+                                                             if (k != VertexKind::kSend && k != VertexKind::kRecv) {
+                                                               return static_cast<bool>(s->last_[p]);
+                                                             }
+                                                             return could_run_alone(h);
+                                                           });
+      if (!holds) {
+        s->last_[v] = false;
+        dropped = true;
+      }
+    }
+  }
+  for (std::size_t v : order) {
+    if (s->last_[v]) s->run_last_.push_back(static_cast<VertexId>(v));
+  }
+  // The sends and receives that wait for nothing and release nothing but
+  // steps that run last (their last fused step included) run as their
+  // request's CAR alone (Schedule::RunsAlone), in the order Begin starts
+  // them: sinks first, as the vertex CARs, so that a loose_host_ that runs
+  // alone is the last of them started.
   s->alone_.assign(n, false);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
     const VertexKind kind = vertices_[v].kind;
     if (kind != VertexKind::kSend && kind != VertexKind::kRecv) continue;
     const std::vector<VertexId>& fused = s->fused_[v];
-    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
-    if (indegree[v] != 0 || !succ[last].empty()) continue;
+    if (!could_run_alone(v)) continue;
     (kind == VertexKind::kRecv ? s->alone_recvs_ : s->alone_sends_).push_back(static_cast<VertexId>(v));
     s->alone_[v] = true;
     s->counted_bytes_ += vertices_[v].bytes;
@@ -477,7 +518,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     const std::vector<VertexId>& fused = s->fused_[v];
     const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
     for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
-    if (s->RunsAlone(static_cast<VertexId>(v))) continue;
+    if (s->RunsAlone(static_cast<VertexId>(v)) || s->RunsLast(static_cast<VertexId>(v))) continue;
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;
     spec.counter = &s->done_;

@@ -41,12 +41,23 @@ int Schedule::TagOf(const Vertex& v) const {
 std::string Schedule::StateOf(VertexId v) const {
   if (!pool_ || v < 0 || static_cast<std::size_t>(v) >= cars_.size()) return "unbuilt";
   if (const car::Car* c = cars_[static_cast<std::size_t>(v)]) return std::string(c->state_name());
+  if (RunsLast(v)) {
+    if (running_) return "waiting";
+    if (!last_outcome_.has_value()) return "idle";  // never run
+    const auto i = static_cast<std::size_t>(std::find(run_last_.begin(), run_last_.end(), v) - run_last_.begin());
+    if (i < last_outcome_->ran) return "done";
+    return i == last_outcome_->ran && last_outcome_->failed ? "failed" : "cancelled";
+  }
   const Request& r = reqs_[RunsWith(v)].req;  // runs alone, or with one that does
   return r.persistent() ? std::string(r.state()) : "idle";
 }
 
 bool Schedule::RunsAlone(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < alone_.size() && alone_[static_cast<std::size_t>(v)];
+}
+
+bool Schedule::RunsLast(VertexId v) const {
+  return v >= 0 && static_cast<std::size_t>(v) < last_.size() && last_[static_cast<std::size_t>(v)];
 }
 
 bool Schedule::SendsSingleCopy(VertexId v) const {
@@ -210,9 +221,24 @@ void Schedule::TakeFinished(int* work) {
 absl::Status Schedule::EndRun() {
   running_ = false;
   if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
+  if (!run_last_.empty()) {
+    last_outcome_ = LastOutcome{};
+    if (!failed_.has_value() && done_.status.ok()) RunLast();
+  }
   prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
   if (failed_.has_value()) return *failed_;
   return done_.status;
+}
+
+void Schedule::RunLast() {
+  for (VertexId v : run_last_) {
+    if (absl::Status st = RunLocal(v); !st.ok()) {
+      last_outcome_->failed = true;
+      (void)Fail(v, st);
+      return;
+    }
+    ++last_outcome_->ran;
+  }
 }
 
 void Schedule::NameCountedFailure() {

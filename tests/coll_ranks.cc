@@ -434,6 +434,8 @@ void Algorithms(const Comm& w, const std::string& only) {
 
 // A persistent allreduce started 1000 times, its input changing every time;
 // and a user-built schedule (the DESIGN example) started as often.
+void ExpectNothingLeft(const Comm& w, const char* after);
+
 void Persistent(const Comm& w) {
   const int n = w.size();
   constexpr int64_t kCount = 33;
@@ -528,6 +530,92 @@ void Persistent(const Comm& w) {
              "relay: after the runs the receive and its steps are done, not %s, %s, %s", (*relay)->StateOf(0),
              (*relay)->StateOf(add), (*relay)->StateOf(last));
     }
+  }
+
+  // A linear allreduce's reduces wait only for its sends and receives,
+  // which wait for nothing: the reduces run last (RunsLast), as the run
+  // ends, but where one's one predecessor is a receive, whose one
+  // successor it is (it then runs with it), and the receives run alone.
+  // 300 runs, results checked.
+  if (n >= 3) {
+    std::vector<int64_t> lin_in(4), lin_out(4);
+    CollectiveCall lc;
+    lc.kind = Collective::kAllreduce;
+    lc.send = lin_in.data();
+    lc.recv = lin_out.data();
+    lc.count = 4;
+    lc.type = Datatype::Basic(BasicType::kInt64);
+    lc.op = Op(OpKind::kSum);
+    lc.algorithm = "linear";
+    auto lin = cartage::BuildCollective(w, lc);
+    OK(lin.status());
+    std::vector<cartage::VertexId> reduces;
+    for (std::size_t v = 0; v < (*lin)->vertices().size(); ++v) {
+      const auto id = static_cast<cartage::VertexId>(v);
+      if ((*lin)->vertices()[v].kind == cartage::VertexKind::kReduce) {
+        reduces.push_back(id);
+        EXPECT((*lin)->RunsLast(id) || (*lin)->RunsWith(id) != id,
+               "allreduce/linear: reduce %d neither runs last nor with a receive", id);
+      } else {
+        EXPECT((*lin)->RunsAlone(id), "allreduce/linear: step %d does not run alone", id);
+      }
+    }
+    EXPECT(static_cast<int>(reduces.size()) == n - 1 && (*lin)->StateOf(reduces.front()) == "idle",
+           "allreduce/linear: %d reduces, the first %s before any run", reduces.size(),
+           reduces.empty() ? "-" : (*lin)->StateOf(reduces.front()));
+    for (int it = 0; it < 300; ++it) {
+      for (int64_t i = 0; i < 4; ++i) lin_in[static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 7 + i;
+      OK((*lin)->Run());
+      for (int64_t i = 0; i < 4; ++i) {
+        const int64_t want = n * (int64_t{it} * 1000 + i) + 7 * n * (n - 1) / 2;
+        EXPECT(lin_out[static_cast<std::size_t>(i)] == want, "allreduce/linear run %d element %d: %d, expected %d", it,
+               i, lin_out[static_cast<std::size_t>(i)], want);
+      }
+    }
+    for (cartage::VertexId v : reduces) {
+      EXPECT((*lin)->StateOf(v) == "done", "allreduce/linear: reduce %d is %s after the runs", v, (*lin)->StateOf(v));
+    }
+  }
+
+  // A step that runs last does not run when the run failed before it: rank
+  // 0 sends its right neighbour half of what that rank receives. The
+  // receiver's run fails naming the receive, its sum stays as it was and
+  // its add shows "cancelled"; every other rank adds ("done").
+  {
+    int64_t mine[2] = {w.rank() + 1, 100 * (w.rank() + 1)}, sum[2] = {-1, -1};
+    const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+    cartage::ScheduleBuilder cb(w, "closing");
+    const cartage::Buf got = cb.Temp(sizeof(mine));
+    const cartage::Buf m = cartage::Buf::User(mine, "mine"), y = cartage::Buf::User(sum, "sum");
+    const int from = (w.rank() + n - 1) % n, to = (w.rank() + 1) % n;
+    const cartage::VertexId send = cb.Send(m, w.rank() == 0 ? sizeof(int64_t) : sizeof(mine), to);
+    const cartage::VertexId recv = cb.Recv(got, sizeof(mine), from);
+    const cartage::VertexId copy = cb.Copy(m, y, sizeof(mine));
+    const cartage::VertexId add = cb.Reduce(got, y, 2, i64, Op(OpKind::kSum), {recv, copy});
+    auto closing = cb.Build();
+    OK(closing.status());
+    EXPECT((*closing)->RunsLast(add) && (*closing)->RunsLast(copy) && (*closing)->RunsAlone(send) &&
+               (*closing)->RunsAlone(recv),
+           "closing: the add and the copy run last, the send and the receive alone");
+    const absl::Status st = (*closing)->Run();
+    if (from == 0) {  // rank 1 (rank 0 itself with 1 rank)
+      EXPECT(st.code() == absl::StatusCode::kInvalidArgument &&
+                 absl::StrContains(st.message(), "closing (rank ") && absl::StrContains(st.message(), "vertex 1") &&
+                 absl::StrContains(st.message(), "received 8 bytes, expected 16"),
+             "closing on rank %d: %s", w.rank(), st.ToString());
+      EXPECT(sum[0] == -1 && sum[1] == -1, "closing on rank %d: the sum was written (%d %d)", w.rank(), sum[0],
+             sum[1]);
+      EXPECT((*closing)->StateOf(copy) == "cancelled" && (*closing)->StateOf(add) == "cancelled",
+             "closing: after the failed run the copy is %s, the add %s", (*closing)->StateOf(copy),
+             (*closing)->StateOf(add));
+    } else {
+      OK(st);
+      EXPECT(sum[0] == w.rank() + 1 + from + 1 && sum[1] == 100 * (w.rank() + 1 + from + 1),
+             "closing on rank %d: %d %d", w.rank(), sum[0], sum[1]);
+      EXPECT((*closing)->StateOf(add) == "done", "closing: after the run the add is %s", (*closing)->StateOf(add));
+    }
+    OK(cartage::Barrier(w));
+    ExpectNothingLeft(w, "the closing schedule");
   }
 
   // Blocking calls reuse one schedule with the buffers rebound: its sends

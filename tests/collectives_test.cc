@@ -188,14 +188,19 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   const VertexId waiting_send = b.Send(t + 8, 8, 1, {feeding_recv});   // waits for a receive
   const VertexId releasing_send = b.Send(x + 8, 8, 1);                  // a copy waits for it
   const VertexId after = b.Copy(y + 16, x + 8, 8, {releasing_send});
+  const VertexId relayed = b.Send(x + 8, 8, 2, {after});                // and a send for the copy
   const VertexId local = b.Copy(x, y + 16, 8);                          // loose: runs with a send
+  const VertexId closing_send = b.Send(x + 16, 8, 2);                   // only a step that runs last waits for it
+  const VertexId closing = b.Copy(y + 24, x + 16, 8, {closing_send});
   auto built = b.Build();
   ASSERT_TRUE(built.ok()) << built.status();
   const Schedule& k = **built;
-  for (VertexId v : {lone_recv, lone_send, fused_recv}) EXPECT_TRUE(k.RunsAlone(v)) << v;
-  for (VertexId v : {add, feeding_recv, waiting_send, releasing_send, after, local}) {
+  for (VertexId v : {lone_recv, lone_send, fused_recv, closing_send}) EXPECT_TRUE(k.RunsAlone(v)) << v;
+  for (VertexId v : {add, feeding_recv, waiting_send, releasing_send, after, relayed, local, closing}) {
     EXPECT_FALSE(k.RunsAlone(v)) << v;
   }
+  EXPECT_TRUE(k.RunsLast(closing));
+  for (VertexId v : {add, after, local}) EXPECT_FALSE(k.RunsLast(v)) << v;
   EXPECT_EQ(k.RunsWith(add), fused_recv);
   EXPECT_FALSE(k.RunsAlone(-1));
   EXPECT_FALSE(k.RunsAlone(100));
@@ -213,6 +218,50 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   ASSERT_EQ((*bar4)->vertices().size(), 4u);
   EXPECT_TRUE((*bar4)->RunsAlone(0) && (*bar4)->RunsAlone(3));
   EXPECT_FALSE((*bar4)->RunsAlone(1) || (*bar4)->RunsAlone(2));
+}
+
+TEST(ScheduleBuilder, ALocalStepThatWaitsOnlyForStepsRunningAloneRunsLast) {
+  // A linear allreduce's shape: receives into temporaries, then a chain of
+  // reduces over them. Every reduce runs last, so the receives run alone.
+  ScheduleBuilder b(0, 3, "closing");
+  const Buf t = b.Temp(16), x = Buf::User(nullptr, "x"), y = Buf::User(nullptr, "y");
+  const VertexId r1 = b.Recv(t, 8, 1);
+  const VertexId r2 = b.Recv(t + 8, 8, 2);
+  const VertexId s1 = b.Send(x, 8, 1);
+  const VertexId s2 = b.Send(x, 8, 2);
+  const VertexId first = b.Reduce(t, t + 8, 2, kI32, Op(OpKind::kSum), {r1, r2});
+  const VertexId second = b.Reduce(x, t + 8, 2, kI32, Op(OpKind::kSum), {first, s1, s2});
+  const VertexId out = b.Copy(t + 8, y, 8, {second});
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Schedule& k = **built;
+  for (VertexId v : {first, second, out}) EXPECT_TRUE(k.RunsLast(v)) << v;
+  for (VertexId v : {r1, r2, s1, s2}) EXPECT_TRUE(k.RunsAlone(v) && !k.RunsLast(v)) << v;
+  EXPECT_EQ(k.StateOf(first), "unbuilt");  // built for rendering: no run
+  EXPECT_FALSE(k.RunsLast(-1));
+  EXPECT_FALSE(k.RunsLast(100));
+  EXPECT_NE(k.ToDot().find("runs last"), std::string::npos);
+
+  // One send at the end of the chain is enough: every step before it waits
+  // for a vertex CAR, so none runs last and no receive runs alone.
+  ScheduleBuilder b2(0, 3, "relaying");
+  const Buf t2 = b2.Temp(16);
+  const VertexId q1 = b2.Recv(t2, 8, 1);
+  const VertexId q2 = b2.Recv(t2 + 8, 8, 2);
+  const VertexId sum = b2.Reduce(t2, t2 + 8, 2, kI32, Op(OpKind::kSum), {q1, q2});
+  const VertexId copy = b2.Copy(t2 + 8, t2, 8, {sum});
+  const VertexId pass = b2.Send(t2, 8, 1, {copy});
+  // A step after a receive that waits for a send does not either.
+  const VertexId q3 = b2.Recv(y, 8, 2, {pass});
+  const VertexId late = b2.Copy(y, x, 8, {q3});
+  const VertexId q4 = b2.Recv(y + 8, 8, 1);
+  const VertexId joined = b2.Copy(y + 8, x + 8, 8, {q4, late});
+  auto built2 = b2.Build();
+  ASSERT_TRUE(built2.ok()) << built2.status();
+  const Schedule& k2 = **built2;
+  for (VertexId v : {sum, copy, joined}) EXPECT_FALSE(k2.RunsLast(v)) << v;
+  for (VertexId v : {q1, q2, q3, q4, pass}) EXPECT_FALSE(k2.RunsAlone(v)) << v;
+  EXPECT_EQ(k2.RunsWith(late), q3);  // fused with its receive instead
 }
 
 TEST(ScheduleBuilder, AScheduleBuiltForRenderingRefusesToRunNamingItself) {

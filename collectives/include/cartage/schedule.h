@@ -234,6 +234,18 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // car_recv). A vertex CAR would only add its start and complete
   // events and a re-arm: 14 % of a 2-rank barrier's instructions.
   bool RunsAlone(VertexId v) const;
+  // Whether local step `v` runs as the run ends, once every step the run
+  // counts has ended well, in dependency order with the others that do: it
+  // waits only for sends and receives that run alone (and for other steps
+  // that run last), and only steps that run last wait for it (a linear
+  // allreduce's reduces, after its receives). Such a step has no
+  // car_vertex, and the receives it waits for, no longer releasing a
+  // vertex CAR, run alone: at 8 ranks that spared 14 vertex CARs' re-arming,
+  // start, completion and wait a call. StateOf shows car_vertex's names:
+  // "idle" before the first run, "waiting" while one goes on; after it,
+  // "done" if the step ran, "failed" if it failed, "cancelled" if the run
+  // failed before it.
+  bool RunsLast(VertexId v) const;
   // Whether send `v` goes by rendezvous above kBurstEagerCap bytes, whatever
   // its method's eager limit: it is one of a burst, kBurstSends or more
   // sends of more than kBurstEagerCap bytes that wait for nothing and so
@@ -316,9 +328,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   void NameCountedFailure();
   // Poll's parts: finishes the steps in flight that completed (draining_,
   // inflight_, the receives of alone_fused_); ends a run that has nothing
-  // left to wait for.
+  // left to wait for, running the steps that run last if it went well.
   void TakeFinished(int* work);
   absl::Status EndRun();
+  // EndRun's: the steps that run last, in order; the first that fails
+  // fails the run (failed_) and the rest do not run.
+  void RunLast();
   absl::Status ReduceInto(VertexId v);
 
   std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
@@ -342,6 +357,13 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<bool> alone_;             // per vertex: RunsAlone
   std::vector<VertexId> alone_recvs_;   // the steps that run alone, in Begin's order
   std::vector<VertexId> alone_sends_;
+  std::vector<bool> last_;              // per vertex: RunsLast
+  std::vector<VertexId> run_last_;      // the steps that run last, in dependency order
+  struct LastOutcome {
+    std::size_t ran = 0;  // of run_last_, how many ran in the last run that ended
+    bool failed = false;  // and the next one failed
+  };
+  std::optional<LastOutcome> last_outcome_;  // none before the first run's end
   std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them (RunFusedOfEnded)
   std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
