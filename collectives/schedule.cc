@@ -434,7 +434,23 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   const auto all_last = [&](const std::vector<std::size_t>& steps) {
     return std::all_of(steps.begin(), steps.end(), [&](std::size_t t) { return s->last_[t]; });
   };
-  const auto could_run_alone = [&](std::size_t h) { return indegree[h] == 0 && all_last(succ[last_of(h)]); };
+  // A send that waits for one receive that waits for nothing (through its
+  // last fused step, if any), and that nothing waits for, can start as that
+  // receive's CAR ends (Schedule::ForwardsFrom): a bcast's forward.
+  const auto forwardable = [&](std::size_t v) {
+    const Vertex& x = vertices_[v];
+    if (x.kind != VertexKind::kSend || x.after.size() != 1 || !succ[v].empty()) return false;
+    const auto p = static_cast<std::size_t>(x.after.front().from);
+    const auto h = static_cast<std::size_t>(s->host_[p]);
+    return vertices_[h].kind == VertexKind::kRecv && p == last_of(h) && indegree[h] == 0;
+  };
+  const auto could_run_alone = [&](std::size_t h) {
+    if (indegree[h] != 0) return false;
+    const std::vector<std::size_t>& after = succ[last_of(h)];
+    return std::all_of(after.begin(), after.end(), [&](std::size_t t) {
+      return s->last_[t] || (vertices_[h].kind == VertexKind::kRecv && forwardable(t));
+    });
+  };
   for (bool dropped = true; dropped;) {
     dropped = false;
     for (std::size_t v = 0; v < n; ++v) {
@@ -464,6 +480,8 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   // them: sinks first, as the vertex CARs, so that a loose_host_ that runs
   // alone is the last of them started.
   s->alone_.assign(n, false);
+  s->forwards_.resize(n);
+  s->forwarded_from_.assign(n, -1);
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
     const VertexKind kind = vertices_[v].kind;
@@ -473,7 +491,16 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     (kind == VertexKind::kRecv ? s->alone_recvs_ : s->alone_sends_).push_back(static_cast<VertexId>(v));
     s->alone_[v] = true;
     s->counted_bytes_ += vertices_[v].bytes;
-    if (!fused.empty()) s->alone_fused_.push_back(static_cast<VertexId>(v));
+    if (kind == VertexKind::kRecv) {
+      for (std::size_t t : succ[last_of(v)]) {
+        if (s->last_[t]) continue;
+        s->forwards_[v].push_back(static_cast<VertexId>(t));
+        s->forwarded_from_[t] = static_cast<VertexId>(v);
+        s->counted_bytes_ += vertices_[t].bytes;
+        ++s->forwarded_;
+      }
+    }
+    if (!fused.empty() || !s->forwards_[v].empty()) s->alone_fused_.push_back(static_cast<VertexId>(v));
   }
   s->scratch_.resize(n);
   for (std::size_t v = 0; v < n; ++v) {
@@ -518,7 +545,10 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     const std::vector<VertexId>& fused = s->fused_[v];
     const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
     for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
-    if (s->RunsAlone(static_cast<VertexId>(v)) || s->RunsLast(static_cast<VertexId>(v))) continue;
+    if (s->RunsAlone(static_cast<VertexId>(v)) || s->RunsLast(static_cast<VertexId>(v)) ||
+        s->ForwardsFrom(static_cast<VertexId>(v)) >= 0) {
+      continue;
+    }
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;
     spec.counter = &s->done_;

@@ -60,6 +60,11 @@ bool Schedule::RunsLast(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < last_.size() && last_[static_cast<std::size_t>(v)];
 }
 
+VertexId Schedule::ForwardsFrom(VertexId v) const {
+  return v >= 0 && static_cast<std::size_t>(v) < forwarded_from_.size() ? forwarded_from_[static_cast<std::size_t>(v)]
+                                                                          : -1;
+}
+
 bool Schedule::SendsSingleCopy(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < single_copy_.size() && single_copy_[static_cast<std::size_t>(v)];
 }
@@ -136,7 +141,7 @@ absl::Status Schedule::Begin() {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
   }
   done_ = car::Completion();
-  done_.pending = static_cast<int64_t>(runners_.size() + alone_recvs_.size() + alone_sends_.size());
+  done_.pending = static_cast<int64_t>(runners_.size() + alone_recvs_.size() + alone_sends_.size() + forwarded_);
   failed_.reset();
   inflight_.clear();
   draining_.clear();
@@ -160,6 +165,28 @@ void Schedule::StartAlone(VertexId v) {
 void Schedule::EndAlone(VertexId v, const absl::Status& st) {
   --done_.pending;
   if (!st.ok()) (void)Fail(v, st);
+  // A receive that never started: its CAR will not end (it may not exist),
+  // its fused steps will not run, and the sends it starts wait no more.
+  const auto it = std::find(fused_pending_.begin(), fused_pending_.end(), v);
+  if (it == fused_pending_.end()) return;
+  fused_pending_.erase(it);
+  if (!forwards_[static_cast<std::size_t>(v)].empty()) DrainForwards(v);
+}
+
+void Schedule::DrainForwards(VertexId v) {
+  static char nothing;  // zero bytes: never read nor written
+  for (VertexId f : forwards_[static_cast<std::size_t>(v)]) {
+    const Vertex& x = vertices_[static_cast<std::size_t>(f)];
+    Request& r = reqs_[f].drain;
+    const absl::Status st = comm_->Isend(&nothing, 0, x.peer, TagOf(x), &r);
+    if (st.ok() && !r.completed()) {
+      draining_.push_back(f);  // TakeFinished counts it down
+      continue;
+    }
+    if (st.ok()) r.Wait().IgnoreError();
+    --done_.pending;
+    if (!st.ok()) (void)Fail(f, st);
+  }
 }
 
 absl::Status Schedule::Fail(VertexId v, const absl::Status& st) {
@@ -190,18 +217,16 @@ void TakeEnded(std::vector<VertexId>& pending, int* work, Ended ended, Finish fi
 }  // namespace
 
 void Schedule::TakeFinished(int* work) {
-  if (!fused_pending_.empty()) {
-    if (!failed_.has_value()) {
-      RunFusedOfEnded(work);
-    } else {
-      fused_pending_.clear();  // a step failed (it may never have started): none runs, the run fails
-    }
-  }
+  if (!fused_pending_.empty()) RunFusedOfEnded(work);
   TakeEnded(
       draining_, work, [&](VertexId v) { return reqs_[v].drain.completed(); },
       [&](VertexId v) {
         reqs_[v].drain.Wait().IgnoreError();  // settled, whatever came of it (a truncation, a dead peer)
-        (void)VertexMachine::Dispatch(*cars_[static_cast<std::size_t>(v)], VertexEvent::kComplete);
+        if (car::Car* c = cars_[static_cast<std::size_t>(v)]) {
+          (void)VertexMachine::Dispatch(*c, VertexEvent::kComplete);
+        } else {
+          --done_.pending;  // a forwarded send (DrainForwards)
+        }
       });
   TakeEnded(
       inflight_, work, [&](VertexId v) { return reqs_[v].req.completed(); },
@@ -242,17 +267,25 @@ void Schedule::RunLast() {
 }
 
 void Schedule::NameCountedFailure() {
+  const auto named = [&](VertexId v) {
+    const car::Car* c = reqs_[v].req.car_;
+    if (c == nullptr) return false;  // never prepared: EndAlone named it
+    absl::Status st = c->status();
+    const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+    if (st.ok() && x.kind == VertexKind::kRecv) st = CheckSize(x, std::min(c->bytes_done(), x.bytes));
+    if (st.ok()) return false;
+    (void)Fail(v, st);
+    return true;
+  };
+  // The receives first: a send they start ran only if its receive ended well.
   for (const std::vector<VertexId>* steps : {&alone_recvs_, &alone_sends_}) {
     for (VertexId v : *steps) {
-      const car::Car* c = reqs_[v].req.car_;
-      if (c == nullptr) continue;  // never prepared: EndAlone named it
-      absl::Status st = c->status();
-      const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-      if (st.ok() && x.kind == VertexKind::kRecv) st = CheckSize(x, std::min(c->bytes_done(), x.bytes));
-      if (!st.ok()) {
-        (void)Fail(v, st);
-        return;
-      }
+      if (named(v)) return;
+    }
+  }
+  for (VertexId v : alone_recvs_) {
+    for (VertexId f : forwards_[static_cast<std::size_t>(v)]) {
+      if (named(f)) return;
     }
   }
   if (done_.status.ok()) {  // every counted step ended well, yet the bytes disagree: a bug of ours
@@ -262,14 +295,24 @@ void Schedule::NameCountedFailure() {
 }
 
 void Schedule::RunFusedOfEnded(int* work) {
-  // Started: each CAR exists (else failed_, and TakeFinished runs none).
+  // Started, each CAR exists: a receive that could not start left the list (EndAlone).
   TakeEnded(
       fused_pending_, work, [&](VertexId v) { return car::RecvMachine::IsFinal(*reqs_[v].req.car_); },
       [&](VertexId v) {
         const car::Car& c = *reqs_[v].req.car_;
-        // A receive that failed or came short runs nothing: the run's end names it.
-        if (!c.status().ok() || c.bytes_done() != vertices_[static_cast<std::size_t>(v)].bytes) return;
-        if (absl::Status st = RunFused(v); !st.ok()) (void)Fail(v, st);
+        // A receive that failed or came short runs nothing (the run's end
+        // names it), nor does one of a run that failed.
+        bool well = !failed_.has_value() && c.status().ok() &&
+                    c.bytes_done() == vertices_[static_cast<std::size_t>(v)].bytes;
+        if (well) {
+          if (absl::Status st = RunFused(v); !st.ok()) {
+            (void)Fail(v, st);
+            well = false;
+          }
+        }
+        if (forwards_[static_cast<std::size_t>(v)].empty()) return;
+        if (!well) return DrainForwards(v);
+        for (VertexId f : forwards_[static_cast<std::size_t>(v)]) StartAlone(f);
       });
 }
 

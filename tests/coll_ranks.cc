@@ -500,18 +500,20 @@ void Persistent(const Comm& w) {
       add = rb.Reduce(partial, m, 5, i64, Op(OpKind::kSum), {got});
       last = rb.Copy(m, y, kBytes, {add});
     }
-    if (w.rank() + 1 < n) rb.Send(y, kBytes, w.rank() + 1, {last});
+    cartage::VertexId pass = -1;
+    if (w.rank() + 1 < n) pass = rb.Send(y, kBytes, w.rank() + 1, {last});
     auto relay = rb.Build();
     OK(relay.status());
     if (w.rank() > 0) {
       EXPECT((*relay)->RunsWith(add) == 0 && (*relay)->RunsWith(last) == 0,
              "relay: the add and the copy run with the receive (vertex 0), not %d and %d", (*relay)->RunsWith(add),
              (*relay)->RunsWith(last));
-      // The last rank's receive releases nothing: it runs alone, as its
-      // request's car_recv, whose state its fused steps show too.
-      const bool alone = w.rank() + 1 == n;
-      EXPECT((*relay)->RunsAlone(0) == alone, "relay: rank %d's receive runs alone: %d", w.rank(),
-             (*relay)->RunsAlone(0));
+      // The receive releases nothing but the send, which starts as it ends
+      // (ForwardsFrom): it runs alone, as its request's car_recv, whose
+      // state its fused steps show too.
+      EXPECT((*relay)->RunsAlone(0), "relay: rank %d's receive does not run alone", w.rank());
+      EXPECT(pass < 0 || (*relay)->ForwardsFrom(pass) == 0, "relay: rank %d's send starts as %d ends", w.rank(),
+             (*relay)->ForwardsFrom(pass));
       EXPECT((*relay)->StateOf(0) == "idle" && (*relay)->StateOf(add) == "idle",
              "relay: before the first run the receive is idle, not %s", (*relay)->StateOf(0));
     }

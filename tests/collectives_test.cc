@@ -184,8 +184,11 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   const VertexId lone_send = b.Send(x, 8, 2);                           // no edge at all
   const VertexId fused_recv = b.Recv(t, 8, 1);                          // its fused add releases nothing
   const VertexId add = b.Reduce(t, y + 8, 2, kI32, Op(OpKind::kSum), {fused_recv});
-  const VertexId feeding_recv = b.Recv(t + 8, 8, 2);                    // a send waits for it
-  const VertexId waiting_send = b.Send(t + 8, 8, 1, {feeding_recv});   // waits for a receive
+  const VertexId feeding_recv = b.Recv(t + 8, 8, 2);                    // a send waits for it alone
+  const VertexId waiting_send = b.Send(t + 8, 8, 1, {feeding_recv});   // and starts as it ends
+  const VertexId shared_recv = b.Recv(y + 32, 8, 2);                    // two steps wait for it
+  const VertexId fan_send = b.Send(y + 32, 8, 1, {shared_recv});
+  const VertexId fan_copy = b.Copy(y + 32, x + 24, 8, {shared_recv, fan_send});  // and for the send
   const VertexId releasing_send = b.Send(x + 8, 8, 1);                  // a copy waits for it
   const VertexId after = b.Copy(y + 16, x + 8, 8, {releasing_send});
   const VertexId relayed = b.Send(x + 8, 8, 2, {after});                // and a send for the copy
@@ -195,18 +198,25 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   auto built = b.Build();
   ASSERT_TRUE(built.ok()) << built.status();
   const Schedule& k = **built;
-  for (VertexId v : {lone_recv, lone_send, fused_recv, closing_send}) EXPECT_TRUE(k.RunsAlone(v)) << v;
-  for (VertexId v : {add, feeding_recv, waiting_send, releasing_send, after, relayed, local, closing}) {
+  for (VertexId v : {lone_recv, lone_send, fused_recv, closing_send, feeding_recv}) EXPECT_TRUE(k.RunsAlone(v)) << v;
+  for (VertexId v : {add, waiting_send, releasing_send, after, relayed, local, closing, shared_recv, fan_send,
+                     fan_copy}) {
     EXPECT_FALSE(k.RunsAlone(v)) << v;
   }
+  // A send that waits for one receive alone, which waits for nothing,
+  // starts as the receive ends; one that something waits for does not.
+  EXPECT_EQ(k.ForwardsFrom(waiting_send), feeding_recv);
+  for (VertexId v : {fan_send, relayed, lone_send, feeding_recv}) EXPECT_EQ(k.ForwardsFrom(v), -1) << v;
+  EXPECT_EQ(k.ForwardsFrom(-1), -1);
+  EXPECT_NE(k.ToDot().find(absl::StrFormat("starts as %d ends", feeding_recv)), std::string::npos);
   EXPECT_TRUE(k.RunsLast(closing));
   for (VertexId v : {add, after, local}) EXPECT_FALSE(k.RunsLast(v)) << v;
   EXPECT_EQ(k.RunsWith(add), fused_recv);
   EXPECT_FALSE(k.RunsAlone(-1));
   EXPECT_FALSE(k.RunsAlone(100));
   // A 2-rank dissemination barrier is one exchange: both steps run alone.
-  // With 4 ranks the first round's send and the last round's receive do;
-  // the first round's receive releases the second round's send.
+  // With 4 ranks every receive and the first round's send do; the first
+  // round's receive starts the second round's send as it ends.
   CollectiveCall barrier;
   barrier.algorithm = "dissemination";
   auto bar2 = BuildCollective(0, 2, barrier);
@@ -216,8 +226,9 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   auto bar4 = BuildCollective(0, 4, barrier);
   ASSERT_TRUE(bar4.ok()) << bar4.status();
   ASSERT_EQ((*bar4)->vertices().size(), 4u);
-  EXPECT_TRUE((*bar4)->RunsAlone(0) && (*bar4)->RunsAlone(3));
-  EXPECT_FALSE((*bar4)->RunsAlone(1) || (*bar4)->RunsAlone(2));
+  EXPECT_TRUE((*bar4)->RunsAlone(0) && (*bar4)->RunsAlone(1) && (*bar4)->RunsAlone(3));
+  EXPECT_FALSE((*bar4)->RunsAlone(2));
+  EXPECT_EQ((*bar4)->ForwardsFrom(2), 1);
 }
 
 TEST(ScheduleBuilder, ALocalStepThatWaitsOnlyForStepsRunningAloneRunsLast) {

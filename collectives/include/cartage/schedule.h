@@ -246,6 +246,15 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // "done" if the step ran, "failed" if it failed, "cancelled" if the run
   // failed before it.
   bool RunsLast(VertexId v) const;
+  // The receive whose end starts send `v`, or -1. A send that waits for
+  // one receive alone (or for its last fused step), where that receive
+  // waits for nothing, and that nothing waits for, starts as the receive's
+  // CAR ends well, its own CAR counting down the run's completion: a
+  // bcast's forward. The receive runs alone, and neither has a car_vertex.
+  // Where the receive failed or came short, or the run failed, the send
+  // sends an empty message in its place (as a draining vertex does), so its
+  // peer's receive fails instead of waiting.
+  VertexId ForwardsFrom(VertexId v) const;
   // Whether send `v` goes by rendezvous above kBurstEagerCap bytes, whatever
   // its method's eager limit: it is one of a burst, kBurstSends or more
   // sends of more than kBurstEagerCap bytes that wait for nothing and so
@@ -303,11 +312,16 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   void StartAlone(VertexId v);
   // A step that runs alone could not start (`st`): the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
-  // Of the receives that run alone with steps fused to them (alone_fused_),
-  // those whose CAR ended since the last poll (taken out of
-  // fused_pending_): runs their fused steps if they ended well; the first
-  // step that fails fails the run (failed_), naming its receive.
+  // Of the receives that run alone with steps fused to them or sends to
+  // start (alone_fused_), those whose CAR ended since the last poll (taken
+  // out of fused_pending_): runs their fused steps if they ended well and
+  // the run has not failed (the first step that fails fails the run,
+  // naming its receive), then starts their sends, or drains them
+  // (DrainForwards) where the steps did not run.
   void RunFusedOfEnded(int* work);
+  // Receive `v`'s forwarded sends will not run: each sends an empty
+  // message in its place, counted down when it completed.
+  void DrainForwards(VertexId v);
   // Runs the local steps fused to receive `v`, in order; the first error,
   // naming its step ("then <step>: ...").
   absl::Status RunFused(VertexId v);
@@ -364,7 +378,10 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
     bool failed = false;  // and the next one failed
   };
   std::optional<LastOutcome> last_outcome_;  // none before the first run's end
-  std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them (RunFusedOfEnded)
+  std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them or sends they start
+  std::vector<std::vector<VertexId>> forwards_;  // per receive run alone: the sends it starts as it ends
+  std::vector<VertexId> forwarded_from_;         // per vertex: ForwardsFrom
+  std::size_t forwarded_ = 0;                    // how many sends a receive starts
   std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
