@@ -409,12 +409,13 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     return vertices_[v].kind == VertexKind::kSend && indegree[v] == 0;
   });
   if (first_send != order.end()) {
-    s->loose_host_ = static_cast<VertexId>(*first_send);
     for (std::size_t v = 0; v < n; ++v) {
       if (!loose(v)) continue;
-      s->host_[v] = s->loose_host_;
+      s->host_[v] = static_cast<VertexId>(*first_send);
       s->loose_.push_back(static_cast<VertexId>(v));
     }
+    // Only a host of some: starting any other send never looks at loose_.
+    if (!s->loose_.empty()) s->loose_host_ = static_cast<VertexId>(*first_send);
   }
   // The local steps that run as the run ends (Schedule::RunsLast): each
   // waits only for sends and receives that run alone and for other such
