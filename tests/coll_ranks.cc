@@ -436,17 +436,25 @@ void Algorithms(const Comm& w, const std::string& only) {
 // and a user-built schedule (the DESIGN example) started as often.
 void ExpectNothingLeft(const Comm& w, const char* after);
 
+// An allreduce summing `count` elements of `type` (`alg`: empty, the
+// selection table's).
+CollectiveCall SumCall(const void* in, void* out, int64_t count, BasicType type, const char* alg = "") {
+  CollectiveCall call;
+  call.kind = Collective::kAllreduce;
+  call.send = in;
+  call.recv = out;
+  call.count = count;
+  call.type = Datatype::Basic(type);
+  call.op = Op(OpKind::kSum);
+  call.algorithm = alg;
+  return call;
+}
+
 void Persistent(const Comm& w) {
   const int n = w.size();
   constexpr int64_t kCount = 33;
   std::vector<int32_t> in(kCount), out(kCount);
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.send = in.data();
-  call.recv = out.data();
-  call.count = kCount;
-  call.type = Datatype::Basic(BasicType::kInt32);
-  call.op = Op(OpKind::kSum);
+  const CollectiveCall call = SumCall(in.data(), out.data(), kCount, BasicType::kInt32);
   Request req;
   OK(cartage::InitCollective(w, call, &req));
   EXPECT(req.persistent(), "persistent");
@@ -541,15 +549,7 @@ void Persistent(const Comm& w) {
   // 300 runs, results checked.
   if (n >= 3) {
     std::vector<int64_t> lin_in(4), lin_out(4);
-    CollectiveCall lc;
-    lc.kind = Collective::kAllreduce;
-    lc.send = lin_in.data();
-    lc.recv = lin_out.data();
-    lc.count = 4;
-    lc.type = Datatype::Basic(BasicType::kInt64);
-    lc.op = Op(OpKind::kSum);
-    lc.algorithm = "linear";
-    auto lin = cartage::BuildCollective(w, lc);
+    auto lin = cartage::BuildCollective(w, SumCall(lin_in.data(), lin_out.data(), 4, BasicType::kInt64, "linear"));
     OK(lin.status());
     std::vector<cartage::VertexId> reduces;
     for (std::size_t v = 0; v < (*lin)->vertices().size(); ++v) {
@@ -737,14 +737,7 @@ void Concurrent(const Comm& w) {
 void Selection(const Comm& w) {
   const int n = w.size();
   std::vector<int32_t> in(2, w.rank() + 1), out(2);
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.send = in.data();
-  call.recv = out.data();
-  call.count = 2;
-  call.type = Datatype::Basic(BasicType::kInt32);
-  call.op = Op(OpKind::kSum);
-  auto s = cartage::BuildCollective(w, call);
+  auto s = cartage::BuildCollective(w, SumCall(in.data(), out.data(), 2, BasicType::kInt32));
   if (!s.ok()) {  // every rank reads the same file: every rank refuses
     if (w.rank() == 0) std::printf("refused: %s\n", std::string(s.status().message()).c_str());
     std::exit(0);
