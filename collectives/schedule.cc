@@ -452,9 +452,12 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
       return s->last_[t] || (vertices_[h].kind == VertexKind::kRecv && forwardable(t));
     });
   };
+  // Sinks first: a step dropped for its successors is seen by its
+  // predecessors in the same pass.
   for (bool dropped = true; dropped;) {
     dropped = false;
-    for (std::size_t v = 0; v < n; ++v) {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      const std::size_t v = *it;
       if (!s->last_[v]) continue;
       const bool holds = all_last(succ[v]) && std::all_of(vertices_[v].after.begin(), vertices_[v].after.end(),
                                                            [&](const Edge& e) {
