@@ -546,9 +546,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const std::size_t v = *it;
     if (s->host_[v] != static_cast<VertexId>(v)) continue;
-    const std::vector<VertexId>& fused = s->fused_[v];
-    const std::size_t last = fused.empty() ? v : static_cast<std::size_t>(fused.back());
-    for (std::size_t t : succ[last]) s->successors_[v].push_back(s->cars_[t]);
+    for (std::size_t t : succ[last_of(v)]) s->successors_[v].push_back(s->cars_[t]);
     if (s->RunsAlone(static_cast<VertexId>(v)) || s->RunsLast(static_cast<VertexId>(v)) ||
         s->ForwardsFrom(static_cast<VertexId>(v)) >= 0) {
       continue;

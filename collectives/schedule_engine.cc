@@ -174,18 +174,11 @@ void Schedule::EndAlone(VertexId v, const absl::Status& st) {
 }
 
 void Schedule::DrainForwards(VertexId v) {
-  static char nothing;  // zero bytes: never read nor written
   for (VertexId f : forwards_[static_cast<std::size_t>(v)]) {
-    const Vertex& x = vertices_[static_cast<std::size_t>(f)];
-    Request& r = reqs_[f].drain;
-    const absl::Status st = comm_->Isend(&nothing, 0, x.peer, TagOf(x), &r);
-    if (st.ok() && !r.completed()) {
-      draining_.push_back(f);  // TakeFinished counts it down
-      continue;
-    }
-    if (st.ok()) r.Wait().IgnoreError();
+    const std::optional<absl::Status> st = Settle(f);
+    if (!st.has_value()) continue;  // TakeFinished counts it down
     --done_.pending;
-    if (!st.ok()) (void)Fail(f, st);
+    if (!st->ok()) (void)Fail(f, *st);
   }
 }
 
@@ -413,18 +406,24 @@ void Schedule::DrainVertex(car::Car& car, car::CarStep& step) {
 // later run's receive of the same tag. A local step has nothing to settle.
 void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
-  if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
-    static char nothing;  // zero bytes: never read nor written
-    Request& r = reqs_[v].drain;
-    const absl::Status st = x.kind == VertexKind::kSend ? comm_->Isend(&nothing, 0, x.peer, TagOf(x), &r)
-                                                        : comm_->Irecv(&nothing, 0, x.peer, TagOf(x), &r);
-    if (st.ok() && !r.completed()) {
-      draining_.push_back(v);
-      return;  // Poll finishes it
-    }
-    if (st.ok()) r.Wait().IgnoreError();
+  if ((x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) && !Settle(v).has_value()) {
+    return;  // Poll finishes it
   }
   step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+}
+
+std::optional<absl::Status> Schedule::Settle(VertexId v) {
+  static char nothing;  // zero bytes: never read nor written
+  const Vertex& x = vertices_[static_cast<std::size_t>(v)];
+  Request& r = reqs_[v].drain;
+  const absl::Status st = x.kind == VertexKind::kSend ? comm_->Isend(&nothing, 0, x.peer, TagOf(x), &r)
+                                                      : comm_->Irecv(&nothing, 0, x.peer, TagOf(x), &r);
+  if (st.ok() && !r.completed()) {
+    draining_.push_back(v);
+    return std::nullopt;
+  }
+  if (st.ok()) r.Wait().IgnoreError();
+  return st;
 }
 
 // The steps that wait for nothing and that nothing waits for, run as the

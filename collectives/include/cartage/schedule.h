@@ -329,6 +329,11 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   absl::Status Fail(VertexId v, const absl::Status& st);
   static void DrainVertex(car::Car& car, car::CarStep& step);
   void Drain(VertexId v, car::Car& car, car::CarStep& step);
+  // Sends or receives the empty message that settles send or receive `v`
+  // with its peer in place of its data (reqs_[v].drain). Still in flight:
+  // nullopt, and TakeFinished finishes it (draining_); else how the attempt
+  // went.
+  std::optional<absl::Status> Settle(VertexId v);
   absl::Status RunLocal(VertexId v);
   void RunLoose();
   // A send or receive completed: its status (a receive must fill its
