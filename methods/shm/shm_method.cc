@@ -87,7 +87,9 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
     w.set_window(ShmOptions::kRingBytes);
     if (options.direct_store == DirectStore::kYes) w.set_direct(true);
     if (options.direct_store == DirectStore::kAuto) w.set_direct_auto(slow_ticks);
-    m->readers_[static_cast<std::size_t>(p)] = RingReader(m->segment_->ring(p, m->rank_));
+    RingReader& r = m->readers_[static_cast<std::size_t>(p)];
+    r = RingReader(m->segment_->ring(p, m->rank_));
+    if (p != m->rank_) m->probes_.push_back({r.next_stamp(), r.next_expected(), p});  // its own messages go by the self method
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);
     if (!options.cma) continue;
@@ -341,20 +343,28 @@ void ShmMethod::SendAck(Car& c, CarStep&) {
 int ShmMethod::Progress() {
   int work = 0;
   RingRecord rec;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;  // a rank's messages to itself go by the self method
+  // A ring with nothing new costs one load and a compare (its probe); the
+  // reader's own state is touched only where a record is there.
+  for (Probe& probe : probes_) {
+    if (probe.stamp->load(std::memory_order_acquire) != probe.expected) continue;
+    const int p = probe.peer;
     RingReader& r = readers_[static_cast<std::size_t>(p)];
     // After the first record, an envelope nobody waits for yet stays in the
     // ring until the next sweep: its receive is often posted by then. With
     // no receive posted at all it stays unread (a bcast's stream, where the
     // next message is in the ring before its receive is posted: reading it
-    // only to leave it cost a few dozen instructions a message).
-    for (int k = 0; k < 32 && r.Peek(&rec); ++k) {
+    // only to leave it cost a few dozen instructions a message). The loop
+    // ends on a Peek (32 records at most), which, finding the ring empty,
+    // publishes the head for a producer waiting for room: the probe alone
+    // will not look again until a record comes.
+    for (int k = 0; r.Peek(&rec) && k < 32; ++k) {
       if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
       if (!Handle(p, rec, /*defer=*/k > 0)) break;
       r.Pop();
       ++work;
     }
+    probe.stamp = r.next_stamp();
+    probe.expected = r.next_expected();
   }
   for (int p = 0; backlog_ > 0 && p < size_; ++p) {
     const auto i = static_cast<std::size_t>(p);

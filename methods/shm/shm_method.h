@@ -194,6 +194,15 @@ class ShmMethod final : public Method {
   std::unique_ptr<ShmSegment> segment_;
   std::vector<RingWriter> writers_;
   std::vector<RingReader> readers_;
+  // What a sweep tests of each peer's ring (every peer but this rank, in rank
+  // order): where its next record's stamp will be and the value it will hold
+  // (RingReader::next_stamp); refreshed after the ring is read.
+  struct Probe {
+    const std::atomic<uint64_t>* stamp;
+    uint64_t expected;
+    int peer;
+  };
+  std::vector<Probe> probes_;
   std::vector<bool> cma_;
   std::vector<CopyChooser> choosers_;  // per sender: CMA or pipelined, for messages between the two minimums
   std::vector<int32_t> pids_;

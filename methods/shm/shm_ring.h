@@ -362,10 +362,15 @@ class RingReader {
   uint64_t consumed() const { return head_; }
 
   // Whether a record is waiting (one load; for the progress engine's poll).
-  bool HasRecord() const {
-    auto* h = reinterpret_cast<const internal::RecordHeader*>(data_ + (head_ & mask_));
-    return h->stamp.load(std::memory_order_acquire) == head_ + 1;
+  bool HasRecord() const { return next_stamp()->load(std::memory_order_acquire) == next_expected(); }
+
+  // The word that shows the next record, and the value it holds once that
+  // record is there: a sweep over many rings tests just these (ShmMethod's
+  // probes). They change only as records are consumed (Peek, Pop).
+  const std::atomic<uint64_t>* next_stamp() const {
+    return &reinterpret_cast<const internal::RecordHeader*>(data_ + (head_ & mask_))->stamp;
   }
+  uint64_t next_expected() const { return head_ + 1; }
 
  private:
   void Consume(std::size_t len) {
