@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "collectives/algorithms.h"
 
 namespace cartage {
@@ -123,8 +124,41 @@ class ScheduleCache {
   std::vector<Entry> entries_;
 };
 
+// A call the cache has no schedule for: built, kept, run.
+ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView& view, ScheduleCache& cache,
+                                               bool in_place) {
+  CollectiveCall call = CallOf(view);
+  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+  cache.Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
+  return s->Run();
+}
+
+// A cached schedule called with other buffers, or whose rank's part changed
+// shape: rebound or rebuilt, then run.
+ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView& view, ScheduleCache::Entry& hit,
+                                                bool in_place) {
+  CollectiveCall& bound = hit.key.call;  // its buffers: those the schedule is bound to now
+  if (hit.in_place != in_place) {
+    // This rank's part changed shape (the root switched to or from kInPlace):
+    // rebuild it under the same sequence number, as the other ranks reuse theirs.
+    bound.send = view.send;
+    bound.recv = view.recv;
+    CARTAGE_ASSIGN_OR_RETURN(hit.schedule, alg::BuildOn(comm, bound, hit.schedule->sequence()));
+    hit.in_place = in_place;
+    return hit.schedule->Run();
+  }
+  hit.schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
+  hit.schedule->RebindUser("recv", view.recv);
+  bound.send = view.send;
+  bound.recv = view.recv;
+  return hit.schedule->Run();
+}
+
 // Runs a blocking call of a fixed shape (not a v form) through the cache;
-// the CollectiveCall to build from is made on a miss only.
+// the CollectiveCall to build from is made on a miss only. A loop's call
+// (same schedule, same buffers) takes the short way: a lookup and the run,
+// the rest out of line (inlined, it cost a 1 KiB stack frame and its spills
+// on every call).
 absl::Status RunCached(const Comm& comm, const CallView& view) {
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
@@ -134,27 +168,10 @@ absl::Status RunCached(const Comm& comm, const CallView& view) {
   // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
   const bool in_place = view.send == kInPlace || view.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);
-  if (hit == nullptr) {
-    CollectiveCall call = CallOf(view);
-    CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
-    cache->Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
-    return s->Run();
-  }
-  CollectiveCall& bound = hit->key.call;  // its buffers: those the schedule is bound to now
-  if (hit->in_place != in_place) {
-    // This rank's part changed shape (the root switched to or from kInPlace):
-    // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    bound.send = view.send;
-    bound.recv = view.recv;
-    CARTAGE_ASSIGN_OR_RETURN(hit->schedule, alg::BuildOn(comm, bound, hit->schedule->sequence()));
-    hit->in_place = in_place;
-    return hit->schedule->Run();
-  }
-  if (bound.send != view.send || bound.recv != view.recv) {  // a loop over the same buffers skips this
-    hit->schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
-    hit->schedule->RebindUser("recv", view.recv);
-    bound.send = view.send;
-    bound.recv = view.recv;
+  if (hit == nullptr) [[unlikely]] return RunMissed(comm, view, *cache, in_place);
+  const CollectiveCall& bound = hit->key.call;
+  if (hit->in_place != in_place || bound.send != view.send || bound.recv != view.recv) [[unlikely]] {
+    return RunRebound(comm, view, *hit, in_place);
   }
   return hit->schedule->Run();
 }
