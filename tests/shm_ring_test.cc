@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -92,6 +93,33 @@ TEST_P(ShmRingTest, OneLineRecordLandsWholeAtCommit) {
   ASSERT_TRUE(r.Peek(&rec));
   ASSERT_EQ(rec.len, 100u);
   EXPECT_TRUE(Check(rec.payload, 6, 100));
+}
+
+// ShmMethod's sweep tests each ring by a probe (the next record's stamp
+// word, the value it will hold): taken before a record is committed, it
+// shows it (or the pad a wrap puts before it); it goes on showing it after
+// the read, so the sweep refreshes it, and the refreshed one shows nothing.
+TEST_P(ShmRingTest, ProbeShowsTheNextRecordUntilRefreshed) {
+  Mem mem(RingShared::Footprint(4096));
+  RingShared* ring = RingShared::Init(mem.ptr, 4096);
+  RingWriter w = Writer(ring);
+  RingReader r(ring);
+  RingRecord rec;
+  for (int i = 0; i < 100; ++i) {  // records of 2, 5 and 9 lines: several laps, wrapping with pads
+    const std::atomic<uint64_t>* stamp = r.next_stamp();
+    const uint64_t expected = r.next_expected();
+    EXPECT_NE(stamp->load(), expected) << i;
+    std::byte* p = w.Begin(100 + static_cast<std::size_t>(i % 3) * 200);
+    ASSERT_NE(p, nullptr);
+    Fill(p, i, 100);
+    w.Commit(7);
+    EXPECT_EQ(stamp->load(), expected) << "the probe taken before shows record " << i;
+    ASSERT_TRUE(r.Peek(&rec));
+    EXPECT_TRUE(Check(rec.payload, i, 100)) << i;
+    r.Pop();
+    EXPECT_EQ(stamp->load(), expected) << "a stale probe still shows record " << i;
+    EXPECT_NE(r.next_stamp()->load(), r.next_expected()) << "a refreshed one shows none after " << i;
+  }
 }
 
 TEST_P(ShmRingTest, FullRingPushesBackAndDrainsInOrder) {

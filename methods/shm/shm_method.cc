@@ -341,31 +341,43 @@ void ShmMethod::SendAck(Car& c, CarStep&) {
 // ---- Progress ----------------------------------------------------------------
 
 int ShmMethod::Progress() {
+  // A ring with nothing new costs one load and a compare (its probe): a
+  // sweep that finds nothing is this loop alone, the reading and the
+  // backlog out of line, as a waiting rank sweeps many times a message.
   int work = 0;
-  RingRecord rec;
-  // A ring with nothing new costs one load and a compare (its probe); the
-  // reader's own state is touched only where a record is there.
   for (Probe& probe : probes_) {
-    if (probe.stamp->load(std::memory_order_acquire) != probe.expected) continue;
-    const int p = probe.peer;
-    RingReader& r = readers_[static_cast<std::size_t>(p)];
-    // After the first record, an envelope nobody waits for yet stays in the
-    // ring until the next sweep: its receive is often posted by then. With
-    // no receive posted at all it stays unread (a bcast's stream, where the
-    // next message is in the ring before its receive is posted: reading it
-    // only to leave it cost a few dozen instructions a message). The loop
-    // ends on a Peek (32 records at most), which, finding the ring empty,
-    // publishes the head for a producer waiting for room: the probe alone
-    // will not look again until a record comes.
-    for (int k = 0; r.Peek(&rec) && k < 32; ++k) {
-      if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
-      if (!Handle(p, rec, /*defer=*/k > 0)) break;
-      r.Pop();
-      ++work;
-    }
-    probe.stamp = r.next_stamp();
-    probe.expected = r.next_expected();
+    if (probe.stamp->load(std::memory_order_acquire) == probe.expected) work += ReadRing(probe);
   }
+  if (backlog_ > 0) work += RetryBacklog();
+  return work;
+}
+
+int ShmMethod::ReadRing(Probe& probe) {
+  const int p = probe.peer;
+  RingReader& r = readers_[static_cast<std::size_t>(p)];
+  RingRecord rec;
+  int work = 0;
+  // After the first record, an envelope nobody waits for yet stays in the
+  // ring until the next sweep: its receive is often posted by then. With
+  // no receive posted at all it stays unread (a bcast's stream, where the
+  // next message is in the ring before its receive is posted: reading it
+  // only to leave it cost a few dozen instructions a message). The loop
+  // ends on a Peek (32 records at most), which, finding the ring empty,
+  // publishes the head for a producer waiting for room: the probe alone
+  // will not look again until a record comes.
+  for (int k = 0; r.Peek(&rec) && k < 32; ++k) {
+    if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
+    if (!Handle(p, rec, /*defer=*/k > 0)) break;
+    r.Pop();
+    ++work;
+  }
+  probe.stamp = r.next_stamp();
+  probe.expected = r.next_expected();
+  return work;
+}
+
+int ShmMethod::RetryBacklog() {
+  int work = 0;
   for (int p = 0; backlog_ > 0 && p < size_; ++p) {
     const auto i = static_cast<std::size_t>(p);
     while (!control_[i].empty() && TryControl(p, control_[i].front())) {
@@ -419,8 +431,8 @@ void ShmMethod::Block(int timeout_us) {
   const uint32_t seen = me.doorbell.load(std::memory_order_acquire);
   me.sleeping.store(1, std::memory_order_seq_cst);
   bool ready = false;
-  for (int p = 0; p < size_ && !ready; ++p) {
-    ready = p != rank_ && readers_[static_cast<std::size_t>(p)].HasRecord();
+  for (std::size_t i = 0; i < probes_.size() && !ready; ++i) {
+    ready = probes_[i].stamp->load(std::memory_order_acquire) == probes_[i].expected;
   }
   if (!ready) {
     timespec ts{0, static_cast<long>(timeout_us) * 1000};
