@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
 #include "car/car.h"
 #include "car/car_list.h"
@@ -169,12 +168,12 @@ class ShmMethod final : public Method {
   // Handles one record; false if it was left in the ring (`defer`: an
   // envelope no posted receive matches yet, see DeliverEnvelope).
   bool Handle(int source, const RingRecord& rec, bool defer);
-  // Progress's parts out of its loop: the records of the ring `probe` shows
+  // Progress's parts beside its loop: the records of the ring `probe` shows
   // one (refreshing the probe), and the sends and control records waiting
   // for ring room.
   struct Probe;
-  ABSL_ATTRIBUTE_NOINLINE int ReadRing(Probe& probe);
-  ABSL_ATTRIBUTE_NOINLINE int RetryBacklog();
+  int ReadRing(Probe& probe);
+  int RetryBacklog();
   bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer);
   void OnCts(int source, const RingRecord& rec);
   void OnData(int source, const RingRecord& rec);
