@@ -12,6 +12,7 @@
 #ifndef CARTAGE_METHODS_SHM_SHM_METHOD_H_
 #define CARTAGE_METHODS_SHM_SHM_METHOD_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
