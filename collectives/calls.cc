@@ -138,19 +138,17 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView&
 ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView& view, ScheduleCache::Entry& hit,
                                                 bool in_place) {
   CollectiveCall& bound = hit.key.call;  // its buffers: those the schedule is bound to now
+  bound.send = view.send;
+  bound.recv = view.recv;
   if (hit.in_place != in_place) {
     // This rank's part changed shape (the root switched to or from kInPlace):
     // rebuild it under the same sequence number, as the other ranks reuse theirs.
-    bound.send = view.send;
-    bound.recv = view.recv;
     CARTAGE_ASSIGN_OR_RETURN(hit.schedule, alg::BuildOn(comm, bound, hit.schedule->sequence()));
     hit.in_place = in_place;
-    return hit.schedule->Run();
+  } else {
+    hit.schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
+    hit.schedule->RebindUser("recv", view.recv);
   }
-  hit.schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
-  hit.schedule->RebindUser("recv", view.recv);
-  bound.send = view.send;
-  bound.recv = view.recv;
   return hit.schedule->Run();
 }
 

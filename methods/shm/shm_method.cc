@@ -89,7 +89,11 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
     if (options.direct_store == DirectStore::kAuto) w.set_direct_auto(slow_ticks);
     RingReader& r = m->readers_[static_cast<std::size_t>(p)];
     r = RingReader(m->segment_->ring(p, m->rank_));
-    if (p != m->rank_) m->probes_.push_back({r.next_stamp(), r.next_expected(), p});  // its own messages go by the self method
+    if (p != m->rank_) {  // its own messages go by the self method
+      Probe& probe = m->probes_.emplace_back();
+      probe.peer = p;
+      probe.Aim(r);
+    }
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);
     if (!options.cma) continue;
@@ -348,7 +352,7 @@ int ShmMethod::Progress() {
   // allreduce a quarter more time; the compiler keeps ReadRing apart anyway.
   int work = 0;
   for (Probe& probe : probes_) {
-    if (probe.stamp->load(std::memory_order_acquire) == probe.expected) work += ReadRing(probe);
+    if (probe.Shows()) work += ReadRing(probe);
   }
   if (backlog_ > 0) work += RetryBacklog();
   return work;
@@ -373,8 +377,7 @@ int ShmMethod::ReadRing(Probe& probe) {
     r.Pop();
     ++work;
   }
-  probe.stamp = r.next_stamp();
-  probe.expected = r.next_expected();
+  probe.Aim(r);
   return work;
 }
 
@@ -433,9 +436,7 @@ void ShmMethod::Block(int timeout_us) {
   const uint32_t seen = me.doorbell.load(std::memory_order_acquire);
   me.sleeping.store(1, std::memory_order_seq_cst);
   bool ready = false;
-  for (std::size_t i = 0; i < probes_.size() && !ready; ++i) {
-    ready = probes_[i].stamp->load(std::memory_order_acquire) == probes_[i].expected;
-  }
+  for (std::size_t i = 0; i < probes_.size() && !ready; ++i) ready = probes_[i].Shows();
   if (!ready) {
     timespec ts{0, static_cast<long>(timeout_us) * 1000};
     ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, seen, &ts, nullptr, 0);

@@ -205,9 +205,16 @@ class ShmMethod final : public Method {
   // order): where its next record's stamp will be and the value it will hold
   // (RingReader::next_stamp); refreshed after the ring is read.
   struct Probe {
-    const std::atomic<uint64_t>* stamp;
-    uint64_t expected;
-    int peer;
+    const std::atomic<uint64_t>* stamp = nullptr;
+    uint64_t expected = 0;
+    int peer = 0;
+    // Points the probe at the next record `r` will read.
+    void Aim(const RingReader& r) {
+      stamp = r.next_stamp();
+      expected = r.next_expected();
+    }
+    // Whether that record is there (one load).
+    bool Shows() const { return stamp->load(std::memory_order_acquire) == expected; }
   };
   std::vector<Probe> probes_;
   std::vector<bool> cma_;
