@@ -98,6 +98,16 @@ absl::Status BcastChain(Ctx& c) {
   return BcastTree(c, vr == 0 ? kNoPeer : (vr - 1 + c.root) % c.n, next, kForwardChunk);
 }
 
+// Linear: the root sends to every other rank in turn (root+1 first); the
+// others only receive. As many messages as a tree, but nobody forwards: no
+// rank waits to be scheduled before the ones after it can have their piece.
+absl::Status BcastLinear(Ctx& c) {
+  if (c.r != c.root) return BcastTree(c, c.root, {}, 0);
+  std::vector<int> children;
+  for (int s = 1; s < c.n; ++s) children.push_back((c.root + s) % c.n);
+  return BcastTree(c, kNoPeer, children, 0);
+}
+
 // Van de Geijn: a binomial scatter of n parts, then a ring allgather of them.
 absl::Status BcastScatterAllgather(Ctx& c) {
   const int n = c.n;

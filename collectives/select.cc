@@ -31,6 +31,7 @@ const std::vector<Algorithm>& Registry() {
       {{Collective::kBcast, "scatter_allgather", "binomial scatter of n parts, then a ring allgather", false},
        &BcastScatterAllgather},
       {{Collective::kBcast, "chain", "pipelined chain in 64 KiB chunks", false}, &BcastChain},
+      {{Collective::kBcast, "linear", "the root sends to every other rank; nobody forwards", false}, &BcastLinear},
       {{Collective::kReduce, "binomial", "binomial tree; rank order kept for non-commutative operators", false},
        &ReduceBinomial},
       {{Collective::kAllreduce, "recursive_doubling", "log2 n exchanges of the whole buffer (+2 if n is not a power of 2)",
@@ -132,7 +133,10 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 //   bcast sends each piece whole (Ctx::oversubscribed) and beats the chain
 //   and scatter_allgather from 64 KiB ("Collectives: exchanges read with
 //   CMA, bcast where ranks outnumber cores"); recursive doubling allreduce
-//   beats Rabenseifner up to 128 KiB at 4 and 8 ranks.
+//   beats Rabenseifner up to 128 KiB at 4 and 8 ranks. The linear bcast
+//   beats the binomial below 2 KiB ("The root sends to all where ranks
+//   outnumber cores", ninth session): nobody waits for a
+//   forwarder to be scheduled.
 // - With a CPU per rank ("Collectives with a CPU per rank"; 4 to 16 ranks
 //   on 16 CPUs): dissemination barrier, recursive doubling allreduce below
 //   64 KiB (below 128 KiB at 4 ranks) and allgather up to 80 KiB in all,
@@ -144,6 +148,7 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               linear                 ranks=3-17 oversubscribed
 barrier               dissemination
+bcast                 linear                 bytes=-2K ranks=3-17 oversubscribed
 bcast                 binomial               bytes=-64K
 bcast                 binomial               ranks=-3
 bcast                 binomial               ranks=-9 oversubscribed

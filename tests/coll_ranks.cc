@@ -841,7 +841,7 @@ void Faults(const Comm& w, const std::string& what) {
       // shape on the root: the others wait for chunks it never sends, which
       // no rank can tell from a slow root (as in MPI, an erroneous program).
       if (2 * base * 4 > 64 << 10) continue;
-      for (const char* alg : {"binomial", "chain", "scatter_allgather"}) {
+      for (const char* alg : {"binomial", "chain", "scatter_allgather", "linear"}) {
         const absl::Status s = cartage::RunCollective(w, call_of(Collective::kBcast, alg, count, in, out));
         // The root only sends: what it sent was whole. Every other rank
         // received too little, or nothing from a parent that failed.
