@@ -150,6 +150,7 @@ absl::Status Runtime::OpenMethods() {
     if (!m->caps().needs_polling) continue;
     (used ? polled_ : idle_).push_back(m.get());
   }
+  sole_ = polled_.size() == 1 ? polled_.front() : nullptr;
   return absl::OkStatus();
 }
 
@@ -278,10 +279,10 @@ absl::Status Runtime::PostCar(Car& car) {
   return s;
 }
 
-int Runtime::Progress() {
+int Runtime::ProgressAll(bool idle_due) {
   int work = 0;
   for (methods::Method* m : polled_) work += m->Progress();
-  if (!idle_.empty() && ++round_ % kIdlePollEvery == 0) {
+  if (idle_due) {
     for (methods::Method* m : idle_) work += m->Progress();
   }
   if (!activities_.empty() && !polling_activities_) work += PollActivities();

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/statusor.h"
 #include "car/car.h"
 #include "car/car_list.h"
@@ -169,10 +170,13 @@ class ShmMethod final : public Method {
   // Handles one record; false if it was left in the ring (`defer`: an
   // envelope no posted receive matches yet, see DeliverEnvelope).
   bool Handle(int source, const RingRecord& rec, bool defer);
-  // Progress's parts beside its loop: the records of the ring `probe` shows
-  // one (refreshing the probe), and the sends and control records waiting
-  // for ring room.
+  // Progress's parts beside its loop: the rest of a sweep from `from`,
+  // whose ring shows a record, then the backlog (out of line, so that an
+  // idle sweep has no frame); the records of the ring `probe` shows one
+  // (refreshing the probe); and the sends and control records waiting for
+  // ring room.
   struct Probe;
+  ABSL_ATTRIBUTE_NOINLINE int Sweep(Probe* from);
   int ReadRing(Probe& probe);
   int RetryBacklog();
   bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer);
