@@ -372,7 +372,9 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
   if (source != kAnySource && (source < 0 || source >= size_)) {
     return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: no such rank", source));
   }
+  rt_->AllowHolding(false);  // what has arrived goes to the unexpected queue, where Peek looks
   rt_->Progress();
+  rt_->AllowHolding(true);
   const int world = source == kAnySource ? kAnySource : WorldRank(source);
   absl::StatusOr<std::optional<methods::Method::Probed>> u = rt_->Peek(context_, world, tag);
   if (!u.ok()) {

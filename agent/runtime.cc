@@ -386,6 +386,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
 
 void Runtime::PostRecv(Car& c, car::CarStep& step) {
   auto* rt = static_cast<Runtime*>(c.spec().owner);
+  ++rt->hold_.postings;  // a held envelope may match it
   Car* u = rt->matcher_->PostReceive(&c);
   if (u == nullptr) return;  // posted; an arriving envelope will match it
   // The unexpected message carries what the method knows of its sender.
@@ -411,7 +412,9 @@ void Runtime::CheckPeers() {
       continue;
     }
     if (!m.PeerGone(p)) continue;
-    m.Progress();  // what it sent before it went is still delivered
+    hold_.allowed = false;
+    m.Progress();  // what it sent before it went is still delivered (none held back)
+    hold_.allowed = true;
     FailPeer(p, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized", p)));
   }
 }

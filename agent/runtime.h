@@ -135,6 +135,10 @@ class Runtime : public methods::MethodHost {
   // methods::MethodHost
   car::Car* MatchIncoming(const car::Envelope& envelope) override;
   bool AnyPosted() const override { return matcher_->posted() > 0; }
+  const methods::HoldControl* Holding() const override { return &hold_; }
+  // While `allowed` is false the methods hold back no envelope (an Iprobe's
+  // round: what arrived must be in the unexpected queue for it to see).
+  void AllowHolding(bool allowed) { hold_.allowed = allowed; }
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
   void InstallAgentOps(car::Carrier& vc) override;
 
@@ -192,6 +196,7 @@ class Runtime : public methods::MethodHost {
   methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
   Route any_route_;                              // wildcard receives: native_'s limits, if any
   WaitPolicy wait_;
+  methods::HoldControl hold_;  // postings counts every receive posted (PostRecv)
   bool oversubscribed_ = false;
   absl::flat_hash_map<std::byte*, std::pair<methods::Method*, methods::MethodBuffer>> lent_;
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);

@@ -51,6 +51,15 @@ class Exchange {
   virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
 };
 
+// What a method may hold back (MethodHost::Holding): an envelope no posted
+// receive matches, left where it lies, unread, until `postings` moves (a
+// receive was posted since) or `allowed` turns false (a probe of the
+// unexpected queue, a peer found gone), or something arrives behind it.
+struct HoldControl {
+  uint64_t postings = 0;  // receives posted so far
+  bool allowed = true;
+};
+
 // The agent's side of find-or-allocate, for a method that has an envelope.
 class MethodHost {
  public:
@@ -62,6 +71,10 @@ class MethodHost {
   // nullptr for any envelope: a method that defers unmatched envelopes
   // (DeliverEnvelope) may then leave one where it lies without reading it.
   virtual bool AnyPosted() const { return true; }
+  // The agent's hold control, read in place (null: hold nothing). Holding
+  // the next call's message of a collective until that call posts its
+  // receive spares it the unexpected queue's CAR, buffer and second copy.
+  virtual const HoldControl* Holding() const { return nullptr; }
   // A new unexpected-message CAR for `envelope`, stored in the unexpected
   // queue, with a temporary buffer of `buffer_bytes` (0: none, e.g. an RTS).
   // Its machine is still in `new`: the method dispatches the envelope.

@@ -9,6 +9,7 @@
 #include <csignal>
 
 #include <chrono>
+#include <optional>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -254,6 +255,37 @@ void ProbeThenRecv(const Comm& w) {
     OK(none.status());
     EXPECT(!none->has_value(), "nothing should be left");
     EXPECT(w.Iprobe(5, 0).status().code() == absl::StatusCode::kInvalidArgument, "bad rank probe");
+  }
+}
+
+// A message that arrives while its receiver waits on another one may be
+// held back unread in the method (shm's rings) until a receive is posted;
+// an Iprobe must still find it, and the receive it waited on must still
+// complete when its message comes.
+void HoldThenProbe(const Comm& w) {
+  if (w.rank() == 0) {
+    const int a = 40, b = 41;
+    OK(w.Send(&a, sizeof(a), 1, 40));
+    Ready(w, 1);  // nothing follows `a` to rank 1 until it probed
+    OK(w.Send(&b, sizeof(b), 1, 41));
+  } else if (w.rank() == 1) {
+    int a = 0, b = 0;
+    Request rb;
+    OK(w.Irecv(&b, sizeof(b), 0, 41, &rb));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (std::chrono::steady_clock::now() < until) EXPECT(!rb.Test(), "tag 41 came before it was sent");
+    std::optional<cartage::ProbeResult> found;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!found.has_value() && std::chrono::steady_clock::now() < deadline) {
+      absl::StatusOr<std::optional<cartage::ProbeResult>> p = w.Iprobe(0, 40);
+      OK(p.status());
+      found = *p;
+    }
+    EXPECT(found.has_value() && found->tag == 40 && found->bytes == sizeof(int), "Iprobe did not see tag 40");
+    OK(w.Recv(&a, sizeof(a), 0, 40));
+    Ready(w, 1);
+    OK(rb.Wait());
+    EXPECT(a == 40 && b == 41, "got %d and %d", a, b);
   }
 }
 
@@ -747,6 +779,7 @@ int main(int argc, char** argv) {
   else if (mode == "cancel") Cancel(w);
   else if (mode == "ssend") Ssend(w);
   else if (mode == "probe") ProbeThenRecv(w);
+  else if (mode == "holdprobe") HoldThenProbe(w);
   else if (mode == "dup") DupIsolation(w);
   else if (mode == "badargs") BadArguments(w);
   else if (mode == "earlyexit") EarlyExit(w);

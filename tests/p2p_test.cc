@@ -60,6 +60,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"sizes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"sizes", 2, "CARTAGE_SHM_CMA=off"},
                       Case{"truncation", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"ssend", 2, "CARTAGE_SHM_CMA_MIN=0"},
                       Case{"datatypes", 2, "CARTAGE_SHM_CMA_MIN=0"}, Case{"self", 2, ""},
+                      Case{"holdprobe", 2, ""},
                       Case{"peerdies", 2, "CARTAGE_SHM_CMA=off"}, Case{"sizes", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
                       Case{"ssend", 2, "CARTAGE_SHM_DIRECT_STORE=yes"},
                       Case{"order", 3, "CARTAGE_SHM_DIRECT_STORE=yes"},

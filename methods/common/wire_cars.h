@@ -7,6 +7,7 @@
 #define CARTAGE_METHODS_COMMON_WIRE_CARS_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,18 +29,19 @@ namespace cartage::methods {
 // method's private state: sender, handles) and then its machine's event.
 // Returns that CAR; an error only if no unexpected CAR could be made.
 //
-// With `defer_unmatched`, an envelope no posted receive matches is left
-// alone and nullptr returned: the method keeps the message where it is (its
+// With `defer_unmatched` (a bool, or a callable asked only once no posted
+// receive matched), an envelope no posted receive matches is left alone and
+// nullptr returned: the method keeps the message where it is (its
 // ring) and delivers it on a later call, when its receive may have been
 // posted. That turns a stream of messages that each arrive just before
 // their receive (a bcast's) into expected ones, which skip the unexpected
 // CAR, its buffer and the second copy. A method may defer only what it will
 // deliver later without waiting for anything else, and only behind a
 // message it delivered in the same sweep, so that every sweep moves on.
-template <class Adopt>
+template <class Adopt, class Defer = bool>
 absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope& envelope, uint64_t bytes,
                                           uint32_t proto, const std::byte* payload, Adopt adopt,
-                                          bool defer_unmatched = false) {
+                                          Defer defer_unmatched = false) {
   const bool rendezvous = (proto & car::kProtoRendezvous) != 0;
   car::CarSignal sig;
   sig.bytes = bytes;
@@ -52,7 +54,11 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
     (void)car::RecvMachine::Dispatch(*r, rendezvous ? car::RecvEvent::kEnvelope : car::RecvEvent::kEager, sig);
     return r;
   }
-  if (defer_unmatched) return nullptr;
+  if constexpr (std::is_invocable_r_v<bool, Defer>) {
+    if (defer_unmatched()) return nullptr;
+  } else if (defer_unmatched) {
+    return nullptr;
+  }
   absl::StatusOr<car::Car*> u = host.NewUnexpected(envelope, rendezvous ? 0 : bytes);
   if (!u.ok()) return u.status();
   adopt(**u);

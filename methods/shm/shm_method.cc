@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   CARTAGE_RETURN_IF_ERROR(m->options_.ForJob(ex.size(), oversubscribed));
   m->caps_ = Caps(m->options_);
   m->host_ = host;
+  m->hold_ = host != nullptr ? host->Holding() : nullptr;
   m->rank_ = ex.rank();
   m->size_ = ex.size();
   CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, m->options_.ring_bytes));
@@ -351,10 +352,37 @@ int ShmMethod::Progress() {
   // message. The first ring that shows a record hands the rest of the sweep
   // to Sweep. (Forcing ReadRing and RetryBacklog themselves out of line cost
   // a 2-rank 1 MiB allreduce a quarter more time.)
+  if (held_ > 0 && (hold_->postings != held_postings_ || !hold_->allowed)) [[unlikely]] Unhold();
   for (Probe* p = probes_.data(), *end = p + probes_.size(); p != end; ++p) {
     if (p->Shows()) [[unlikely]] return Sweep(p);
   }
   return backlog_ > 0 ? RetryBacklog() : 0;
+}
+
+void ShmMethod::Unhold() {
+  for (Probe& p : probes_) {
+    if (!p.held) continue;
+    p.held = false;
+    p.Aim(readers_[static_cast<std::size_t>(p.peer)]);
+  }
+  held_ = 0;
+}
+
+bool ShmMethod::MayHold(Probe& probe, const RingReader& r) {
+  if (hold_ == nullptr || !hold_->allowed) return false;
+  if (probe.hold_at != r.consumed()) {
+    probe.hold_at = r.consumed();
+    probe.holds = 0;
+  }
+  return probe.holds < kMaxHolds;
+}
+
+void ShmMethod::Hold(Probe& probe, const RingReader& r) {
+  probe.held = true;
+  ++probe.holds;
+  probe.stamp = r.stamp_after();
+  probe.expected = r.expected_after();
+  if (held_++ == 0) held_postings_ = hold_->postings;
 }
 
 int ShmMethod::Sweep(Probe* from) {
@@ -369,6 +397,10 @@ int ShmMethod::Sweep(Probe* from) {
 int ShmMethod::ReadRing(Probe& probe) {
   const int p = probe.peer;
   RingReader& r = readers_[static_cast<std::size_t>(p)];
+  if (probe.held) {  // something came behind the record it holds: read on
+    probe.held = false;
+    --held_;
+  }
   RingRecord rec;
   int work = 0;
   // After the first record, an envelope nobody waits for yet stays in the
@@ -381,7 +413,12 @@ int ShmMethod::ReadRing(Probe& probe) {
   // will not look again until a record comes.
   for (int k = 0; r.Peek(&rec) && k < 32; ++k) {
     if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
-    if (!Handle(p, rec, /*defer=*/k > 0)) break;
+    const Defer defer = k > 0 ? Defer::kYes : MayHold(probe, r) ? Defer::kHold : Defer::kNo;
+    if (!Handle(p, rec, defer)) {
+      if (k > 0) break;
+      Hold(probe, r);  // the first record, unmatched: left where it lies
+      return work;
+    }
     r.Pop();
     ++work;
   }
@@ -452,7 +489,7 @@ void ShmMethod::Block(int timeout_us) {
   me.sleeping.store(0, std::memory_order_relaxed);
 }
 
-bool ShmMethod::Handle(int source, const RingRecord& rec, bool defer) {
+bool ShmMethod::Handle(int source, const RingRecord& rec, Defer defer) {
   if (!broken_[static_cast<std::size_t>(source)].ok()) return true;
   switch (rec.type) {
     case kRecEager: return OnEnvelope(source, rec, false, defer);
@@ -470,7 +507,7 @@ void ShmMethod::Malformed(int source, absl::string_view what) {
                        absl::StrFormat("malformed wire record from rank %d: %s", source, what)));
 }
 
-bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer) {
+bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, Defer defer) {
   // A malformed record is consumed: it fails the peer.
   auto malformed = [&](absl::string_view what) {
     Malformed(source, what);
@@ -496,7 +533,9 @@ bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, b
         s.remote_handle = h.sender_handle;
         s.remote_address = rts.address;
       },
-      defer);
+      // Asked only of an envelope nothing matches: a hold needs nothing
+      // behind it yet (reading the next record's line costs a transfer).
+      [&] { return defer == Defer::kYes || (defer == Defer::kHold && !readers_[static_cast<std::size_t>(source)].ShowsAfter()); });
   if (!c.ok()) {
     FailPeer(source, c.status());
     return true;

@@ -169,7 +169,12 @@ class ShmMethod final : public Method {
   void Wake(int peer);
   // Handles one record; false if it was left in the ring (`defer`: an
   // envelope no posted receive matches yet, see DeliverEnvelope).
-  bool Handle(int source, const RingRecord& rec, bool defer);
+  enum class Defer : uint8_t {
+    kNo,    // deliver: to its receive, or as an unexpected message
+    kYes,   // an envelope no posted receive matches stays in the ring
+    kHold,  // the same, unless a record is already behind it (Hold)
+  };
+  bool Handle(int source, const RingRecord& rec, Defer defer);
   // Progress's parts beside its loop: the rest of a sweep from `from`,
   // whose ring shows a record, then the backlog (out of line, so that an
   // idle sweep has no frame); the records of the ring `probe` shows one
@@ -178,8 +183,15 @@ class ShmMethod final : public Method {
   struct Probe;
   ABSL_ATTRIBUTE_NOINLINE int Sweep(Probe* from);
   int ReadRing(Probe& probe);
+  // Whether `probe`'s ring may hold the record `r` just peeked, should no
+  // receive match it (Defer::kHold), and holding it.
+  bool MayHold(Probe& probe, const RingReader& r);
+  void Hold(Probe& probe, const RingReader& r);
+  // Every probe that holds a record looks at it again (a receive was posted,
+  // or holding is no longer allowed).
+  ABSL_ATTRIBUTE_NOINLINE void Unhold();
   int RetryBacklog();
-  bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, bool defer);
+  bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, Defer defer);
   void OnCts(int source, const RingRecord& rec);
   void OnData(int source, const RingRecord& rec);
   void OnAck(int source, const RingRecord& rec);
@@ -208,10 +220,16 @@ class ShmMethod final : public Method {
   // What a sweep tests of each peer's ring (every peer but this rank, in rank
   // order): where its next record's stamp will be and the value it will hold
   // (RingReader::next_stamp); refreshed after the ring is read.
+  // A ring whose next record is an envelope no posted receive matches may
+  // hold it (Hold): the record stays unread, and the probe watches the
+  // record after it instead, so that nothing behind it waits.
   struct Probe {
     const std::atomic<uint64_t>* stamp = nullptr;
     uint64_t expected = 0;
     int peer = 0;
+    bool held = false;     // the probe watches the record after the next one
+    uint8_t holds = 0;     // how often the next record was held
+    uint64_t hold_at = 0;  // the reader's position then (holds counts there)
     // Points the probe at the next record `r` will read.
     void Aim(const RingReader& r) {
       stamp = r.next_stamp();
@@ -221,6 +239,13 @@ class ShmMethod final : public Method {
     bool Shows() const { return stamp->load(std::memory_order_acquire) == expected; }
   };
   std::vector<Probe> probes_;
+  // Holding (MethodHost::Holding): the agent's control (null: never), how
+  // many probes hold a record, and the agent's count of postings when the
+  // first of them did. A record is held at most kMaxHolds times.
+  static constexpr uint8_t kMaxHolds = 2;
+  const HoldControl* hold_ = nullptr;
+  int held_ = 0;
+  uint64_t held_postings_ = 0;
   std::vector<bool> cma_;
   std::vector<CopyChooser> choosers_;  // per sender: CMA or pipelined, for messages between the two minimums
   std::vector<int32_t> pids_;

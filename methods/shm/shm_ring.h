@@ -371,6 +371,15 @@ class RingReader {
     return &reinterpret_cast<const internal::RecordHeader*>(data_ + (head_ & mask_))->stamp;
   }
   uint64_t next_expected() const { return head_ + 1; }
+  // The same for the record after the one Peek returned (still unread): a
+  // reader that leaves that record where it lies watches for what comes
+  // behind it here.
+  const std::atomic<uint64_t>* stamp_after() const {
+    return &reinterpret_cast<const internal::RecordHeader*>(data_ + ((head_ + internal::RecordBytes(current_)) & mask_))
+                ->stamp;
+  }
+  uint64_t expected_after() const { return head_ + internal::RecordBytes(current_) + 1; }
+  bool ShowsAfter() const { return stamp_after()->load(std::memory_order_acquire) == expected_after(); }
 
  private:
   void Consume(std::size_t len) {
