@@ -410,7 +410,12 @@ int ShmMethod::ReadRing(Probe& probe) {
   // only to leave it cost a few dozen instructions a message). The loop
   // ends on a Peek (32 records at most), which, finding the ring empty,
   // publishes the head for a producer waiting for room: the probe alone
-  // will not look again until a record comes.
+  // will not look again until a record comes. The first record, an
+  // envelope nothing matches, may be held instead (Hold: unread until a
+  // receive is posted or a record comes behind it). The ring then holds that
+  // one record (a quarter of the ring at most) and less than an eighth
+  // unpublished, so the producer always has room for the next record, which
+  // ends the hold.
   for (int k = 0; r.Peek(&rec) && k < 32; ++k) {
     if (k > 0 && (rec.type == kRecEager || rec.type == kRecRts) && !host_->AnyPosted()) break;
     const Defer defer = k > 0 ? Defer::kYes : MayHold(probe, r) ? Defer::kHold : Defer::kNo;
