@@ -167,6 +167,8 @@ class ShmMethod final : public Method {
   void SendControl(int peer, const Control& k);
   bool PumpStream(car::Car& c);  // true once every byte is written
   void Wake(int peer);
+  // The steady clock in nanoseconds (never 0: it counts from boot).
+  static uint64_t NowNs();
   // Handles one record; false if it was left in the ring (`defer`: an
   // envelope no posted receive matches yet, see DeliverEnvelope).
   enum class Defer : uint8_t {
@@ -183,9 +185,9 @@ class ShmMethod final : public Method {
   struct Probe;
   ABSL_ATTRIBUTE_NOINLINE int Sweep(Probe* from);
   int ReadRing(Probe& probe);
-  // Whether `probe`'s ring may hold the record `r` just peeked, should no
+  // Whether `probe`'s ring may hold the record it just peeked, should no
   // receive match it (Defer::kHold), and holding it.
-  bool MayHold(Probe& probe, const RingReader& r);
+  bool MayHold(const Probe& probe) const;
   void Hold(Probe& probe, const RingReader& r);
   // Every probe that holds a record looks at it again (a receive was posted,
   // or holding is no longer allowed).
@@ -219,17 +221,16 @@ class ShmMethod final : public Method {
   std::vector<RingReader> readers_;
   // What a sweep tests of each peer's ring (every peer but this rank, in rank
   // order): where its next record's stamp will be and the value it will hold
-  // (RingReader::next_stamp); refreshed after the ring is read.
-  // A ring whose next record is an envelope no posted receive matches may
-  // hold it (Hold): the record stays unread, and the probe watches the
-  // record after it instead, so that nothing behind it waits.
+  // (RingReader::next_stamp); refreshed after the ring is read. A ring whose
+  // next record is an envelope no posted receive matches may hold it (Hold):
+  // the record stays unread, and the probe watches the record after it
+  // instead, so that nothing behind it waits.
   struct Probe {
     const std::atomic<uint64_t>* stamp = nullptr;
     uint64_t expected = 0;
     int peer = 0;
-    bool held = false;     // the probe watches the record after the next one
-    uint8_t holds = 0;     // how often the next record was held
-    uint64_t hold_at = 0;  // the reader's position then (holds counts there)
+    bool held = false;  // the probe watches the record after the next one
+    uint8_t holds = 0;  // how often the next record was held (0 once it is read)
     // Points the probe at the next record `r` will read.
     void Aim(const RingReader& r) {
       stamp = r.next_stamp();

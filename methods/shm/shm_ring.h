@@ -375,13 +375,13 @@ class RingReader {
   // reader that leaves that record where it lies watches for what comes
   // behind it here.
   const std::atomic<uint64_t>* stamp_after() const {
-    return &reinterpret_cast<const internal::RecordHeader*>(data_ + ((head_ + internal::RecordBytes(current_)) & mask_))
-                ->stamp;
+    return &reinterpret_cast<const internal::RecordHeader*>(data_ + (after() & mask_))->stamp;
   }
-  uint64_t expected_after() const { return head_ + internal::RecordBytes(current_) + 1; }
+  uint64_t expected_after() const { return after() + 1; }
   bool ShowsAfter() const { return stamp_after()->load(std::memory_order_acquire) == expected_after(); }
 
  private:
+  uint64_t after() const { return head_ + internal::RecordBytes(current_); }  // the position after Peek's record
   void Consume(std::size_t len) {
     const std::size_t bytes = internal::RecordBytes(len);
     // Lines after the first held payload: clear their first word (see top).
