@@ -118,6 +118,37 @@ absl::Status AllreduceLinear(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Star: every rank sends its vector to rank 0, which reduces all n in rank
+// order, x0 op (x1 op (... op x(n-1))) as the linear one does, and sends
+// the result back to each. Two messages a rank and no reduction but at
+// rank 0 (see BarrierStar).
+absl::Status AllreduceStar(Ctx& c) {
+  const int n = c.n;
+  const uint64_t bytes = c.Bytes(c.count);
+  if (n == 1) return OneRank(c, bytes);
+  if (c.r != 0) {
+    const VertexId sent = c.b.Send(c.in_place ? c.recv : c.send, bytes, 0);
+    // In place the result lands where the vector leaves from: after it left.
+    c.b.Recv(c.recv, bytes, 0, c.in_place ? Deps({sent}) : std::vector<VertexId>{});
+    return absl::OkStatus();
+  }
+  const Buf tmp = c.b.Temp(bytes * static_cast<uint64_t>(n - 1));
+  auto slot = [&](int i) { return tmp + bytes * static_cast<uint64_t>(i - 1); };  // ranks 1 .. n-2
+  Buf own = c.send;
+  VertexId saved = -1;
+  if (c.in_place) {  // recv holds x0, and x(n-1) arrives there: keep a copy
+    own = slot(n - 1);
+    saved = c.b.Copy(c.recv, own, bytes);
+  }
+  VertexId last = c.b.Recv(c.recv, bytes, n - 1, Deps({saved}));
+  std::vector<VertexId> got(static_cast<std::size_t>(n), -1);
+  for (int i = 1; i < n - 1; ++i) got[static_cast<std::size_t>(i)] = c.b.Recv(slot(i), bytes, i);
+  for (int i = n - 2; i >= 1; --i) last = c.Reduce(slot(i), c.recv, c.count, Deps({last, got[static_cast<std::size_t>(i)]}));
+  last = c.Reduce(own, c.recv, c.count, Deps({last}));
+  for (int i = 1; i < n; ++i) c.b.Send(c.recv, bytes, i, {last});
+  return absl::OkStatus();
+}
+
 // Ring: a reduce-scatter (n - 1 steps, each rank ends up owning one reduced
 // part) and an allgather of the parts (n - 1 steps). Bandwidth-optimal;
 // commutative operators only.
@@ -285,6 +316,57 @@ absl::Status AlltoallLinear(Ctx& c) {
     c.b.Send(c.At(src, to, c.count), block, to, Deps({saved}));
     c.b.Recv(c.At(c.recv, from, c.count), block, from, Deps({saved}));
   }
+  return absl::OkStatus();
+}
+
+// Star: every rank sends its n blocks to rank 0 as row r of an n x n
+// matrix, and rank 0 sends the whole matrix back to each, which takes its
+// column (one pack with a strided type, run last). Rank 0 transposes
+// nothing; each message back carries n times what its rank needs, so this
+// is for small blocks (see BarrierStar).
+absl::Status AlltoallStar(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  const uint64_t row = block * static_cast<uint64_t>(n);
+  const Buf src = c.in_place ? c.recv : c.send;
+  if (n == 1) return OneRank(c, block);
+  const Buf m = c.b.Temp(row * static_cast<uint64_t>(n));
+  CARTAGE_ASSIGN_OR_RETURN(
+      const Datatype column,
+      Datatype::Vector(n, static_cast<int64_t>(block), static_cast<int64_t>(row), Datatype::Basic(car::BasicType::kByte)));
+  if (c.r != 0) {
+    const VertexId sent = c.b.Send(src, row, 0);
+    const VertexId got = c.b.Recv(m, row * static_cast<uint64_t>(n), 0);
+    c.b.Pack(m + block * static_cast<uint64_t>(c.r), 1, column, c.recv, {sent, got});
+    return absl::OkStatus();
+  }
+  std::vector<VertexId> have = {c.b.Copy(src, m, row)};
+  for (int i = 1; i < n; ++i) have.push_back(c.b.Recv(m + row * static_cast<uint64_t>(i), row, i));
+  const VertexId all = c.b.Fence(have);
+  for (int i = 1; i < n; ++i) c.b.Send(m, row * static_cast<uint64_t>(n), i, {all});
+  c.b.Pack(m, 1, column, c.recv, {all});
+  return absl::OkStatus();
+}
+
+// Star: every rank's block to rank 0, which sends all n blocks back to each
+// (see BarrierStar). In place, a rank's block comes back into the place it
+// left from unchanged, and only after rank 0 has all of it.
+absl::Status AllgatherStar(Ctx& c) {
+  const int n = c.n;
+  const uint64_t block = c.Bytes(c.count);
+  const Buf mine = c.At(c.recv, c.r, c.count);
+  const Buf own = c.in_place ? mine : c.send;
+  if (n == 1) return OneRank(c, block);
+  if (c.r != 0) {
+    c.b.Send(own, block, 0);
+    c.b.Recv(c.recv, block * static_cast<uint64_t>(n), 0);
+    return absl::OkStatus();
+  }
+  std::vector<VertexId> have;
+  if (!c.in_place) have.push_back(c.b.Copy(c.send, mine, block));
+  for (int i = 1; i < n; ++i) have.push_back(c.b.Recv(c.At(c.recv, i, c.count), block, i));
+  const VertexId all = c.b.Fence(have);
+  for (int i = 1; i < n; ++i) c.b.Send(c.recv, block * static_cast<uint64_t>(n), i, {all});
   return absl::OkStatus();
 }
 

@@ -34,6 +34,26 @@ absl::Status BarrierLinear(Ctx& c) {
   return absl::OkStatus();
 }
 
+// Star: every other rank tells rank 0, which answers each once it has heard
+// from all. Two rounds, but two messages a rank (2(n - 1) at rank 0) where
+// linear has 2(n - 1) at every rank: where several ranks share each CPU,
+// the messages' work, not the rounds, is what the CPUs spend a call on
+// (bench/RESULTS.md, "Two rounds through rank 0 where ranks crowd the
+// CPUs").
+absl::Status BarrierStar(Ctx& c) {
+  if (c.r != 0) {
+    c.b.Send(Buf{}, 0, 0);
+    c.b.Recv(Buf{}, 0, 0);
+    return absl::OkStatus();
+  }
+  std::vector<VertexId> heard;
+  for (int i = 1; i < c.n; ++i) heard.push_back(c.b.Recv(Buf{}, 0, i));
+  if (heard.empty()) return absl::OkStatus();
+  const VertexId all = c.b.Fence(heard);
+  for (int i = 1; i < c.n; ++i) c.b.Send(Buf{}, 0, i, {all});
+  return absl::OkStatus();
+}
+
 // ---- bcast ---------------------------------------------------------------------
 
 // Bcast as seed 002's scatter blocks over the packed buffer: a rank receives

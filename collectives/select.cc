@@ -26,6 +26,7 @@ const std::vector<Algorithm>& Registry() {
       {{Collective::kBarrier, "dissemination", "ceil(log2 n) rounds of one message each way", false},
        &BarrierDissemination},
       {{Collective::kBarrier, "linear", "one round: a message to and from every other rank", false}, &BarrierLinear},
+      {{Collective::kBarrier, "star", "every rank to rank 0 and back: two messages a rank", false}, &BarrierStar},
       {{Collective::kBcast, "binomial", "binomial tree; log2 n steps, in 64 KiB chunks where ranks forward", false},
        &BcastBinomial},
       {{Collective::kBcast, "scatter_allgather", "binomial scatter of n parts, then a ring allgather", false},
@@ -41,14 +42,18 @@ const std::vector<Algorithm>& Registry() {
        &AllreduceRing},
       {{Collective::kAllreduce, "linear", "one round: every vector to every rank, reduced in rank order there", false},
        &AllreduceLinear},
+      {{Collective::kAllreduce, "star", "every vector to rank 0, reduced there in rank order, the result sent back", false},
+       &AllreduceStar},
       {{Collective::kGather, "binomial", "binomial tree; subtrees' blocks travel together", false}, &GatherBinomial},
       {{Collective::kScatter, "binomial", "binomial tree; subtrees' blocks travel together", false},
        &ScatterBinomial},
       {{Collective::kAllgather, "ring", "n-1 steps of one block", false}, &AllgatherRing},
       {{Collective::kAllgather, "bruck", "ceil(log2 n) rounds, any n, then a rotation", false}, &AllgatherBruck},
       {{Collective::kAllgather, "linear", "one round: this rank's block to every other rank", false}, &AllgatherLinear},
+      {{Collective::kAllgather, "star", "every block to rank 0, which sends all n to every rank", false}, &AllgatherStar},
       {{Collective::kAlltoall, "pairwise", "n-1 exchange steps, one partner each", false}, &AlltoallPairwise},
       {{Collective::kAlltoall, "linear", "one round: every block sent and received at once", false}, &AlltoallLinear},
+      {{Collective::kAlltoall, "star", "every rank's blocks to rank 0, the whole matrix back to each", false}, &AlltoallStar},
       {{Collective::kReduce, "reduce_scatter_gather", "Rabenseifner: recursive-halving reduce-scatter, then a gather",
         true},
        &ReduceScatterGather},
@@ -142,10 +147,20 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 //   64 KiB (below 128 KiB at 4 ranks) and allgather up to 80 KiB in all,
 //   then Rabenseifner and the linear allgather; the chain bcast from 64 KiB
 //   up to 16 ranks; the linear alltoall at every size up to 16 ranks.
+// - Where ranks crowd the CPUs, 3 or more a CPU ("Two rounds through rank 0
+//   where ranks crowd the CPUs", tenth session; 4 to 8 ranks on 2 CPUs): the
+//   star algorithms (two messages a rank, 2(n - 1) at rank 0) beat the
+//   linear ones: barrier and allreduce from 6 ranks (allreduce up to 64 KiB
+//   measured, where it beat recursive doubling too), allgather from 7 ranks
+//   below 4 KiB blocks, alltoall at 8 ranks below 32-byte blocks (rank 0
+//   sends the whole matrix to each). At 4 and 5 ranks they lost (1.2-1.5
+//   times linear's time). Measured on 2 CPUs only: the rules count ranks,
+//   not ranks a CPU, so on a larger host they start too early.
 // - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
 //   outnumber cores ("Collectives: algorithms side by side"); it stays past
 //   16 ranks, where the rules are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
+barrier               star                   ranks=6-17 oversubscribed
 barrier               linear                 ranks=3-17 oversubscribed
 barrier               dissemination
 bcast                 linear                 bytes=-2K ranks=3-17 oversubscribed
@@ -157,6 +172,7 @@ bcast                 chain                  ranks=-17
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial
+allreduce             star                   bytes=-128K ranks=6-17 oversubscribed
 allreduce             linear                 bytes=-8K ranks=3-17 oversubscribed
 allreduce             recursive_doubling     bytes=-128K oversubscribed
 allreduce             recursive_doubling     bytes=-64K
@@ -167,11 +183,13 @@ allreduce             ring
 allreduce             recursive_doubling
 gather                binomial
 scatter               binomial
+allgather             star                   bytes=-4K ranks=7-17 oversubscribed
 allgather             linear                 ranks=3-17 oversubscribed
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             linear                 ranks=3-17
 allgather             ring
+alltoall              star                   bytes=-32 ranks=8-17 oversubscribed
 alltoall              linear                 ranks=3-17
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise

@@ -375,14 +375,20 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kAlltoall, 8, 2, true, false, "pairwise"},
       // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
       // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
-      // binomial bcast with whole pieces, and no chain.
+      // binomial bcast with whole pieces, and no chain; where ranks crowd the
+      // CPUs ("Two rounds through rank 0 where ranks crowd the CPUs"), the
+      // star algorithms for small calls from 6 to 8 ranks up.
       {Collective::kAllreduce, 8, 4, true, true, "linear"},
-      {Collective::kAllreduce, 8, 16, true, true, "linear"},
+      {Collective::kAllreduce, 8, 5, true, true, "linear"},
+      {Collective::kAllreduce, 8, 16, true, true, "star"},
       {Collective::kAllreduce, 8, 17, true, true, "recursive_doubling"},
-      {Collective::kAllreduce, 64 << 10, 8, true, true, "recursive_doubling"},
+      {Collective::kAllreduce, 64 << 10, 8, true, true, "star"},
+      {Collective::kAllreduce, 128 << 10, 8, true, true, "rabenseifner"},
+      {Collective::kAllreduce, 64 << 10, 4, true, true, "recursive_doubling"},
       {Collective::kAllreduce, 1 << 20, 8, true, true, "rabenseifner"},
-      {Collective::kBarrier, 0, 8, true, true, "linear"},
-      {Collective::kBarrier, 0, 12, true, true, "linear"},
+      {Collective::kBarrier, 0, 5, true, true, "linear"},
+      {Collective::kBarrier, 0, 6, true, true, "star"},
+      {Collective::kBarrier, 0, 12, true, true, "star"},
       {Collective::kBarrier, 0, 17, true, true, "dissemination"},
       {Collective::kBcast, 8, 4, true, true, "linear"},
       {Collective::kBcast, 1 << 10, 16, true, true, "linear"},
@@ -390,10 +396,14 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kBcast, 2 << 10, 8, true, true, "binomial"},
       {Collective::kBcast, 1 << 20, 4, true, true, "binomial"},
       {Collective::kBcast, 1 << 20, 16, true, true, "scatter_allgather"},
-      {Collective::kAllgather, 64, 8, true, true, "linear"},
+      {Collective::kAllgather, 64, 6, true, true, "linear"},
+      {Collective::kAllgather, 64, 8, true, true, "star"},
+      {Collective::kAllgather, 4 << 10, 8, true, true, "linear"},
       {Collective::kAllgather, 1 << 20, 16, true, true, "linear"},
       {Collective::kAllgather, 1 << 20, 17, true, true, "ring"},
-      {Collective::kAlltoall, 8, 8, true, true, "linear"},
+      {Collective::kAlltoall, 8, 7, true, true, "linear"},
+      {Collective::kAlltoall, 8, 8, true, true, "star"},
+      {Collective::kAlltoall, 32, 8, true, true, "linear"},
   };
   for (const Case& c : kCases) {
     EXPECT_EQ(SelectAlgorithm(c.collective, c.bytes, c.ranks, c.commutative, c.oversubscribed), c.algorithm)
@@ -431,7 +441,7 @@ TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
   EXPECT_THAT(ParseSelectionFile("\nallreduse ring\n", "f").status().message(),
               HasSubstr("f:2: no collective 'allreduse'"));
   EXPECT_THAT(ParseSelectionFile("allreduce rong\n", "f").status().message(),
-              HasSubstr("allreduce has no algorithm 'rong' (there are: recursive_doubling, ring, linear, rabenseifner)"));
+              HasSubstr("allreduce has no algorithm 'rong' (there are: recursive_doubling, ring, linear, star, rabenseifner)"));
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=9-3\n", "f").status().message(), HasSubstr("'9-3' is empty"));
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=1X-\n", "f").status().message(), HasSubstr("'1X' is not a size"));
   EXPECT_THAT(ParseSelectionFile("bcast chain colour=red\n", "f").status().message(),
