@@ -53,7 +53,7 @@ const std::vector<Algorithm>& Registry() {
       {{Collective::kAllgather, "star", "every block to rank 0, which sends all n to every rank", false}, &AllgatherStar},
       {{Collective::kAlltoall, "pairwise", "n-1 exchange steps, one partner each", false}, &AlltoallPairwise},
       {{Collective::kAlltoall, "linear", "one round: every block sent and received at once", false}, &AlltoallLinear},
-      {{Collective::kAlltoall, "star", "every rank's blocks to rank 0, the whole matrix back to each", false}, &AlltoallStar},
+      {{Collective::kAlltoall, "star", "every rank's blocks to rank 0, which sends each rank its column", false}, &AlltoallStar},
       {{Collective::kReduce, "reduce_scatter_gather", "Rabenseifner: recursive-halving reduce-scatter, then a gather",
         true},
        &ReduceScatterGather},
@@ -152,8 +152,8 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 //   star algorithms (two messages a rank, 2(n - 1) at rank 0) beat the
 //   linear ones: barrier and allreduce from 6 ranks (allreduce up to 64 KiB
 //   measured, where it beat recursive doubling too), allgather from 7 ranks
-//   below 4 KiB blocks, alltoall at 8 ranks below 32-byte blocks (rank 0
-//   sends the whole matrix to each). At 4 and 5 ranks they lost (1.2-1.5
+//   below 4 KiB blocks, alltoall at 8 ranks up to 256-byte blocks (lost at
+//   1 KiB). At 4 and 5 ranks they lost (1.2-1.5
 //   times linear's time). Measured on 2 CPUs only: the rules count ranks,
 //   not ranks a CPU, so on a larger host they start too early.
 // - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
@@ -189,7 +189,7 @@ allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             linear                 ranks=3-17
 allgather             ring
-alltoall              star                   bytes=-32 ranks=8-17 oversubscribed
+alltoall              star                   bytes=-257 ranks=8-17 oversubscribed
 alltoall              linear                 ranks=3-17
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise

@@ -814,13 +814,10 @@ void Faults(const Comm& w, const std::string& what) {
                                                 w.rank(), "): vertex ");
           // Rank 1 expects its peer's block of 2 * base elements, which comes
           // short; from a star's rank 0, whose own receive came too long,
-          // nothing (a drain) where every block (allgather) or the whole
-          // matrix (alltoall) was expected.
-          const bool star = std::string(a.name) == "star";
-          const std::string expected =
-              star ? absl::StrCat("sent nothing where ", 8 * base * (a.collective == Collective::kAlltoall ? 4 : 2),
-                                  " bytes were expected")
-                   : absl::StrCat("expected ", 8 * base);
+          // nothing (a drain) where both blocks were expected.
+          const std::string expected = std::string(a.name) == "star"
+                                           ? absl::StrCat("sent nothing where ", 16 * base, " bytes were expected")
+                                           : absl::StrCat("expected ", 8 * base);
           EXPECT((s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument) &&
                      absl::StrContains(s.message(), step) &&
                      (w.rank() == 0 || absl::StrContains(s.message(), expected)),

@@ -403,7 +403,8 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kAllgather, 1 << 20, 17, true, true, "ring"},
       {Collective::kAlltoall, 8, 7, true, true, "linear"},
       {Collective::kAlltoall, 8, 8, true, true, "star"},
-      {Collective::kAlltoall, 32, 8, true, true, "linear"},
+      {Collective::kAlltoall, 256, 8, true, true, "star"},
+      {Collective::kAlltoall, 1 << 10, 8, true, true, "linear"},
   };
   for (const Case& c : kCases) {
     EXPECT_EQ(SelectAlgorithm(c.collective, c.bytes, c.ranks, c.commutative, c.oversubscribed), c.algorithm)
