@@ -42,6 +42,7 @@ std::vector<std::string> LabelLines(const Schedule& s, std::size_t at) {
   if (!x.note.empty()) lines.push_back(x.note);
   if (s.RunsWith(v) != v) lines.push_back(absl::StrFormat("runs with %d", s.RunsWith(v)));
   if (s.RunsLast(v)) lines.push_back("runs last");
+  if (s.StartsLast(v)) lines.push_back("starts last");
   if (s.ForwardsFrom(v) >= 0) lines.push_back(absl::StrFormat("starts as %d ends", s.ForwardsFrom(v)));
   return lines;
 }

@@ -427,13 +427,22 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     const std::vector<VertexId>& fused = s->fused_[v];
     return fused.empty() ? v : static_cast<std::size_t>(fused.back());
   };
-  s->last_.assign(n, false);
-  for (std::size_t v = 0; v < n; ++v) {
-    const VertexKind k = vertices_[v].kind;
-    s->last_[v] = k != VertexKind::kSend && k != VertexKind::kRecv && s->host_[v] == static_cast<VertexId>(v);
-  }
+  // A send that nothing waits for and that waits only for such steps
+  // starts last (Schedule::StartsLast): they may precede it. Only where
+  // every other step the run counts comes before each such send: a send
+  // that starts last waits for all of them, which must add no wait the
+  // graph does not have (a peer's receive that a step of this run waits
+  // for could depend on it), so that no schedule waits for ever that would
+  // not have before. Else no send starts last.
+  bool may_start_last = true;
+  const auto starts_last = [&](std::size_t t) {
+    const Vertex& x = vertices_[t];
+    return may_start_last && x.kind == VertexKind::kSend && succ[t].empty() && !x.after.empty() &&
+           std::all_of(x.after.begin(), x.after.end(),
+                       [&](const Edge& e) { return static_cast<bool>(s->last_[static_cast<std::size_t>(e.from)]); });
+  };
   const auto all_last = [&](const std::vector<std::size_t>& steps) {
-    return std::all_of(steps.begin(), steps.end(), [&](std::size_t t) { return s->last_[t]; });
+    return std::all_of(steps.begin(), steps.end(), [&](std::size_t t) { return s->last_[t] || starts_last(t); });
   };
   // A send that waits for one receive that waits for nothing (through its
   // last fused step, if any), and that nothing waits for, can start as that
@@ -452,31 +461,69 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
       return s->last_[t] || (vertices_[h].kind == VertexKind::kRecv && forwardable(t));
     });
   };
-  // Sinks first: a step dropped for its successors is seen by its
-  // predecessors in the same pass.
-  for (bool dropped = true; dropped;) {
-    dropped = false;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      const std::size_t v = *it;
-      if (!s->last_[v]) continue;
-      const bool holds = all_last(succ[v]) && std::all_of(vertices_[v].after.begin(), vertices_[v].after.end(),
-                                                           [&](const Edge& e) {
-                                                             const auto p = static_cast<std::size_t>(e.from);
-                                                             const auto h = static_cast<std::size_t>(s->host_[p]);
-                                                             const VertexKind k = vertices_[h].kind;
-                                                             if (k != VertexKind::kSend && k != VertexKind::kRecv) {
-                                                               return static_cast<bool>(s->last_[p]);
-                                                             }
-                                                             return could_run_alone(h);
-                                                           });
-      if (!holds) {
-        s->last_[v] = false;
-        dropped = true;
+  const auto find_last = [&] {
+    for (std::size_t v = 0; v < n; ++v) {
+      const VertexKind k = vertices_[v].kind;
+      s->last_[v] = k != VertexKind::kSend && k != VertexKind::kRecv && s->host_[v] == static_cast<VertexId>(v);
+    }
+    // Sinks first: a step dropped for its successors is seen by its
+    // predecessors in the same pass.
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        const std::size_t v = *it;
+        if (!s->last_[v]) continue;
+        const bool holds = all_last(succ[v]) && std::all_of(vertices_[v].after.begin(), vertices_[v].after.end(),
+                                                             [&](const Edge& e) {
+                                                               const auto p = static_cast<std::size_t>(e.from);
+                                                               const auto h = static_cast<std::size_t>(s->host_[p]);
+                                                               const VertexKind k = vertices_[h].kind;
+                                                               if (k != VertexKind::kSend && k != VertexKind::kRecv) {
+                                                                 return static_cast<bool>(s->last_[p]);
+                                                               }
+                                                               return could_run_alone(h);
+                                                             });
+        if (!holds) {
+          s->last_[v] = false;
+          dropped = true;
+        }
       }
+    }
+  };
+  s->last_.assign(n, false);
+  find_last();
+  // Whether every step that neither runs last nor starts last comes before `t`.
+  const auto waits_for_the_rest = [&](std::size_t t) {
+    std::vector<bool> before(n, false);
+    std::vector<std::size_t> stack = {t};
+    while (!stack.empty()) {
+      const std::size_t v = stack.back();
+      stack.pop_back();
+      for (const Edge& e : vertices_[v].after) {
+        const auto p = static_cast<std::size_t>(e.from);
+        if (!before[p]) {
+          before[p] = true;
+          stack.push_back(p);
+        }
+      }
+    }
+    for (std::size_t v = 0; v < n; ++v) {
+      if (v != t && !before[v] && !s->last_[v] && !starts_last(v)) return false;
+    }
+    return true;
+  };
+  for (std::size_t t = 0; t < n && may_start_last; ++t) {
+    if (starts_last(t) && !waits_for_the_rest(t)) {
+      may_start_last = false;
+      find_last();
     }
   }
   for (std::size_t v : order) {
     if (s->last_[v]) s->run_last_.push_back(static_cast<VertexId>(v));
+    if (starts_last(v)) {
+      s->starts_last_.push_back(static_cast<VertexId>(v));
+      s->last_bytes_ += vertices_[v].bytes;
+    }
   }
   // The sends and receives that wait for nothing and release nothing but
   // steps that run last (their last fused step included) run as their
@@ -548,7 +595,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     if (s->host_[v] != static_cast<VertexId>(v)) continue;
     for (std::size_t t : succ[last_of(v)]) s->successors_[v].push_back(s->cars_[t]);
     if (s->RunsAlone(static_cast<VertexId>(v)) || s->RunsLast(static_cast<VertexId>(v)) ||
-        s->ForwardsFrom(static_cast<VertexId>(v)) >= 0) {
+        s->ForwardsFrom(static_cast<VertexId>(v)) >= 0 || s->StartsLast(static_cast<VertexId>(v))) {
       continue;
     }
     car::CarSpec spec;

@@ -60,6 +60,10 @@ bool Schedule::RunsLast(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < last_.size() && last_[static_cast<std::size_t>(v)];
 }
 
+bool Schedule::StartsLast(VertexId v) const {
+  return std::find(starts_last_.begin(), starts_last_.end(), v) != starts_last_.end();
+}
+
 VertexId Schedule::ForwardsFrom(VertexId v) const {
   return v >= 0 && static_cast<std::size_t>(v) < forwarded_from_.size() ? forwarded_from_[static_cast<std::size_t>(v)]
                                                                           : -1;
@@ -143,6 +147,7 @@ absl::Status Schedule::Begin() {
   done_ = car::Completion();
   done_.pending = static_cast<int64_t>(runners_.size() + alone_recvs_.size() + alone_sends_.size() + forwarded_);
   failed_.reset();
+  started_last_ = false;
   inflight_.clear();
   draining_.clear();
   for (car::Car* c : runners_) c->Rearm();
@@ -236,16 +241,41 @@ void Schedule::TakeFinished(int* work) {
       });
 }
 
-absl::Status Schedule::EndRun() {
+std::optional<absl::Status> Schedule::EndRun() {
+  if (!started_last_) {
+    if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
+    if (!run_last_.empty()) {
+      last_outcome_ = LastOutcome{};
+      if (!failed_.has_value() && done_.status.ok()) RunLast();
+    }
+    if (!starts_last_.empty()) {
+      StartLast();
+      if (done_.pending > 0) return std::nullopt;
+    }
+  }
   running_ = false;
-  if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
-  if (!run_last_.empty()) {
-    last_outcome_ = LastOutcome{};
-    if (!failed_.has_value() && done_.status.ok()) RunLast();
+  if (started_last_ && !failed_.has_value() &&
+      (!done_.status.ok() || done_.bytes != counted_bytes_ + last_bytes_)) {
+    NameCountedFailure();
   }
   prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
   if (failed_.has_value()) return *failed_;
   return done_.status;
+}
+
+void Schedule::StartLast() {
+  started_last_ = true;
+  done_.pending += static_cast<int64_t>(starts_last_.size());
+  if (!failed_.has_value() && done_.status.ok()) {
+    for (VertexId v : starts_last_) StartAlone(v);
+    return;
+  }
+  for (VertexId v : starts_last_) {  // as DrainForwards: an empty message each
+    const std::optional<absl::Status> st = Settle(v);
+    if (!st.has_value()) continue;  // TakeFinished counts it down
+    --done_.pending;
+    if (!st->ok()) (void)Fail(v, *st);
+  }
 }
 
 void Schedule::RunLast() {
@@ -281,9 +311,15 @@ void Schedule::NameCountedFailure() {
       if (named(f)) return;
     }
   }
+  if (started_last_) {
+    for (VertexId v : starts_last_) {
+      if (named(v)) return;
+    }
+  }
   if (done_.status.ok()) {  // every counted step ended well, yet the bytes disagree: a bug of ours
     failed_ = absl::InternalError(absl::StrFormat("schedule %s: its counted steps carried %d bytes, %d expected",
-                                                  name_, done_.bytes, counted_bytes_));
+                                                  name_, done_.bytes,
+                                                  counted_bytes_ + (started_last_ ? last_bytes_ : 0)));
   }
 }
 

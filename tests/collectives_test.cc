@@ -209,6 +209,9 @@ TEST(ScheduleBuilder, ASendOrReceiveThatWaitsForNothingAndReleasesNothingRunsAlo
   for (VertexId v : {fan_send, relayed, lone_send, feeding_recv}) EXPECT_EQ(k.ForwardsFrom(v), -1) << v;
   EXPECT_EQ(k.ForwardsFrom(-1), -1);
   EXPECT_NE(k.ToDot().find(absl::StrFormat("starts as %d ends", feeding_recv)), std::string::npos);
+  // The relay's send waits for a copy after a send, but not for the lone
+  // receives: it may not wait for them, so it does not start last.
+  for (VertexId v : {relayed, fan_send, waiting_send, lone_send}) EXPECT_FALSE(k.StartsLast(v)) << v;
   EXPECT_TRUE(k.RunsLast(closing));
   for (VertexId v : {add, after, local}) EXPECT_FALSE(k.RunsLast(v)) << v;
   EXPECT_EQ(k.RunsWith(add), fused_recv);
@@ -273,6 +276,69 @@ TEST(ScheduleBuilder, ALocalStepThatWaitsOnlyForStepsRunningAloneRunsLast) {
   for (VertexId v : {sum, copy, joined}) EXPECT_FALSE(k2.RunsLast(v)) << v;
   for (VertexId v : {q1, q2, q3, q4, pass}) EXPECT_FALSE(k2.RunsAlone(v)) << v;
   EXPECT_EQ(k2.RunsWith(late), q3);  // fused with its receive instead
+}
+
+TEST(ScheduleBuilder, ASendAfterEverythingThroughStepsThatRunLastStartsLast) {
+  // A star's rank 0: it hears from every rank, combines, and answers each.
+  // The receives run alone, the combining steps run last, and the answers
+  // start last: no vertex CAR at all.
+  ScheduleBuilder b(0, 3, "star");
+  const Buf t = b.Temp(16), x = Buf::User(nullptr, "x");
+  const VertexId own = b.Copy(x, t, 8);
+  const VertexId r1 = b.Recv(t + 8, 8, 1);
+  const VertexId r2 = b.Recv(x + 8, 8, 2);
+  const VertexId sum = b.Reduce(t + 8, t, 2, kI32, Op(OpKind::kSum), {own, r1});
+  const VertexId all = b.Fence({sum, r2});
+  const VertexId a1 = b.Send(t, 8, 1, {all});
+  const VertexId a2 = b.Send(t, 8, 2, {all});
+  const VertexId out = b.Copy(t, x, 8, {all});
+  auto built = b.Build();
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Schedule& k = **built;
+  for (VertexId v : {r1, r2}) EXPECT_TRUE(k.RunsAlone(v)) << v;
+  for (VertexId v : {own, sum, all, out}) EXPECT_TRUE(k.RunsLast(v)) << v;
+  for (VertexId v : {a1, a2}) EXPECT_TRUE(k.StartsLast(v) && !k.RunsAlone(v) && !k.RunsLast(v)) << v;
+  for (VertexId v : {own, r1, r2, sum, all, out, -1, 100}) EXPECT_FALSE(k.StartsLast(v)) << v;
+  EXPECT_NE(k.ToDot().find("starts last"), std::string::npos);
+
+  // A send that something waits for does not start last, nor do the steps
+  // before it run last: a vertex CAR each.
+  ScheduleBuilder b2(0, 3, "star, then more");
+  const Buf t2 = b2.Temp(8);
+  const VertexId q1 = b2.Recv(t2, 8, 1);
+  const VertexId q2 = b2.Recv(x, 8, 2);
+  const VertexId f2 = b2.Fence({q1, q2});
+  const VertexId s2 = b2.Send(t2, 8, 1, {f2});
+  const VertexId after = b2.Recv(t2, 8, 2, {s2});
+  auto built2 = b2.Build();
+  ASSERT_TRUE(built2.ok()) << built2.status();
+  const Schedule& k2 = **built2;
+  EXPECT_FALSE(k2.StartsLast(s2));
+  EXPECT_FALSE(k2.RunsLast(f2));
+  for (VertexId v : {q1, q2, after}) EXPECT_FALSE(k2.RunsAlone(v)) << v;
+
+  // The star algorithms' rank 0 answers last; the other ranks run alone.
+  for (const char* coll : {"barrier", "allreduce", "allgather", "alltoall"}) {
+    CollectiveCall call;
+    call.kind = *CollectiveByName(coll);
+    call.count = 4;
+    call.type = kI32;
+    call.op = Op(OpKind::kSum);
+    call.algorithm = "star";
+    auto root = BuildCollective(0, 8, call);
+    ASSERT_TRUE(root.ok()) << root.status();
+    int last = 0;
+    for (VertexId v = 0; v < static_cast<VertexId>((*root)->vertices().size()); ++v) {
+      if ((*root)->StartsLast(v)) ++last;
+      EXPECT_TRUE((*root)->RunsAlone(v) || (*root)->RunsLast(v) || (*root)->StartsLast(v)) << coll << " " << v;
+    }
+    EXPECT_EQ(last, 7) << coll;
+    auto other = BuildCollective(3, 8, call);
+    ASSERT_TRUE(other.ok()) << other.status();
+    for (VertexId v = 0; v < static_cast<VertexId>((*other)->vertices().size()); ++v) {
+      EXPECT_TRUE((*other)->RunsAlone(v) || (*other)->RunsLast(v)) << coll << " " << v;
+    }
+  }
 }
 
 TEST(ScheduleBuilder, AScheduleBuiltForRenderingRefusesToRunNamingItself) {

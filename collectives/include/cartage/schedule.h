@@ -255,6 +255,16 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // sends an empty message in its place (as a draining vertex does), so its
   // peer's receive fails instead of waiting.
   VertexId ForwardsFrom(VertexId v) const;
+  // Whether send `v` starts last: it waits only for steps that run last
+  // (and so, through them, only for steps that run alone), and nothing
+  // waits for it (a star's rank 0 answering every rank once it has heard
+  // from all). Once every step the run counts has ended, the steps that run
+  // last run and such sends start, counted as steps that run alone are;
+  // the run ends when they have. Neither they nor the receives before them
+  // have a car_vertex (a star's rank 0 at 8 ranks: 15 vertex CARs fewer).
+  // Where the run failed before them, each sends an empty message in its
+  // place, as a draining vertex does, so its peer fails instead of waiting.
+  bool StartsLast(VertexId v) const;
   // Whether send `v` goes by rendezvous above kBurstEagerCap bytes, whatever
   // its method's eager limit: it is one of a burst, kBurstSends or more
   // sends of more than kBurstEagerCap bytes that wait for nothing and so
@@ -349,7 +359,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // inflight_, the receives of alone_fused_); ends a run that has nothing
   // left to wait for, running the steps that run last if it went well.
   void TakeFinished(int* work);
-  absl::Status EndRun();
+  // Nothing while the sends that start last (starts_last_) are in flight,
+  // having started them (or their drains) as the rest ended.
+  std::optional<absl::Status> EndRun();
+  // EndRun's: the rest of the run ended (its steps that run last ran, or
+  // the run failed); starts the sends that start last, or drains them.
+  void StartLast();
   // EndRun's: the steps that run last, in order; the first that fails
   // fails the run (failed_) and the rest do not run.
   void RunLast();
@@ -388,6 +403,9 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<VertexId> forwarded_from_;         // per vertex: ForwardsFrom
   std::size_t forwarded_ = 0;                    // how many sends a receive starts
   std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
+  std::vector<VertexId> starts_last_;    // the sends that start last (StartsLast), in dependency order
+  uint64_t last_bytes_ = 0;              // what they add to done_.bytes in a full run
+  bool started_last_ = false;            // this run started them (or their drains)
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
