@@ -149,13 +149,13 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 //   up to 16 ranks; the linear alltoall at every size up to 16 ranks.
 // - Where ranks crowd the CPUs, 3 or more a CPU ("Two rounds through rank 0
 //   where ranks crowd the CPUs", tenth session; 4 to 8 ranks on 2 CPUs): the
-//   star algorithms (two messages a rank, 2(n - 1) at rank 0) beat the
-//   linear ones: barrier and allreduce from 6 ranks (allreduce up to 64 KiB
-//   measured, where it beat recursive doubling too), allgather from 7 ranks
-//   below 4 KiB blocks, alltoall at 8 ranks up to 256-byte blocks (lost at
-//   1 KiB). At 4 and 5 ranks they lost (1.2-1.5
-//   times linear's time). Measured on 2 CPUs only: the rules count ranks,
-//   not ranks a CPU, so on a larger host they start too early.
+//   star algorithms (two messages a rank, 2(n - 1) at rank 0, whose answers
+//   start last) beat the linear ones from 6 ranks: barrier, allreduce (up
+//   to 64 KiB measured, where it beat recursive doubling too), allgather
+//   below 4 KiB blocks (level at 8 KiB), alltoall up to 256-byte blocks
+//   (1.06 at 1 KiB). At 4 ranks they lost (1.3-1.5 times linear's time), at
+//   5 they were level. Measured on 2 CPUs only: the rules count ranks, not
+//   ranks a CPU, so on a larger host they start too early.
 // - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
 //   outnumber cores ("Collectives: algorithms side by side"); it stays past
 //   16 ranks, where the rules are first guesses.
@@ -183,13 +183,13 @@ allreduce             ring
 allreduce             recursive_doubling
 gather                binomial
 scatter               binomial
-allgather             star                   bytes=-4K ranks=7-17 oversubscribed
+allgather             star                   bytes=-4K ranks=6-17 oversubscribed
 allgather             linear                 ranks=3-17 oversubscribed
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             linear                 ranks=3-17
 allgather             ring
-alltoall              star                   bytes=-257 ranks=8-17 oversubscribed
+alltoall              star                   bytes=-257 ranks=6-17 oversubscribed
 alltoall              linear                 ranks=3-17
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise

@@ -443,7 +443,7 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
       // binomial bcast with whole pieces, and no chain; where ranks crowd the
       // CPUs ("Two rounds through rank 0 where ranks crowd the CPUs"), the
-      // star algorithms for small calls from 6 to 8 ranks up.
+      // star algorithms for small calls from 6 ranks.
       {Collective::kAllreduce, 8, 4, true, true, "linear"},
       {Collective::kAllreduce, 8, 5, true, true, "linear"},
       {Collective::kAllreduce, 8, 16, true, true, "star"},
@@ -462,12 +462,14 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kBcast, 2 << 10, 8, true, true, "binomial"},
       {Collective::kBcast, 1 << 20, 4, true, true, "binomial"},
       {Collective::kBcast, 1 << 20, 16, true, true, "scatter_allgather"},
-      {Collective::kAllgather, 64, 6, true, true, "linear"},
+      {Collective::kAllgather, 64, 5, true, true, "linear"},
+      {Collective::kAllgather, 64, 6, true, true, "star"},
       {Collective::kAllgather, 64, 8, true, true, "star"},
       {Collective::kAllgather, 4 << 10, 8, true, true, "linear"},
       {Collective::kAllgather, 1 << 20, 16, true, true, "linear"},
       {Collective::kAllgather, 1 << 20, 17, true, true, "ring"},
-      {Collective::kAlltoall, 8, 7, true, true, "linear"},
+      {Collective::kAlltoall, 8, 5, true, true, "linear"},
+      {Collective::kAlltoall, 8, 6, true, true, "star"},
       {Collective::kAlltoall, 8, 8, true, true, "star"},
       {Collective::kAlltoall, 256, 8, true, true, "star"},
       {Collective::kAlltoall, 1 << 10, 8, true, true, "linear"},
