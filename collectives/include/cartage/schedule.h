@@ -306,6 +306,18 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // Inline: Run and Begin ask at every call.
   absl::Status Runnable() const { return comm_.has_value() ? absl::OkStatus() : NotRunnable(); }
   absl::Status NotRunnable() const;  // Runnable's error
+  // Build's: which steps run with a receive or a send, alone, last, or
+  // start as a receive ends or last (the shapes that need no car_vertex),
+  // given each vertex's successors, its number of predecessors, and the
+  // vertices in dependency order (schedule_shapes.cc).
+  void FindShapes(const std::vector<std::vector<std::size_t>>& succ, const std::vector<uint32_t>& indegree,
+                  const std::vector<std::size_t>& order);
+  // The last step fused to receive `v` (RunsWith), or `v` itself: the one
+  // whose successors the receive's CAR releases.
+  std::size_t LastOf(std::size_t v) const {
+    const std::vector<VertexId>& fused = fused_[v];
+    return fused.empty() ? v : static_cast<std::size_t>(fused.back());
+  }
   static void LaunchVertex(car::Car& car, car::CarStep& step);
   void Launch(VertexId v, car::Car& car, car::CarStep& step);
   // Starts the request of send or receive `v`, prepared for this run's
