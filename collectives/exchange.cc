@@ -132,8 +132,10 @@ absl::Status AllreduceStar(Ctx& c) {
     c.b.Recv(c.recv, bytes, 0, c.in_place ? Deps({sent}) : std::vector<VertexId>{});
     return absl::OkStatus();
   }
-  const Buf tmp = c.b.Temp(bytes * static_cast<uint64_t>(n - 1));
-  auto slot = [&](int i) { return tmp + bytes * static_cast<uint64_t>(i - 1); };  // ranks 1 .. n-2
+  // Slots for ranks 1 .. n-2 (x(n-1) arrives straight in recv), and in place
+  // one more for x0.
+  const Buf tmp = c.b.Temp(bytes * static_cast<uint64_t>(n - 2 + (c.in_place ? 1 : 0)));
+  auto slot = [&](int i) { return tmp + bytes * static_cast<uint64_t>(i - 1); };
   Buf own = c.send;
   VertexId saved = -1;
   if (c.in_place) {  // recv holds x0, and x(n-1) arrives there: keep a copy
