@@ -441,6 +441,8 @@ uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ 
 
 bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }
 
+bool Comm::Crowded() const { return rt_->crowded(); }
+
 void* Comm::AgentState(const void* key, std::shared_ptr<void> (*make)()) const { return rt_->State(key, make); }
 
 absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {

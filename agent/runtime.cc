@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
     CARTAGE_RETURN_IF_ERROR(rt->boot_->Put(kOversubscribedKey, rt->oversubscribed_ ? "yes" : "no"));
   }
   CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription());
+  rt->crowded_ = rt->oversubscribed_ && methods::JobCrowded(rt->size());
   CARTAGE_RETURN_IF_ERROR(rt->OpenMethods());
   std::size_t private_bytes = 0;
   for (const auto& m : rt->methods_) private_bytes = std::max(private_bytes, m->private_bytes());

@@ -48,6 +48,9 @@ class Runtime : public methods::MethodHost {
   int size() const { return boot_->size(); }
   // Whether the job counts as oversubscribed (methods::JobOversubscribed).
   bool oversubscribed() const { return oversubscribed_; }
+  // Whether it crowds the CPUs: oversubscribed, three or more ranks a CPU
+  // (methods::JobCrowded).
+  bool crowded() const { return crowded_; }
   uint32_t NewContext() { return next_context_ += 2; }
   // The next schedule sequence number of a (collective) context.
   uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
@@ -198,6 +201,7 @@ class Runtime : public methods::MethodHost {
   WaitPolicy wait_;
   methods::HoldControl hold_;  // postings counts every receive posted (PostRecv)
   bool oversubscribed_ = false;
+  bool crowded_ = false;
   absl::flat_hash_map<std::byte*, std::pair<methods::Method*, methods::MethodBuffer>> lent_;
   std::shared_ptr<const void> alive_ = std::make_shared<int>(0);
   std::vector<absl::Status> dead_;

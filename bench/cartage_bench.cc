@@ -204,14 +204,15 @@ bool IsCollective(const std::string& test) {
 }
 
 // The algorithm the selection table picks for a test's calls.
-std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks, bool oversubscribed) {
+std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks, bool oversubscribed, bool crowded) {
   if (test == "exchange") return "point-to-point";
   const cartage::Collective c = test == "barrier"     ? cartage::Collective::kBarrier
                                 : test == "bcast"       ? cartage::Collective::kBcast
                                 : test == "allreduce" ? cartage::Collective::kAllreduce
                                 : test == "allgather" ? cartage::Collective::kAllgather
                                                       : cartage::Collective::kAlltoall;
-  return cartage::SelectAlgorithm(c, test == "allreduce" ? bytes / 8 * 8 : bytes, ranks, /*commutative=*/true, oversubscribed);
+  return cartage::SelectAlgorithm(c, test == "allreduce" ? bytes / 8 * 8 : bytes, ranks, /*commutative=*/true,
+                                  oversubscribed, crowded);
 }
 
 // `iters` calls of a collective; this rank's seconds. Sizes are bytes per
@@ -296,10 +297,10 @@ void BenchCollective(const Comm& w, const std::string& test, const std::vector<s
       std::printf("{\"test\":\"%s\",\"size\":%zu,\"median_us\":%.6g,\"min\":%.6g,\"max\":%.6g,\"reps\":%d,"
                   "\"ranks\":%d,\"iterations\":%d,\"algorithm\":\"%s\"}\n",
                   test.c_str(), bytes, s.median, s.min, s.max, reps, w.size(), iters,
-                  AlgorithmFor(test, bytes, w.size(), w.Oversubscribed()).c_str());
+                  AlgorithmFor(test, bytes, w.size(), w.Oversubscribed(), w.Crowded()).c_str());
     } else {
       std::printf("%10zu %14.4g %24s %12d   %s\n", bytes, s.median, absl::StrFormat("[%.4g-%.4g]", s.min, s.max).c_str(),
-                  iters, AlgorithmFor(test, bytes, w.size(), w.Oversubscribed()).c_str());
+                  iters, AlgorithmFor(test, bytes, w.size(), w.Oversubscribed(), w.Crowded()).c_str());
     }
     std::fflush(stdout);
   }

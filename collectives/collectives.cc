@@ -79,10 +79,11 @@ uint64_t SelectionBytes(const CollectiveCall& call, int n) {
   }
 }
 
-std::string AlgorithmOf(const CollectiveCall& call, int n, bool oversubscribed) {
+std::string AlgorithmOf(const CollectiveCall& call, int n, bool oversubscribed, bool crowded) {
   const bool commutative = !call.op.has_value() || call.op->commutative();
-  return call.algorithm.empty() ? SelectAlgorithm(call.kind, SelectionBytes(call, n), n, commutative, oversubscribed)
-                                : call.algorithm;
+  return call.algorithm.empty()
+             ? SelectAlgorithm(call.kind, SelectionBytes(call, n), n, commutative, oversubscribed, crowded)
+             : call.algorithm;
 }
 
 // Checks per-rank counts and displacements: n of each (no displacements:
@@ -297,7 +298,7 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const CollectiveCall& call,
                                                        std::optional<uint32_t> sequence) {
   const bool oversubscribed = comm.Oversubscribed();
-  const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed);
+  const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed, comm.Crowded());
   ScheduleBuilder b(comm, ScheduleName(call, algo));
   if (sequence.has_value()) b.UseSequence(*sequence);
   return Build(b, call, algo, /*runnable=*/true, oversubscribed);
@@ -311,7 +312,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, co
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d of %d", CollectiveName(call.kind), rank, size));
   }
-  const std::string algo = AlgorithmOf(call, size, /*oversubscribed=*/false);
+  const std::string algo = AlgorithmOf(call, size, /*oversubscribed=*/false, /*crowded=*/false);
   ScheduleBuilder b(rank, size, ScheduleName(call, algo));
   return Build(b, call, algo, /*runnable=*/false, /*oversubscribed=*/false);
 }

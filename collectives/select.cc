@@ -154,13 +154,13 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 //   to 64 KiB measured, where it beat recursive doubling too), allgather
 //   below 4 KiB blocks (level at 8 KiB), alltoall up to 256-byte blocks
 //   (1.06 at 1 KiB). At 4 ranks they lost (1.3-1.5 times linear's time), at
-//   5 they were level. Measured on 2 CPUs only: the rules count ranks, not
-//   ranks a CPU, so on a larger host they start too early.
+//   5 they were level: the rules ask for 3 ranks a CPU (crowded). Measured
+//   on 2 CPUs only, and up to 16 ranks.
 // - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
 //   outnumber cores ("Collectives: algorithms side by side"); it stays past
 //   16 ranks, where the rules are first guesses.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
-barrier               star                   ranks=6-17 oversubscribed
+barrier               star                   ranks=-17 crowded
 barrier               linear                 ranks=3-17 oversubscribed
 barrier               dissemination
 bcast                 linear                 bytes=-2K ranks=3-17 oversubscribed
@@ -172,7 +172,7 @@ bcast                 chain                  ranks=-17
 bcast                 scatter_allgather
 reduce                reduce_scatter_gather  bytes=64K- ranks=3-
 reduce                binomial
-allreduce             star                   bytes=-128K ranks=6-17 oversubscribed
+allreduce             star                   bytes=-128K ranks=-17 crowded
 allreduce             linear                 bytes=-8K ranks=3-17 oversubscribed
 allreduce             recursive_doubling     bytes=-128K oversubscribed
 allreduce             recursive_doubling     bytes=-64K
@@ -183,13 +183,13 @@ allreduce             ring
 allreduce             recursive_doubling
 gather                binomial
 scatter               binomial
-allgather             star                   bytes=-4K ranks=6-17 oversubscribed
+allgather             star                   bytes=-4K ranks=-17 crowded
 allgather             linear                 ranks=3-17 oversubscribed
 allgather             recursive_doubling     total=-80K pof2
 allgather             bruck                  total=-80K
 allgather             linear                 ranks=3-17
 allgather             ring
-alltoall              star                   bytes=-257 ranks=6-17 oversubscribed
+alltoall              star                   bytes=-257 ranks=-17 crowded
 alltoall              linear                 ranks=3-17
 alltoall              bruck                  bytes=-257 ranks=3-
 alltoall              pairwise
@@ -238,7 +238,8 @@ absl::Status ParseRange(absl::string_view text, uint64_t* lo, uint64_t* hi) {
   return absl::OkStatus();
 }
 
-bool Matches(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutative, bool oversubscribed) {
+bool Matches(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutative, bool oversubscribed,
+             bool crowded) {
   const auto n = static_cast<uint64_t>(ranks);
   if (bytes < rule.min_bytes || bytes >= rule.max_bytes) return false;
   if (n < rule.min_ranks || n >= rule.max_ranks) return false;
@@ -246,6 +247,7 @@ bool Matches(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutat
   if (total < rule.min_total || total >= rule.max_total) return false;
   if (rule.pof2 && (ranks & (ranks - 1)) != 0) return false;
   if (rule.oversubscribed && !oversubscribed) return false;
+  if (rule.crowded && !crowded) return false;
   const Algorithm* a = Find(rule.collective, rule.algorithm);
   return a != nullptr && (commutative || !a->info.commutative_only);
 }
@@ -262,6 +264,7 @@ std::string Conditions(const SelectionRule& r) {
   range("total", r.min_total, r.max_total);
   if (r.pof2) absl::StrAppend(&out, out.empty() ? "" : " ", "pof2");
   if (r.oversubscribed) absl::StrAppend(&out, out.empty() ? "" : " ", "oversubscribed");
+  if (r.crowded) absl::StrAppend(&out, out.empty() ? "" : " ", "crowded");
   return out;
 }
 
@@ -278,7 +281,7 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
     auto bad = [&](const std::string& why) {
       return absl::InvalidArgumentError(absl::StrFormat("collective selection file %s:%d: %s", name, line_no, why));
     };
-    if (words.size() < 2) return bad("a rule is COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2] [oversubscribed]");
+    if (words.size() < 2) return bad("a rule is COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2] [oversubscribed] [crowded]");
     SelectionRule rule;
     std::optional<Collective> c = CollectiveByName(words[0]);
     if (!c.has_value()) return bad(absl::StrCat("no collective '", words[0], "'"));
@@ -298,6 +301,8 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
         rule.pof2 = true;
       } else if (w == "oversubscribed") {
         rule.oversubscribed = true;
+      } else if (w == "crowded") {
+        rule.crowded = true;
       } else if (absl::ConsumePrefix(&w, "bytes=")) {
         s = ParseRange(w, &rule.min_bytes, &rule.max_bytes);
       } else if (absl::ConsumePrefix(&w, "ranks=")) {
@@ -305,7 +310,7 @@ absl::StatusOr<std::vector<SelectionRule>> ParseSelectionFile(absl::string_view 
       } else if (absl::ConsumePrefix(&w, "total=")) {
         s = ParseRange(w, &rule.min_total, &rule.max_total);
       } else {
-        s = absl::InvalidArgumentError(absl::StrCat("'", w, "' is none of bytes=, ranks=, total=, pof2, oversubscribed"));
+        s = absl::InvalidArgumentError(absl::StrCat("'", w, "' is none of bytes=, ranks=, total=, pof2, oversubscribed, crowded"));
       }
       if (!s.ok()) return bad(std::string(s.message()));
     }
@@ -373,7 +378,8 @@ const std::vector<AlgorithmInfo>& Algorithms() {
   return *kInfo;
 }
 
-std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative, bool oversubscribed) {
+std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative, bool oversubscribed,
+                            bool crowded) {
   auto it = Overrides().find(CollectiveName(c));
   if (it != Overrides().end()) {
     const Algorithm* a = Find(c, it->second);
@@ -381,11 +387,11 @@ std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commut
   }
   if (absl::StatusOr<const std::vector<SelectionRule>*> file = SelectionFileRules(); file.ok()) {
     for (const SelectionRule& r : **file) {
-      if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed)) return r.algorithm;
+      if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed, crowded)) return r.algorithm;
     }
   }
   for (const SelectionRule& r : BuiltinRules()) {
-    if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed)) return r.algorithm;
+    if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed, crowded)) return r.algorithm;
   }
   return "";
 }
@@ -394,7 +400,8 @@ std::string DescribeSelection() {
   std::string out =
       "collective selection, first matching rule wins (bytes: the whole buffer for bcast, reduce, allreduce,\n"
       "reduce_scatter(_block), scan and exscan, one rank's block for the others; total: bytes x ranks;\n"
-      "ranges LO-HI are LO <= x < HI)\n"
+      "ranges LO-HI are LO <= x < HI; oversubscribed: the job's ranks outnumber the host's CPUs; crowded:\n"
+      "they are three or more a CPU)\n"
       "overrides: CARTAGE_COLLECTIVES=\"allreduce=ring,bcast=chain\" (any size), then the rules of the file\n"
       "CARTAGE_COLLECTIVES_FILE (same format as below), then the built-in table\n";
   for (const auto& [coll, algo] : Overrides()) absl::StrAppend(&out, "  now set: ", coll, "=", algo, "\n");

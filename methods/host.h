@@ -36,6 +36,17 @@ inline absl::StatusOr<bool> JobOversubscribed(int ranks) {
   return cpus > 0 && ranks > cpus;
 }
 
+// Whether a job of `ranks` on this host crowds its CPUs: three or more
+// ranks a CPU. Then every rank of a call is scheduled about once a call
+// whatever the algorithm, and a call's time is the CPU work of all its
+// ranks added up (bench/RESULTS.md, "Two rounds through rank 0 where ranks
+// crowd the CPUs"): the collectives' star algorithms turn on it. Every rank
+// of a one-host job finds the same.
+inline bool JobCrowded(int ranks) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && ranks >= 3 * cpus;
+}
+
 // The job-wide key-value exchange (the bootstrap implements it).
 class Exchange {
  public:

@@ -475,11 +475,21 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kAlltoall, 1 << 10, 8, true, true, "linear"},
   };
   for (const Case& c : kCases) {
-    EXPECT_EQ(SelectAlgorithm(c.collective, c.bytes, c.ranks, c.commutative, c.oversubscribed), c.algorithm)
+    // Oversubscribed as on 2 CPUs: crowded from 6 ranks.
+    const bool crowded = c.oversubscribed && c.ranks >= 6;
+    EXPECT_EQ(SelectAlgorithm(c.collective, c.bytes, c.ranks, c.commutative, c.oversubscribed, crowded), c.algorithm)
         << CollectiveName(c.collective) << " " << c.bytes << " B, " << c.ranks << " ranks"
         << (c.commutative ? "" : ", not commutative") << (c.oversubscribed ? ", oversubscribed" : "");
   }
+  // Oversubscribed but not crowded (8 or 12 ranks on 4 CPUs): no star.
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 8, true, true, false), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8, 8, true, true, false), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllgather, 8, 12, true, true, false), "linear");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAlltoall, 8, 12, true, true, false), "linear");
+  // Crowded past 16 ranks: not measured, no star.
+  EXPECT_EQ(SelectAlgorithm(Collective::kBarrier, 0, 17, true, true, true), "dissemination");
   const std::string table = DescribeSelection();
+  EXPECT_THAT(table, HasSubstr("ranks=-17 crowded"));
   EXPECT_THAT(table, HasSubstr("allreduce             ring"));
   EXPECT_THAT(table, HasSubstr("bytes=-131072"));
 }
@@ -490,12 +500,15 @@ TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
       "allreduce ring bytes=1K-2M ranks=3- # trailing\n"
       "\n"
       "alltoall bruck total=-4K pof2\n"
-      "bcast binomial oversubscribed\n",
+      "bcast binomial oversubscribed\n"
+      "barrier star crowded\n",
       "t.sel");
   ASSERT_TRUE(rules.ok()) << rules.status();
-  ASSERT_EQ(rules->size(), 3u);
+  ASSERT_EQ(rules->size(), 4u);
   EXPECT_FALSE((*rules)[0].oversubscribed);
   EXPECT_TRUE((*rules)[2].oversubscribed);
+  EXPECT_FALSE((*rules)[2].crowded);
+  EXPECT_TRUE((*rules)[3].crowded && !(*rules)[3].oversubscribed);
   const SelectionRule& a = (*rules)[0];
   EXPECT_EQ(a.collective, Collective::kAllreduce);
   EXPECT_EQ(a.algorithm, "ring");
@@ -514,7 +527,7 @@ TEST(Collectives, SelectionFileRulesParseAndBadOnesAreNamed) {
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=9-3\n", "f").status().message(), HasSubstr("'9-3' is empty"));
   EXPECT_THAT(ParseSelectionFile("bcast chain bytes=1X-\n", "f").status().message(), HasSubstr("'1X' is not a size"));
   EXPECT_THAT(ParseSelectionFile("bcast chain colour=red\n", "f").status().message(),
-              HasSubstr("'colour=red' is none of"));
+              HasSubstr("'colour=red' is none of bytes=, ranks=, total=, pof2, oversubscribed, crowded"));
 }
 
 TEST(Collectives, BadCountsAreRefusedNamingTheArgument) {

@@ -275,6 +275,10 @@ class Comm {
   // start-up fails). Then a rank runs only while another waits, and a
   // pipeline whose stages must run at once does not pay.
   bool Oversubscribed() const;
+  // Whether it also crowds the CPUs: three or more ranks a CPU. Then every
+  // rank of a call runs about once a call whatever the algorithm, and what
+  // a call costs is its ranks' CPU work added up.
+  bool Crowded() const;
   // A buffer of at least `bytes` lent by the method that reaches `peer`
   // (seed 002's method alloc: memory that method sends from and receives
   // into as it is). It goes back to the method with its last reference, or

@@ -90,16 +90,17 @@ const std::vector<AlgorithmInfo>& Algorithms();
 // CARTAGE_COLLECTIVES="allreduce=ring,bcast=chain" (whatever the size), then
 // the rules of the table file CARTAGE_COLLECTIVES_FILE (see
 // LoadSelectionFile), then the built-in table. `oversubscribed`: the job's
-// ranks outnumber the host's CPUs (Comm::Oversubscribed).
+// ranks outnumber the host's CPUs (Comm::Oversubscribed); `crowded`: three
+// or more a CPU (Comm::Crowded).
 std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commutative = true,
-                            bool oversubscribed = false);
+                            bool oversubscribed = false, bool crowded = false);
 // The selection table as text (for `cartage info`), overrides included.
 std::string DescribeSelection();
 
 // A selection rule: `collective` calls with min_bytes <= bytes < max_bytes,
 // min_ranks <= ranks < max_ranks, min_total <= bytes x ranks < max_total
-// (and ranks a power of two if pof2, and the job oversubscribed if
-// oversubscribed) use `algorithm`, unless it needs a
+// (and ranks a power of two if pof2, the job oversubscribed if
+// oversubscribed, and crowded if crowded) use `algorithm`, unless it needs a
 // commutative operator and the call's is not.
 struct SelectionRule {
   Collective collective = Collective::kBarrier;
@@ -109,10 +110,11 @@ struct SelectionRule {
   uint64_t min_total = 0, max_total = UINT64_MAX;
   bool pof2 = false;
   bool oversubscribed = false;  // only where the job's ranks outnumber the host's CPUs
+  bool crowded = false;         // only where they are three or more a CPU
   std::string source;  // "FILE:LINE"
 };
 // Parses a selection table file: one rule a line, first match wins,
-//   COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2] [oversubscribed]
+//   COLLECTIVE ALGORITHM [bytes=LO-HI] [ranks=LO-HI] [total=LO-HI] [pof2] [oversubscribed] [crowded]
 // (LO <= x < HI; LO or HI may be empty; sizes may end in K, M or G); `#`
 // starts a comment. `cartage info` prints the built-in table in this format.
 // Errors name the file, the line and what is wrong (an unknown collective
