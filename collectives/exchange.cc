@@ -129,7 +129,7 @@ absl::Status AllreduceStar(Ctx& c) {
   if (c.r != 0) {
     const VertexId sent = c.b.Send(c.in_place ? c.recv : c.send, bytes, 0);
     // In place the result lands where the vector leaves from: after it left.
-    c.b.Recv(c.recv, bytes, 0, c.in_place ? Deps({sent}) : std::vector<VertexId>{});
+    c.b.Recv(c.recv, bytes, 0, Deps({c.in_place ? sent : -1}));
     return absl::OkStatus();
   }
   // Slots for ranks 1 .. n-2 (x(n-1) arrives straight in recv), and in place
@@ -337,7 +337,7 @@ absl::Status AlltoallStar(Ctx& c) {
   if (c.r != 0) {
     const VertexId sent = c.b.Send(src, row, 0);
     // In place the column lands where the row leaves from: after it left.
-    c.b.Recv(c.recv, row, 0, c.in_place ? Deps({sent}) : std::vector<VertexId>{});
+    c.b.Recv(c.recv, row, 0, Deps({c.in_place ? sent : -1}));
     return absl::OkStatus();
   }
   const Datatype byte = Datatype::Basic(car::BasicType::kByte);

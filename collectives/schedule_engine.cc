@@ -175,11 +175,11 @@ void Schedule::EndAlone(VertexId v, const absl::Status& st) {
   const auto it = std::find(fused_pending_.begin(), fused_pending_.end(), v);
   if (it == fused_pending_.end()) return;
   fused_pending_.erase(it);
-  if (!forwards_[static_cast<std::size_t>(v)].empty()) DrainForwards(v);
+  if (!forwards_[static_cast<std::size_t>(v)].empty()) DrainSends(forwards_[static_cast<std::size_t>(v)]);
 }
 
-void Schedule::DrainForwards(VertexId v) {
-  for (VertexId f : forwards_[static_cast<std::size_t>(v)]) {
+void Schedule::DrainSends(const std::vector<VertexId>& sends) {
+  for (VertexId f : sends) {
     const std::optional<absl::Status> st = Settle(f);
     if (!st.has_value()) continue;  // TakeFinished counts it down
     --done_.pending;
@@ -223,7 +223,7 @@ void Schedule::TakeFinished(int* work) {
         if (car::Car* c = cars_[static_cast<std::size_t>(v)]) {
           (void)VertexMachine::Dispatch(*c, VertexEvent::kComplete);
         } else {
-          --done_.pending;  // a forwarded send (DrainForwards)
+          --done_.pending;  // a send started as a receive ended, or last (DrainSends)
         }
       });
   TakeEnded(
@@ -242,8 +242,8 @@ void Schedule::TakeFinished(int* work) {
 }
 
 std::optional<absl::Status> Schedule::EndRun() {
+  if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != CountedBytes())) NameCountedFailure();
   if (!started_last_) {
-    if (!failed_.has_value() && (!done_.status.ok() || done_.bytes != counted_bytes_)) NameCountedFailure();
     if (!run_last_.empty()) {
       last_outcome_ = LastOutcome{};
       if (!failed_.has_value() && done_.status.ok()) RunLast();
@@ -251,13 +251,10 @@ std::optional<absl::Status> Schedule::EndRun() {
     if (!starts_last_.empty()) {
       StartLast();
       if (done_.pending > 0) return std::nullopt;
+      return EndRun();  // they ended as they started: check what they carried
     }
   }
   running_ = false;
-  if (started_last_ && !failed_.has_value() &&
-      (!done_.status.ok() || done_.bytes != counted_bytes_ + last_bytes_)) {
-    NameCountedFailure();
-  }
   prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
   if (failed_.has_value()) return *failed_;
   return done_.status;
@@ -270,12 +267,7 @@ void Schedule::StartLast() {
     for (VertexId v : starts_last_) StartAlone(v);
     return;
   }
-  for (VertexId v : starts_last_) {  // as DrainForwards: an empty message each
-    const std::optional<absl::Status> st = Settle(v);
-    if (!st.has_value()) continue;  // TakeFinished counts it down
-    --done_.pending;
-    if (!st->ok()) (void)Fail(v, *st);
-  }
+  DrainSends(starts_last_);
 }
 
 void Schedule::RunLast() {
@@ -318,8 +310,7 @@ void Schedule::NameCountedFailure() {
   }
   if (done_.status.ok()) {  // every counted step ended well, yet the bytes disagree: a bug of ours
     failed_ = absl::InternalError(absl::StrFormat("schedule %s: its counted steps carried %d bytes, %d expected",
-                                                  name_, done_.bytes,
-                                                  counted_bytes_ + (started_last_ ? last_bytes_ : 0)));
+                                                  name_, done_.bytes, CountedBytes()));
   }
 }
 
@@ -340,7 +331,7 @@ void Schedule::RunFusedOfEnded(int* work) {
           }
         }
         if (forwards_[static_cast<std::size_t>(v)].empty()) return;
-        if (!well) return DrainForwards(v);
+        if (!well) return DrainSends(forwards_[static_cast<std::size_t>(v)]);
         for (VertexId f : forwards_[static_cast<std::size_t>(v)]) StartAlone(f);
       });
 }

@@ -339,11 +339,12 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // out of fused_pending_): runs their fused steps if they ended well and
   // the run has not failed (the first step that fails fails the run,
   // naming its receive), then starts their sends, or drains them
-  // (DrainForwards) where the steps did not run.
+  // (DrainSends) where the steps did not run.
   void RunFusedOfEnded(int* work);
-  // Receive `v`'s forwarded sends will not run: each sends an empty
-  // message in its place, counted down when it completed.
-  void DrainForwards(VertexId v);
+  // Counted sends that will not run (a receive's forwarded sends, the
+  // sends that start last): each sends an empty message in its place,
+  // counted down when it completed.
+  void DrainSends(const std::vector<VertexId>& sends);
   // Runs the local steps fused to receive `v`, in order; the first error,
   // naming its step ("then <step>: ...").
   absl::Status RunFused(VertexId v);
@@ -418,6 +419,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::vector<VertexId> starts_last_;    // the sends that start last (StartsLast), in dependency order
   uint64_t last_bytes_ = 0;              // what they add to done_.bytes in a full run
   bool started_last_ = false;            // this run started them (or their drains)
+  // What the counted steps carry in a full run, so far as they were started.
+  uint64_t CountedBytes() const { return counted_bytes_ + (started_last_ ? last_bytes_ : 0); }
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (Comm::StepInit) and
