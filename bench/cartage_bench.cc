@@ -311,8 +311,9 @@ int Iterations(const std::string& test, std::size_t bytes) {
   return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;  // windows of 64
 }
 
-// One timed repetition; returns seconds (rank 0's clock). bibw receives into
-// `rbuf`, the others into `buf`.
+// One timed repetition; returns seconds (rank 0's clock). pingpong and bibw
+// receive into `rbuf` and send from `buf` (as OSU's osu_latency and
+// osu_bibw do, and bench/peers/osu_mpi.c), the others into `buf`.
 double Run(const Comm& w, const std::string& test, std::vector<char>& buf, char* rbuf, std::size_t bytes, int iters) {
   const int peer = 1 - w.rank();
   CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, 3));
@@ -322,9 +323,9 @@ double Run(const Comm& w, const std::string& test, std::vector<char>& buf, char*
     for (int i = 0; i < iters; ++i) {
       if (w.rank() == 0) {
         CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 1, 0));
-        CARTAGE_CHECK_OK(w.Recv(buf.data(), bytes, 1, 0));
+        CARTAGE_CHECK_OK(w.Recv(rbuf, bytes, 1, 0));
       } else {
-        CARTAGE_CHECK_OK(w.Recv(buf.data(), bytes, 0, 0));
+        CARTAGE_CHECK_OK(w.Recv(rbuf, bytes, 0, 0));
         CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 0, 0));
       }
     }
@@ -469,7 +470,7 @@ int main(int argc, char** argv) {
   }
   for (std::size_t bytes : sizes) {
     std::vector<char> buf(std::max<std::size_t>(bytes, 1), 'x');
-    std::vector<char> rbuf(test == "bibw" ? buf.size() : 0);
+    std::vector<char> rbuf(test == "bibw" || test == "pingpong" ? buf.size() : 0);
     const double handoff = HandOffNs(world, page);
     const double cma_probe = test == "bw" && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
     std::vector<double> values;
@@ -488,7 +489,7 @@ int main(int argc, char** argv) {
       ops = static_cast<uint64_t>(reps) * bytes;
     } else {
       const int iters = Iterations(test, bytes);
-      char* recv_into = test == "bibw" ? rbuf.data() : buf.data();
+      char* recv_into = test == "bibw" || test == "pingpong" ? rbuf.data() : buf.data();
       (void)Run(world, test, buf, recv_into, bytes, std::max(1, iters / 5));  // warm-up
       allocs_before = g_allocations.load();
       for (int r = 0; r < reps; ++r) {
