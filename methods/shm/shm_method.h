@@ -57,10 +57,11 @@ struct ShmOptions {
   // two each).
   std::size_t cma_min_exchange = 64u << 10;
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
-  // Below cma_min, messages of at least this many bytes go by whichever of
-  // CMA and the pipelined copy was faster lately with their sender
-  // (CopyChooser); 0: never choose, as where CARTAGE_SHM_CMA_MIN is set (ForJob).
-  std::size_t cma_choose_min = 256u << 10;
+  // Below cma_min, rendezvous messages of at least this many bytes (by
+  // default all of them) go by whichever of CMA and the pipelined copy was
+  // faster lately with their sender (CopyChooser); 0: never choose, as where
+  // CARTAGE_SHM_CMA_MIN is set (ForJob).
+  std::size_t cma_choose_min = 1;
   // How one-line records are written (shm_ring.h): ordinary stores, one
   // 64-byte direct store each, or chosen per moment
   // (RingWriter::set_direct_auto; only where the CPU has MOVDIR64B).

@@ -23,12 +23,12 @@ std::vector<ParamInfo> Params() {
                               "pipelined copy measured faster up to 64 MiB in the near vCPU placement; CMA frees the sender's CPU, so "
                               "where ranks outnumber CPUs the default is 65536); when set, it holds "
                               "everywhere"},
-      {"CMA_CHOOSE_MIN", "262144", "below CMA_MIN, rendezvous messages of at least this many bytes go by "
-                                   "whichever of CMA and the pipelined copy moved a byte faster lately with "
-                                   "their sender (timed per peer, the other way tried three messages in a row every 256): on "
-                                   "this VM kind the pipelined copy is twice as fast where a cache-line "
-                                   "hand-off is quick, CMA a fifth faster where it is slow (bench/RESULTS.md); "
-                                   "0: never choose; ignored when CMA_MIN is set"},
+      {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes (by default "
+                              "all of them) go by whichever of CMA and the pipelined copy moved a byte faster "
+                              "lately with their sender (timed per peer, the other way tried three messages in "
+                              "a row every 256): which wins depends on the CPU, on where its two vCPUs sit and "
+                              "on whether the sender's buffer was just written (bench/RESULTS.md); 0: never "
+                              "choose; ignored when CMA_MIN is set"},
       {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
                                      "has a rendezvous send of its own waiting for its CTS (an exchange)"},
       {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
