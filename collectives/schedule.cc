@@ -385,7 +385,8 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
 
   // A burst: Schedule::kBurstSends or more sends larger than
   // Schedule::kBurstEagerCap that wait for nothing, so start together as the
-  // run begins (a linear alltoall or allgather of large blocks at 8 ranks).
+  // run begins (a linear alltoall or allgather of large blocks from 4 ranks,
+  // a binomial bcast's root from 8).
   // Each goes by rendezvous where its path moves one with a single copy.
   // Eager, the sender copies into the method's memory and the receiver out
   // again, and a burst's copies outgrow the caches (bench/RESULTS.md); a

@@ -610,18 +610,24 @@ TEST(CollectiveRanks, BinomialBcastWithAndWithoutACpuPerRank) {
   EXPECT_THAT(bad.out + bad.err, HasSubstr("CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no"));
 }
 
-// A burst of seven or more sends over 32 KiB (a linear alltoall or
-// allgather of 64 KiB blocks at 8 ranks) goes single-copy where ranks
-// outnumber CPUs (eager up to 64 KiB there); 32 KiB blocks, 4 ranks and a
-// binomial bcast stay eager; every byte checked (coll_ranks burst).
+// A burst of three or more sends over 32 KiB (a linear alltoall or
+// allgather of 64 KiB blocks from 4 ranks, a binomial bcast's root from 8)
+// goes single-copy where ranks outnumber CPUs (eager up to 64 KiB there);
+// 32 KiB blocks, 3 ranks and a 4-rank bcast's root (two sends) stay eager;
+// every byte checked (coll_ranks burst, whose rank 0 reports).
 TEST(CollectiveRanks, ABurstOfLargeSendsGoesSingleCopy) {
-  for (const char* n : {"8", "4"}) {
-    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", n, "--timeout", "120", RANKS_BIN, "burst"},
-                                       {"CARTAGE_OVERSUBSCRIBED=yes"});
+  for (const int n : {8, 4, 3}) {
+    const CommandResult r =
+        RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "burst"},
+                   {"CARTAGE_OVERSUBSCRIBED=yes"});
     EXPECT_EQ(r.code, 0) << n << ": " << r.err << r.out;
     EXPECT_THAT(r.out, HasSubstr("PASS burst")) << n;
-    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("bcast/binomial of 65536-byte blocks at ", n, " ranks: 0 of")));
-    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("alltoall/linear of 32768-byte blocks at ", n, " ranks: 0 of")));
+    const int root_sends = n == 8 ? 3 : 2;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("bcast/binomial of 65536-byte blocks at %d ranks: %d of %d", n,
+                                                 n == 8 ? root_sends : 0, root_sends)));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("alltoall/linear of 65536-byte blocks at %d ranks: %d of %d", n,
+                                                 n >= 4 ? n - 1 : 0, n - 1)));
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("alltoall/linear of 32768-byte blocks at %d ranks: 0 of", n)));
   }
 }
 

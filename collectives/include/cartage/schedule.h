@@ -268,13 +268,14 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // Whether send `v` goes by rendezvous above kBurstEagerCap bytes, whatever
   // its method's eager limit: it is one of a burst, kBurstSends or more
   // sends of more than kBurstEagerCap bytes that wait for nothing and so
-  // start together (a linear alltoall or allgather of 64 KiB blocks at 8
-  // ranks), and its path moves a rendezvous message with one copy
-  // (PathInfo::single_copy) where eager takes two. At 8 ranks on 2 CPUs such
-  // a burst's eager copies went through 28 MiB of rings; with one copy each
-  // the 64 KiB alltoall took 0.65 of the time (bench/RESULTS.md).
+  // start together (a linear alltoall or allgather of 64 KiB blocks from 4
+  // ranks, a binomial bcast's root from 8), and its path moves a rendezvous
+  // message with one copy (PathInfo::single_copy) where eager takes two. At
+  // 8 ranks on 2 CPUs such a burst's eager copies went through 28 MiB of
+  // rings; with one copy each the 64 KiB alltoall took 0.65 of the time, at
+  // 4 ranks 0.58 (bench/RESULTS.md).
   bool SendsSingleCopy(VertexId v) const;
-  static constexpr std::size_t kBurstSends = 7;
+  static constexpr std::size_t kBurstSends = 3;
   static constexpr uint64_t kBurstEagerCap = 32 * 1024;
 
   // This rank's graph. Vertices are labelled by kind, peer, bytes, buffers
