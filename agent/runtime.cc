@@ -64,8 +64,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
     std::memset(b, 0, rt->buffer_bytes_);
     rt->free_large_.push_back(b);
   }
-  // Oversubscribed (more ranks than CPUs here): yield almost at once.
-  if (rt->oversubscribed_) rt->wait_.spin_rounds = 20;
+  // Oversubscribed (more ranks than CPUs here): yield almost at once; where
+  // three or more ranks share each CPU (crowded), sooner still. A rank that
+  // shares its CPU with two or more others mostly waits for a peer that
+  // needs that CPU, so an idle round before the yield is spent for nothing:
+  // 4 rounds took 0.85-0.93 of 20's time for 8-byte barriers, allreduces and
+  // alltoalls at 8 ranks on 2 CPUs. At 4 ranks 20 stays: pinned two a CPU
+  // 4 rounds took 1.01-1.08 of the time, three on one CPU 0.91-0.94
+  // (bench/RESULTS.md).
+  if (rt->oversubscribed_) rt->wait_.spin_rounds = rt->crowded_ ? 4 : 20;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WAIT_SPIN=%s: need a count >= 1", v));
