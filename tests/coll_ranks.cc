@@ -940,8 +940,8 @@ void Faults(const Comm& w, const std::string& what) {
 // with single-copy rendezvous and an eager limit above 32 KiB (shm with CMA
 // where ranks outnumber CPUs), each goes single-copy; with 32 KiB blocks,
 // fewer peers, or on a bcast's other ranks (each send waits for the
-// receive), none does. Every call's bytes
-// are checked, twice over (the second run restarts the capped requests).
+// receive), none does. Every call's bytes are checked, twice over (the
+// second run restarts the capped requests).
 void Burst(const Comm& w) {
   const int n = w.size();
   const int me = w.rank();
