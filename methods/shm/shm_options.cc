@@ -19,10 +19,11 @@ std::vector<ParamInfo> Params() {
                               "of the ring)"},
       {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
                       "pipelined copy through the rings"},
-      {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA (on this VM kind the "
-                              "pipelined copy measured faster up to 64 MiB in the near vCPU placement; CMA frees the sender's CPU, so "
-                              "where ranks outnumber CPUs the default is 65536); when set, it holds "
-                              "everywhere"},
+      {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA; below it the receiver "
+                              "chooses (CMA_CHOOSE_MIN). On this VM kind's AMD hosts the pipelined copy "
+                              "measured faster up to 64 MiB in the near vCPU placement; CMA frees the "
+                              "sender's CPU, so where ranks outnumber CPUs the default is 65536. When set, "
+                              "it holds everywhere"},
       {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes (by default "
                               "all of them) go by whichever of CMA and the pipelined copy moved a byte faster "
                               "lately with their sender (timed per peer, the other way tried three messages in "
