@@ -169,7 +169,7 @@ bool ShmMethod::TryEager(Car& c) {
   const car::Envelope& e = c.envelope();
   const MatchHeader h{e.context_id, e.tag, len, s.local_handle,
                       c.spec().synchronous ? car::kProtoSync : car::kProtoEager, 0};
-  std::memcpy(p, &h, sizeof(h));
+  StoreHeader(p, h);
   c.Gather(0, p + sizeof(h), len);  // packs a non-contiguous segment straight into the ring
   CommitTo(s.peer, kRecEager);
   Wake(s.peer);
@@ -186,7 +186,7 @@ bool ShmMethod::TryRts(Car& c) {
   // A non-contiguous message announces no address: the receiver cannot read
   // it in one copy (CMA) and asks for the pipelined stream instead.
   const RtsBody body{reinterpret_cast<uint64_t>(c.ContiguousSource())};
-  std::memcpy(p, &h, sizeof(h));
+  StoreHeader(p, h);
   std::memcpy(p + sizeof(h), &body, sizeof(body));
   // The receiver may read the buffer in place (CMA): its bytes go first.
   CommitTo(s.peer, kRecRts, RingWriter::Order::kEarlierStores);
@@ -200,8 +200,7 @@ bool ShmMethod::TryControl(int peer, const Control& k) {
     case kRecCts: {
       std::byte* p = w.Begin(sizeof(CtsBody));
       if (p == nullptr) return false;
-      const CtsBody b{k.a, k.b, k.c, 0};
-      std::memcpy(p, &b, sizeof(b));
+      StoreHeader(p, CtsBody{k.a, k.b, k.c, 0});
       break;
     }
     case kRecAck: {
@@ -234,9 +233,8 @@ bool ShmMethod::PumpStream(Car& c) {
     const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(chunk_max, total - s.offset));
     std::byte* p = w.Begin(sizeof(DataHeader) + chunk);
     if (p == nullptr) return false;
-    const DataHeader h{s.remote_handle, s.offset};
-    std::memcpy(p, &h, sizeof(h));
-    c.Gather(s.offset, p + sizeof(h), chunk);
+    StoreHeader(p, DataHeader{s.remote_handle, s.offset});
+    c.Gather(s.offset, p + sizeof(DataHeader), chunk);
     CommitTo(s.peer, kRecData);
     s.offset += chunk;
   }
