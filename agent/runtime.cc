@@ -369,7 +369,7 @@ void Runtime::ReleaseUnexpected(Car* u) {
   pool_->Release(u);
 }
 
-Car* Runtime::MatchIncoming(const car::Envelope& envelope) {
+Car* Runtime::MatchIncoming(car::Envelope envelope) {
   Car* r = matcher_->MatchIncoming(envelope);
   if (r != nullptr) r->Rebind(CarrierFor(envelope.rank));  // a wildcard receive learns its VC
   return r;

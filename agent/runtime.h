@@ -136,7 +136,7 @@ class Runtime : public methods::MethodHost {
   const absl::Status& PeerStatus(int peer) const { return dead_[static_cast<std::size_t>(peer)]; }
 
   // methods::MethodHost
-  car::Car* MatchIncoming(const car::Envelope& envelope) override;
+  car::Car* MatchIncoming(car::Envelope envelope) override;
   bool AnyPosted() const override { return matcher_->posted() > 0; }
   const methods::HoldControl* Holding() const override { return &hold_; }
   // While `allowed` is false the methods hold back no envelope (an Iprobe's

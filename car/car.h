@@ -96,7 +96,21 @@ struct Envelope {
   uint32_t context_id = 0;
   int32_t rank = 0;
   int32_t tag = 0;
+
+  // A copy to pass by value (MethodHost::MatchIncoming), its first word
+  // (context, rank) assembled in a register from the two fields. Built in
+  // memory one field at a time, as a method builds it from its wire header,
+  // the compiler otherwise loads that word whole, and a load that spans two
+  // stores cannot take its bytes from them: it waits until both have landed.
+  Envelope Assembled() const {
+    const uint64_t first = uint64_t{context_id} | (uint64_t{static_cast<uint32_t>(rank)} << 32);
+    Envelope e;
+    std::memcpy(static_cast<void*>(&e), &first, sizeof(first));
+    e.tag = tag;
+    return e;
+  }
 };
+static_assert(sizeof(Envelope) == 12 && offsetof(Envelope, rank) == 4);
 
 // Buffer, count and element type, and the byte range [first, last) of the
 // packed message this CAR covers (a message may be cut into several CARs).

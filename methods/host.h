@@ -76,8 +76,12 @@ class MethodHost {
  public:
   virtual ~MethodHost() = default;
   // The posted receive `envelope` (context, source rank, tag) matches, taken
-  // out of the posted queues; nullptr if none.
-  virtual car::Car* MatchIncoming(const car::Envelope& envelope) = 0;
+  // out of the posted queues; nullptr if none. By value, in two registers: a
+  // method builds the envelope from its wire header field by field, and
+  // through a reference the host read it back with loads that span those
+  // stores, which cannot take their bytes from the store buffer and wait
+  // for the stores to land (a store-forwarding stall on every message).
+  virtual car::Car* MatchIncoming(car::Envelope envelope) = 0;
   // False while no receive is posted at all, when MatchIncoming would give
   // nullptr for any envelope: a method that defers unmatched envelopes
   // (DeliverEnvelope) may then leave one where it lies without reading it.

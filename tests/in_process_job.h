@@ -69,7 +69,7 @@ class InProcessExchange : public Exchange {
 // Matches nothing; unexpected messages get a CAR with a temporary buffer.
 class TestHost : public MethodHost {
  public:
-  car::Car* MatchIncoming(const car::Envelope&) override { return nullptr; }
+  car::Car* MatchIncoming(car::Envelope) override { return nullptr; }
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& e, uint64_t bytes) override {
     buffers_.emplace_back(bytes);
     car::CarSpec s;

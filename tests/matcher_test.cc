@@ -46,6 +46,19 @@ class MatcherTest : public ::testing::Test {
   std::vector<Car*> cars_;
 };
 
+// The copy a method passes the host (by value) carries every field as it
+// was, the largest and the negative ones too (the rank is packed into the
+// first word beside the context id).
+TEST(EnvelopeTest, AssembledCopyKeepsEveryField) {
+  for (const car::Envelope e : {car::Envelope{0, 0, 0}, car::Envelope{7, 3, 5}, car::Envelope{0xffffffffu, -1, -1},
+                                car::Envelope{1u << 31, 0x7fffffff, 0x7ffffffe}}) {
+    const car::Envelope a = e.Assembled();
+    EXPECT_EQ(a.context_id, e.context_id);
+    EXPECT_EQ(a.rank, e.rank);
+    EXPECT_EQ(a.tag, e.tag);
+  }
+}
+
 TEST_F(MatcherTest, SameEnvelopeMatchesInPostingOrder) {
   Matcher m(4);
   Car* a = Recv(1, 5);

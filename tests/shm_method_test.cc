@@ -37,7 +37,7 @@ using ::testing::HasSubstr;
 // by tag.
 class HoldingHost : public TestHost {
  public:
-  car::Car* MatchIncoming(const car::Envelope& e) override {
+  car::Car* MatchIncoming(car::Envelope e) override {
     for (auto it = posted.begin(); it != posted.end(); ++it) {
       if ((*it)->envelope().tag != e.tag) continue;
       car::Car* c = *it;
@@ -392,7 +392,7 @@ TEST_F(ShmHoldTest, AnEnvelopeIsHeldTwiceAtMost) {
 // A host whose receive is posted: it takes the first message that comes.
 class PostedHost : public TestHost {
  public:
-  car::Car* MatchIncoming(const car::Envelope&) override { return std::exchange(posted, nullptr); }
+  car::Car* MatchIncoming(car::Envelope) override { return std::exchange(posted, nullptr); }
   car::Car* posted = nullptr;
 };
 

@@ -49,7 +49,7 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
   sig.source = envelope.rank;
   sig.tag = envelope.tag;
   sig.data = payload;  // eager: the whole message, one event
-  if (car::Car* r = host.MatchIncoming(envelope)) {
+  if (car::Car* r = host.MatchIncoming(envelope.Assembled())) {
     adopt(*r);
     (void)car::RecvMachine::Dispatch(*r, rendezvous ? car::RecvEvent::kEnvelope : car::RecvEvent::kEager, sig);
     return r;
