@@ -59,11 +59,18 @@ class Runtime : public methods::MethodHost {
   void Watch(Activity* activity, Request* req) { activities_.push_back({activity, req}); }
   // Comm::AgentState: the object kept under `key`, made by `make` the first time.
   void* State(const void* key, std::shared_ptr<void> (*make)()) {
+    if (key == last_state_key_) return last_state_;
+    void* found = nullptr;
     for (auto& [k, v] : states_) {
-      if (k == key) return v.get();
+      if (k == key) found = v.get();
     }
-    states_.emplace_back(key, make());
-    return states_.back().second.get();
+    if (found == nullptr) {
+      states_.emplace_back(key, make());
+      found = states_.back().second.get();
+    }
+    last_state_key_ = key;
+    last_state_ = found;
+    return found;
   }
 
   // Completes `spec` (counter, carrier, owner, eager limit) and builds the
@@ -221,6 +228,8 @@ class Runtime : public methods::MethodHost {
   // Per-agent state of the layers above (Comm::AgentState), by key; dropped
   // first when the runtime finalizes.
   std::vector<std::pair<const void*, std::shared_ptr<void>>> states_;
+  const void* last_state_key_ = nullptr;  // State's last answer
+  void* last_state_ = nullptr;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
 };
