@@ -69,11 +69,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   // shares its CPU with two or more others mostly waits for a peer that
   // needs that CPU, so an idle round before the yield is spent for nothing:
   // 4 rounds took 0.85-0.93 of 20's time for 8-byte barriers, allreduces and
-  // alltoalls at 8 ranks on 2 CPUs. At 4 ranks 20 stays: pinned two a CPU
-  // 4 rounds took 1.01-1.08 of the time, three on one CPU 0.91-0.94
-  // (bench/RESULTS.md).
+  // alltoalls at 8 ranks on 2 CPUs. At 4 ranks 20 stays, unless the
+  // scheduler has put three of them on this rank's CPU (asked after 4 idle
+  // rounds): pinned two a CPU 4 rounds took 1.01-1.08 of the time, three on
+  // one CPU 0.91-0.94 (bench/RESULTS.md).
   if (rt->oversubscribed_) rt->wait_.spin_rounds = rt->crowded_ ? 4 : 20;
+  if (rt->oversubscribed_ && !rt->crowded_) rt->wait_.crowded_cpu_spin = 4;
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
+    rt->wait_.crowded_cpu_spin = 0;  // a spin the user sets holds everywhere
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WAIT_SPIN=%s: need a count >= 1", v));
     }
@@ -317,6 +320,13 @@ int Runtime::PollActivities() {
   }
   polling_activities_ = false;
   return work;
+}
+
+bool Runtime::CrowdedCpu() {
+  for (methods::Method* m : polled_) {
+    if (m->RanksOnThisCpu() >= 3) return true;
+  }
+  return false;
 }
 
 void Runtime::Block(int timeout_us) {

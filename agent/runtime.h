@@ -34,6 +34,10 @@ namespace cartage::agent {
 // CARTAGE_WAIT_SPIN and CARTAGE_WAIT_YIELD_US set the first two.
 struct WaitPolicy {
   int spin_rounds = 2000;                          // progress rounds before yielding
+  // After this many idle rounds (0: never) a waiter asks its methods how
+  // many ranks share its CPU (Method::RanksOnThisCpu) and, if three or
+  // more, yields at once instead of spinning on to spin_rounds.
+  int crowded_cpu_spin = 0;
   std::chrono::microseconds yield_for{2000};       // then yield this long
   int block_us = 1000;                             // then block on the doorbell this long at a time
   std::chrono::milliseconds peer_check{50};        // how often a waiter checks for dead peers
@@ -174,6 +178,9 @@ class Runtime : public methods::MethodHost {
   int PollActivities();
   // Blocks on the polled methods (each its share of `timeout_us`).
   void Block(int timeout_us);
+  // Whether three or more ranks share this rank's CPU now, as far as a
+  // polled method can tell (Method::RanksOnThisCpu).
+  bool CrowdedCpu();
   absl::Status OpenMethods();
 
   // Per peer: the method that reaches it and its VC there.
@@ -245,11 +252,14 @@ void Runtime::WaitUntil(Done done, Round round) {
       continue;
     }
     if (++idle < wait_.spin_rounds) {
-      // Polling with nothing to do for a while: let an SMT sibling (perhaps
-      // the peer copying our data) have the core's pipeline. Not at first,
-      // so that a message arriving right away is seen at once.
-      if (idle > 64) __builtin_ia32_pause();
-      continue;
+      if (idle != wait_.crowded_cpu_spin || !CrowdedCpu()) {
+        // Polling with nothing to do for a while: let an SMT sibling (perhaps
+        // the peer copying our data) have the core's pipeline. Not at first,
+        // so that a message arriving right away is seen at once.
+        if (idle > 64) __builtin_ia32_pause();
+        continue;
+      }
+      idle = wait_.spin_rounds;  // three or more ranks on this CPU: yield now
     }
     const Clock::time_point now = Clock::now();
     if (idle == wait_.spin_rounds) idle_since = now;

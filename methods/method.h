@@ -159,6 +159,11 @@ class Method {
   // Sleeps up to `timeout_us` unless something arrives for this method. A
   // method that cannot wait on anything returns at once.
   virtual void Block(int timeout_us) = 0;
+  // How many of the ranks this method reaches, this one included, last ran
+  // on the CPU this rank runs on now; 0 where the method cannot tell (it
+  // shares no memory with them). The wait strategy yields sooner where three
+  // or more share a CPU.
+  virtual int RanksOnThisCpu() { return 0; }
   // Whether `peer` is known to be gone (exited, finalized, connection lost).
   virtual bool PeerGone(int peer) = 0;
   // Puts `peer`'s VC in the error state: every CAR on it completes with `why`.

@@ -2,6 +2,8 @@
 // (ranks 0 and 1) in one process share a real segment; the test writes
 // forged records into rank 1's ring to rank 0. Every one must end in a clear
 // kDataLoss naming the peer, never a crash (ASan and UBSan watch the fuzz).
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -142,6 +144,45 @@ TEST_F(ShmMethodTest, TheRingsAreFaultedInAtAttach) {
           << "ring " << from << " -> " << to;
     }
   }
+}
+
+// Runs `f` on a thread pinned to `cpu`; false if it could not be pinned.
+template <class F>
+bool OnCpu(int cpu, F f) {
+  bool pinned = false;
+  std::thread t([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pinned = ::pthread_setaffinity_np(::pthread_self(), sizeof(set), &set) == 0 && ::sched_getcpu() == cpu;
+    if (pinned) f();
+  });
+  t.join();
+  return pinned;
+}
+
+// Each rank says in its block where it runs as it asks; a rank counts
+// those whose blocks name its CPU, itself included, and none that never
+// said (-1).
+TEST_F(ShmMethodTest, RanksOnThisCpuCountsTheRanksThatLastRanThere) {
+  cpu_set_t allowed;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  int n = -1;
+  ASSERT_TRUE(OnCpu(cpus[0], [&] { n = rank0_->RanksOnThisCpu(); }));
+  EXPECT_EQ(n, 1) << "rank 1 has not said yet";
+  ASSERT_TRUE(OnCpu(cpus[0], [&] { n = rank1_->RanksOnThisCpu(); }));
+  EXPECT_EQ(n, 2);
+  ASSERT_TRUE(OnCpu(cpus[0], [&] { n = rank0_->RanksOnThisCpu(); }));
+  EXPECT_EQ(n, 2);
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: no other CPU to move to";
+  ASSERT_TRUE(OnCpu(cpus[1], [&] { n = rank1_->RanksOnThisCpu(); }));
+  EXPECT_EQ(n, 1) << "rank 1 moved away";
+  ASSERT_TRUE(OnCpu(cpus[0], [&] { n = rank0_->RanksOnThisCpu(); }));
+  EXPECT_EQ(n, 1);
 }
 
 // A mapping of 4 pages over a memfd of `file_pages` pages.

@@ -124,6 +124,9 @@ class ShmMethod final : public Method {
   int Progress() override;
   // Blocks up to `timeout_us` unless something arrives (futex on the doorbell).
   void Block(int timeout_us) override;
+  // Says in its block which CPU this rank runs on now, and counts the ranks
+  // whose blocks name the same one.
+  int RanksOnThisCpu() override;
   // Whether `peer` finalized or its process is gone.
   bool PeerGone(int peer) override;
   // Puts `peer`'s VC in the error state and fails every CAR waiting on it

@@ -3,6 +3,7 @@
 // room), blocking, and the records that arrive. shm_method.cc has set-up,
 // writing and the carrier operations.
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -158,6 +159,16 @@ void ShmMethod::Block(int timeout_us) {
     ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, seen, &ts, nullptr, 0);
   }
   me.sleeping.store(0, std::memory_order_relaxed);
+}
+
+int ShmMethod::RanksOnThisCpu() {
+  const int cpu = ::sched_getcpu();
+  if (cpu < 0) return 0;
+  RankBlock& me = segment_->block(rank_);
+  if (me.cpu.load(std::memory_order_relaxed) != cpu) me.cpu.store(cpu, std::memory_order_relaxed);
+  int n = 0;
+  for (int p = 0; p < size_; ++p) n += segment_->block(p).cpu.load(std::memory_order_relaxed) == cpu ? 1 : 0;
+  return n;
 }
 
 bool ShmMethod::Handle(int source, const RingRecord& rec, Defer defer) {

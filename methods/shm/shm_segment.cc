@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
   RankBlock& mine = seg->block(ex.rank());
   mine.probe_address = reinterpret_cast<uint64_t>(&g_probe_word);
   mine.probe_value = g_probe_word;
+  mine.cpu.store(-1, std::memory_order_relaxed);
   mine.pid.store(::getpid(), std::memory_order_release);
   CARTAGE_RETURN_IF_ERROR(ex.Fence());  // everyone attached and filled in its block
   if (ex.rank() == 0) ::shm_unlink(seg->name_.c_str());

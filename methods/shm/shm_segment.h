@@ -29,6 +29,7 @@ struct alignas(kLine) RankBlock {
   std::atomic<uint32_t> doorbell;   // futex word senders bump to wake it
   uint64_t probe_address;           // a word in the rank's memory, for the CMA check
   uint64_t probe_value;             // what that word holds
+  std::atomic<int32_t> cpu;         // the CPU the rank last said it ran on (-1: not yet)
 };
 
 // Faults in, for writing, the pages that [p, p + bytes) touches, then reads
