@@ -66,7 +66,10 @@ class Runtime : public methods::MethodHost {
     if (key == last_state_key_) return last_state_;
     void* found = nullptr;
     for (auto& [k, v] : states_) {
-      if (k == key) found = v.get();
+      if (k == key) {
+        found = v.get();
+        break;
+      }
     }
     if (found == nullptr) {
       states_.emplace_back(key, make());
