@@ -73,8 +73,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   // scheduler has put three of them on this rank's CPU (asked after 4 idle
   // rounds): pinned two a CPU 4 rounds took 1.01-1.08 of the time, three on
   // one CPU 0.91-0.94 (bench/RESULTS.md).
-  if (rt->oversubscribed_) rt->wait_.spin_rounds = rt->crowded_ ? 4 : 20;
-  if (rt->oversubscribed_ && !rt->crowded_) rt->wait_.crowded_cpu_spin = 4;
+  constexpr int kCrowdedSpin = 4;
+  if (rt->oversubscribed_) {
+    rt->wait_.spin_rounds = rt->crowded_ ? kCrowdedSpin : 20;
+    if (!rt->crowded_) rt->wait_.crowded_cpu_spin = kCrowdedSpin;
+  }
   if (const char* v = std::getenv("CARTAGE_WAIT_SPIN")) {
     rt->wait_.crowded_cpu_spin = 0;  // a spin the user sets holds everywhere
     if (!absl::SimpleAtoi(v, &rt->wait_.spin_rounds) || rt->wait_.spin_rounds < 1) {
