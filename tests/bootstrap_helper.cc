@@ -3,6 +3,8 @@
 //   rounds  ten fence rounds, each reading the previous round's values
 //   die     rank 1 aborts after the first fence; the others wait in a second
 //   badkey  presents a wrong job key
+//   cpus    prints the CPUs the rank may run on ("rank R cpus 0,1")
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -57,6 +59,15 @@ int main(int argc, char** argv) {
     if (b.rank() == 1) std::abort();
     if (auto s = b.Fence(); !s.ok()) return Fail(s);  // never completes: rank 1 is gone
     std::printf("rank %d: second fence passed\n", b.rank());
+  } else if (mode == "cpus") {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return Fail(absl::InternalError("sched_getaffinity"));
+    std::string list;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) absl::StrAppend(&list, list.empty() ? "" : ",", c);
+    }
+    std::printf("rank %d cpus %s\n", b.rank(), list.c_str());
   } else {
     std::fprintf(stderr, "helper: unknown mode '%s'\n", mode.c_str());
     return 2;

@@ -1,13 +1,16 @@
 // `cartage run`: real processes through the launcher. Exit codes, output
 // forwarding, the bootstrap exchange, dead ranks and time-outs.
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "tests/run_command.h"
 #include "gtest/gtest.h"
@@ -87,6 +90,49 @@ TEST(Launcher, UsageErrors) {
   const Result missing = RunCommand({kCartage, "run", "-n", "2", "/nonexistent/program"});
   EXPECT_EQ(missing.code, 127);
   EXPECT_THAT(missing.err, HasSubstr("cannot start '/nonexistent/program' for rank 0"));
+}
+
+// The CPUs this test may use, which the launcher inherits.
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+// Runs the cpus helper on n ranks; expects rank r to report cpus_of(r).
+template <class CpusOf>
+void ExpectCpus(std::vector<std::string> options, int n, CpusOf cpus_of) {
+  std::vector<std::string> argv = {kCartage, "run", "-n", absl::StrCat(n), "--prefix", "--timeout", "60"};
+  argv.insert(argv.end(), options.begin(), options.end());
+  argv.insert(argv.end(), {kHelper, "cpus"});
+  const Result r = RunCommand(argv);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < n; ++rank) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, " cpus ", cpus_of(rank), "\n")))
+        << absl::StrJoin(options, " ");
+  }
+}
+
+TEST(Launcher, RanksThatOutnumberTheCpusArePinnedRoundRobin) {
+  const std::vector<int> cpus = AllowedCpus();
+  if (cpus.size() > 64) GTEST_SKIP() << "a job larger than the CPUs would be " << cpus.size() + 1 << " ranks";
+  const int n = static_cast<int>(cpus.size()) + 1;
+  const auto one = [&](int rank) { return absl::StrCat(cpus[static_cast<std::size_t>(rank) % cpus.size()]); };
+  ExpectCpus({}, n, one);
+  ExpectCpus({"--bind"}, n, one);
+  ExpectCpus({"--no-bind"}, n, [&](int) { return absl::StrJoin(cpus, ","); });
+}
+
+TEST(Launcher, RanksThatFitAreLeftUnpinnedUnlessAsked) {
+  const std::vector<int> cpus = AllowedCpus();
+  const int n = static_cast<int>(std::min<std::size_t>(cpus.size(), 4));
+  ExpectCpus({}, n, [&](int) { return absl::StrJoin(cpus, ","); });
+  ExpectCpus({"--bind"}, n, [&](int rank) { return absl::StrCat(cpus[static_cast<std::size_t>(rank)]); });
 }
 
 TEST(Bootstrap, ProgramStartedByHandIsAJobOfOne) {
