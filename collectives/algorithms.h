@@ -144,6 +144,7 @@ absl::Status BarrierDissemination(Ctx& c);
 absl::Status BarrierLinear(Ctx& c);
 absl::Status BarrierStar(Ctx& c);
 absl::Status BcastBinomial(Ctx& c);
+absl::Status BcastBinomialNear(Ctx& c);
 absl::Status BcastChain(Ctx& c);
 absl::Status BcastLinear(Ctx& c);
 absl::Status BcastScatterAllgather(Ctx& c);

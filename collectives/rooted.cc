@@ -109,6 +109,29 @@ absl::Status BcastBinomial(Ctx& c) {
   return BcastTree(c, parent, children, c.n > 2 && !c.oversubscribed ? kForwardChunk : 0);
 }
 
+// The same binomial tree grown by doubling: in step i the ranks that have
+// the data (relative ranks below 2^i) send it to the ranks 2^i further on.
+// A rank receives from its parent, then sends to its children nearest
+// first, which is the largest subtree first. Where the launcher pins ranks
+// that outnumber the CPUs round-robin, relative neighbours run on
+// different CPUs: the first hops cross to the other CPUs and the later ones
+// run on every CPU at once, where binomial's first hops (n/2 away) stay on
+// the root's CPU (8 ranks on 2 CPUs, 1 MiB: 385 against 494 us;
+// bench/RESULTS.md). Pieces are chunked as binomial's.
+absl::Status BcastBinomialNear(Ctx& c) {
+  const int vr = (c.r - c.root + c.n) % c.n;
+  int parent = kNoPeer;
+  int first = 1;  // the distance to the first child: past vr's highest bit
+  if (vr > 0) {
+    const int high = 1 << (31 - __builtin_clz(static_cast<unsigned>(vr)));
+    parent = (vr - high + c.root) % c.n;
+    first = high << 1;
+  }
+  std::vector<int> children;
+  for (int mask = first; mask < c.n && vr + mask < c.n; mask <<= 1) children.push_back((vr + mask + c.root) % c.n);
+  return BcastTree(c, parent, children, c.n > 2 && !c.oversubscribed ? kForwardChunk : 0);
+}
+
 // A chain root -> root+1 -> ... in chunks: a rank forwards chunk k while
 // chunk k+1 arrives (every receive is posted at once).
 absl::Status BcastChain(Ctx& c) {

@@ -441,7 +441,8 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kAlltoall, 8, 2, true, false, "pairwise"},
       // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
       // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
-      // binomial bcast with whole pieces, and no chain; where ranks crowd the
+      // binomial bcast with whole pieces (grown by doubling from 5 ranks, and
+      // above 64 KiB at 4), and no chain; where ranks crowd the
       // CPUs ("Two rounds through rank 0 where ranks crowd the CPUs"), the
       // star algorithms for small calls from 6 ranks.
       {Collective::kAllreduce, 8, 4, true, true, "linear"},
@@ -458,10 +459,15 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kBarrier, 0, 17, true, true, "dissemination"},
       {Collective::kBcast, 8, 4, true, true, "linear"},
       {Collective::kBcast, 1 << 10, 16, true, true, "linear"},
-      {Collective::kBcast, 1 << 10, 17, true, true, "binomial"},
-      {Collective::kBcast, 2 << 10, 8, true, true, "binomial"},
-      {Collective::kBcast, 1 << 20, 4, true, true, "binomial"},
-      {Collective::kBcast, 1 << 20, 16, true, true, "scatter_allgather"},
+      {Collective::kBcast, 1 << 10, 17, true, true, "binomial_near"},
+      {Collective::kBcast, 2 << 10, 8, true, true, "binomial_near"},
+      {Collective::kBcast, 64 << 10, 5, true, true, "binomial_near"},
+      {Collective::kBcast, 64 << 10, 4, true, true, "binomial"},
+      {Collective::kBcast, (64 << 10) + 1, 4, true, true, "binomial_near"},
+      {Collective::kBcast, 1 << 20, 3, true, true, "binomial"},
+      {Collective::kBcast, 1 << 20, 4, true, true, "binomial_near"},
+      {Collective::kBcast, 1 << 20, 16, true, true, "binomial_near"},
+      {Collective::kBcast, 1 << 20, 17, true, true, "binomial_near"},
       {Collective::kAllgather, 64, 5, true, true, "linear"},
       {Collective::kAllgather, 64, 6, true, true, "star"},
       {Collective::kAllgather, 64, 8, true, true, "star"},
