@@ -177,10 +177,8 @@ int RunLauncher(int argc, char** argv) {
   // ranks that outnumber the CPUs are pinned round-robin: left to the
   // kernel, 4 ranks on 2 CPUs spent stretches three on one CPU and one on
   // the other, where an 8-byte barrier took 3.9 µs against 2.3 two a CPU
-  // (bench/RESULTS.md). Ranks that fit
-  // are left unpinned, as a job that has the CPUs to itself runs the same
-  // either way and one sharing them with others should not be pinned
-  // without asking.
+  // (bench/RESULTS.md). Ranks that fit stay unpinned, as before, unless
+  // --bind asks.
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   sched_getaffinity(0, sizeof(allowed), &allowed);
