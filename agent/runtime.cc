@@ -69,10 +69,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   // shares its CPU with two or more others mostly waits for a peer that
   // needs that CPU, so an idle round before the yield is spent for nothing:
   // 4 rounds took 0.85-0.93 of 20's time for 8-byte barriers, allreduces and
-  // alltoalls at 8 ranks on 2 CPUs. At 4 ranks 20 stays, unless the
-  // scheduler has put three of them on this rank's CPU (asked after 4 idle
-  // rounds): pinned two a CPU 4 rounds took 1.01-1.08 of the time, three on
-  // one CPU 0.91-0.94 (bench/RESULTS.md).
+  // alltoalls at 8 ranks on 2 CPUs. At 4 ranks 20 stays, unless three of
+  // them share this rank's CPU (asked after 4 idle rounds): pinned two a
+  // CPU 4 rounds took 1.01-1.08 of the time, three on one CPU 0.91-0.94
+  // (bench/RESULTS.md). `cartage run` pins oversubscribed ranks
+  // round-robin, so that happens where the kernel places them (--no-bind,
+  // another launcher) or where the ranks do not divide evenly (5 on 2 CPUs).
   constexpr int kCrowdedSpin = 4;
   if (rt->oversubscribed_) {
     rt->wait_.spin_rounds = rt->crowded_ ? kCrowdedSpin : 20;
