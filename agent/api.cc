@@ -81,7 +81,7 @@ absl::Status Request::Start() {
   return runtime_->Post(this);
 }
 
-absl::Status Request::StartCounted(car::Completion* counter) {
+absl::Status Request::StartCounted(base::Completion* counter) {
   if (car_ == nullptr || in_flight_) {
     return absl::FailedPreconditionError("start: not an idle persistent send or receive");
   }
@@ -89,7 +89,7 @@ absl::Status Request::StartCounted(car::Completion* counter) {
   return runtime_->PostCar(*car_);
 }
 
-absl::Status Request::Rearm(car::Completion* counter) {
+absl::Status Request::Rearm(base::Completion* counter) {
   if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
     const bool send = car_->kind() == car::CarKind::kSend;
     return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", send ? "send" : "recv",
@@ -108,7 +108,7 @@ void Request::CapEager(uint64_t bytes) {
 
 absl::Status Request::BeginActivity() {
   CARTAGE_RETURN_IF_ERROR(activity_->Begin());
-  done_ = car::Completion();
+  done_ = base::Completion();
   in_flight_ = true;
   // A run whose every step finished as it began (eager sends, messages that
   // were waiting) completes here: its Wait then takes no round of progress,
@@ -271,7 +271,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
     span = data.count == 0 ? 0 : static_cast<uint64_t>((data.count - 1) * t.extent() + t.true_extent());
   } else {
     req->type_.reset();
-    spec.segment = car::Segment::Of(buf, n, car::BasicType::kByte);
+    spec.segment = car::Segment::Of(buf, n, datatype::BasicType::kByte);
   }
   spec.synchronous = sync;
   req->group_ = group_;

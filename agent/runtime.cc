@@ -14,7 +14,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "cartage/cartage.h"
-#include "fsm/check.h"
+#include "base/check.h"
 
 namespace cartage::agent {
 
@@ -280,7 +280,7 @@ absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
 }
 
 absl::Status Runtime::Post(Request* req) {
-  req->done_ = car::Completion{};
+  req->done_ = base::Completion{};
   req->done_.pending = 1;
   req->in_flight_ = true;
   return PostCar(*req->car_);

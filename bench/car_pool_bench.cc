@@ -11,13 +11,14 @@
 namespace {
 
 using namespace cartage::car;
+using cartage::datatype::BasicType;
 
 const Carrier kCarrier{"bench"};
 // What CarPool's slot holds with a 64-byte method-private area.
 constexpr std::size_t kCarBytes = (sizeof(Car) + 63) / 64 * 64;
 constexpr std::size_t kSlotBytes = kCarBytes + 64;
 
-CarSpec Spec(Completion* done, char* buf) {
+CarSpec Spec(cartage::base::Completion* done, char* buf) {
   CarSpec s;
   s.kind = CarKind::kSend;
   s.flags = CarFlag::kSendData;
@@ -32,7 +33,7 @@ CarSpec Spec(Completion* done, char* buf) {
 void BM_PoolCreateRelease(benchmark::State& state) {
   CarPool pool({.method_private_bytes = static_cast<std::size_t>(state.range(0))});
   (void)pool.Reserve(64);
-  Completion done;
+  cartage::base::Completion done;
   char buf[8];
   const CarSpec spec = Spec(&done, buf);
   for (auto _ : state) {
@@ -48,7 +49,7 @@ BENCHMARK(BM_PoolCreateRelease)->Arg(0)->Arg(128)->Name("Pool/create_release/pri
 void BM_PoolWindow64(benchmark::State& state) {
   CarPool pool({.method_private_bytes = 64});
   (void)pool.Reserve(64);
-  Completion done;
+  cartage::base::Completion done;
   char buf[8];
   const CarSpec spec = Spec(&done, buf);
   Car* window[64];
@@ -63,7 +64,7 @@ BENCHMARK(BM_PoolWindow64)->Name("Pool/window64");
 
 // The same Car built with operator new / delete (what a pool-less runtime pays).
 void BM_NewDeleteCar(benchmark::State& state) {
-  Completion done;
+  cartage::base::Completion done;
   char buf[8];
   const CarSpec spec = Spec(&done, buf);
   uint64_t id = 0;
@@ -78,7 +79,7 @@ void BM_NewDeleteCar(benchmark::State& state) {
 BENCHMARK(BM_NewDeleteCar)->Name("Baseline/new_delete_car");
 
 void BM_NewDeleteWindow64(benchmark::State& state) {
-  Completion done;
+  cartage::base::Completion done;
   char buf[8];
   const CarSpec spec = Spec(&done, buf);
   uint64_t id = 0;

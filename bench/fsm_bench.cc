@@ -98,12 +98,12 @@ void BM_CarEagerSend(benchmark::State& state) {
   CarPool pool({.method_private_bytes = 64});
   (void)pool.Reserve(64);
   char buf[8] = {};
-  Completion done;
+  cartage::base::Completion done;
   CarSpec spec;
   spec.kind = CarKind::kSend;
   spec.flags = CarFlag::kSendData;
   spec.envelope = {0, 1, 7};
-  spec.segment = Segment::Of(buf, sizeof(buf), BasicType::kByte);
+  spec.segment = Segment::Of(buf, sizeof(buf), cartage::datatype::BasicType::kByte);
   spec.counter = &done;
   spec.carrier = &kInstant;
   spec.eager_limit = 4096;

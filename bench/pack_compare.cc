@@ -10,13 +10,13 @@
 #pragma GCC diagnostic ignored "-Wold-style-cast"  // a C header, shared with the MPI peer
 #include "bench/peers/pack_harness.h"
 #pragma GCC diagnostic pop
-#include "car/segment_walk.h"
-#include "car/type.h"
+#include "datatype/segment_walk.h"
+#include "datatype/datatype.h"
 
 namespace {
 
-using cartage::car::BasicType;
-using cartage::car::Datatype;
+using cartage::datatype::BasicType;
+using cartage::datatype::Datatype;
 
 constexpr long kPacked = 1L << 20;
 
@@ -28,11 +28,11 @@ struct Ctx {
 
 void DoPack(void* p) {
   auto* c = static_cast<Ctx*>(p);
-  cartage::car::Pack(c->user, 1, *c->type, 0, kPacked, c->packed);
+  cartage::datatype::Pack(c->user, 1, *c->type, 0, kPacked, c->packed);
 }
 void DoUnpack(void* p) {
   auto* c = static_cast<Ctx*>(p);
-  cartage::car::Unpack(c->packed, 1, *c->type, 0, kPacked, c->user);
+  cartage::datatype::Unpack(c->packed, 1, *c->type, 0, kPacked, c->user);
 }
 void DoMemcpy(void* p) {
   auto* c = static_cast<Ctx*>(p);

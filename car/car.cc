@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "car/recv_fsm.h"
-#include "car/segment_walk.h"
+#include "datatype/segment_walk.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "car/vertex_fsm.h"
@@ -53,7 +53,7 @@ absl::Status Reject(const CarSpec& s, absl::string_view why) {
 }
 
 // A segment's elements as a Datatype (cold paths: reductions, validation).
-Datatype TypeOf(const Segment& g) { return g.dtype != nullptr ? *g.dtype : Datatype::Basic(g.type); }
+datatype::Datatype TypeOf(const Segment& g) { return g.dtype != nullptr ? *g.dtype : datatype::Datatype::Basic(g.type); }
 
 }  // namespace
 
@@ -118,7 +118,7 @@ absl::Status ValidateSpec(const CarSpec& s) {
 
   // Segment.
   const Segment& g = s.segment;
-  if (g.type >= BasicType::kCount) return Reject(s, "unknown element type");
+  if (g.type >= datatype::BasicType::kCount) return Reject(s, "unknown element type");
   if (g.first > g.last) return Reject(s, "segment range first > last");
   if (g.last > g.total()) {
     return Reject(s, absl::StrFormat("segment range ends at byte %d past the %d-byte buffer",
@@ -216,7 +216,7 @@ uint64_t Car::Land(const void* from, uint64_t n) {
     const uint64_t at = g.first + bytes_done_;
     const uint64_t fit = at < g.last ? std::min<uint64_t>(g.last - at, n) : 0;
     if (fit > 0) {
-      Unpack(from, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(at),
+      datatype::Unpack(from, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(at),
              static_cast<int64_t>(at + fit), g.buf);
     }
     return fit;
@@ -229,7 +229,7 @@ uint64_t Car::Land(const void* from, uint64_t n) {
 
 void Car::GatherPacked(uint64_t offset, void* to, uint64_t n) const {
   const Segment& g = spec_.segment;
-  Pack(g.buf, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(g.first + offset),
+  datatype::Pack(g.buf, static_cast<int64_t>(g.count), *g.dtype, static_cast<int64_t>(g.first + offset),
        static_cast<int64_t>(g.first + offset + n), to);
 }
 
@@ -237,12 +237,12 @@ absl::Status Car::UnpackArrived() {
   const Segment& g = spec_.segment;
   const uint64_t n = std::min(bytes_done_, spec_.pack_size);
   if (!spec_.flags.has(CarFlag::kUnpack) || spec_.pack_buf == nullptr || n == 0) return absl::OkStatus();
-  const Datatype type = TypeOf(g);
+  const datatype::Datatype type = TypeOf(g);
   const auto count = static_cast<int64_t>(g.count);
   const auto first = static_cast<int64_t>(g.first);
   const auto last = static_cast<int64_t>(std::min<uint64_t>(g.last, g.first + n));
-  if (spec_.mop != nullptr) return ReduceUnpack(*spec_.mop, spec_.pack_buf, count, type, first, last, g.buf);
-  Unpack(spec_.pack_buf, count, type, first, last, g.buf);
+  if (spec_.mop != nullptr) return datatype::ReduceUnpack(*spec_.mop, spec_.pack_buf, count, type, first, last, g.buf);
+  datatype::Unpack(spec_.pack_buf, count, type, first, last, g.buf);
   return absl::OkStatus();
 }
 

@@ -12,7 +12,7 @@
 //   spec.flags = CarFlag::kSendData;
 //   spec.envelope = {.context_id = 0, .rank = 1, .tag = 7};
 //   spec.segment = Segment::Of(buf, n, BasicType::kByte);
-//   spec.counter = &request;        // Completion the user waits on
+//   spec.counter = &request;        // the Completion the user waits on
 //   spec.carrier = &vc_carrier;
 //   CARTAGE_ASSIGN_OR_RETURN(Car* car, pool.Create(spec));
 //   CARTAGE_RETURN_IF_ERROR(SendMachine::Dispatch(*car, SendEvent::kPost));
@@ -25,12 +25,13 @@
 #include <cstring>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
-#include "car/datatype.h"
-#include "car/op.h"
-#include "car/type.h"
+#include "absl/strings/string_view.h"
+#include "base/completion.h"
+#include "datatype/basic_type.h"
+#include "datatype/datatype.h"
+#include "datatype/op.h"
 #include "fsm/machine.h"
 
 namespace cartage::car {
@@ -114,45 +115,35 @@ static_assert(sizeof(Envelope) == 12 && offsetof(Envelope, rank) == 4);
 
 // Buffer, count and element type, and the byte range [first, last) of the
 // packed message this CAR covers (a message may be cut into several CARs).
-// The elements are `dtype` when set (any layout: car/type.h; whoever builds
+// The elements are `dtype` when set (any layout: datatype/datatype.h; whoever builds
 // the CAR keeps it alive), else contiguous elements of `type`.
 struct Segment {
   void* buf = nullptr;
   uint64_t count = 0;
-  BasicType type = BasicType::kByte;
+  datatype::BasicType type = datatype::BasicType::kByte;
   uint64_t first = 0;
   uint64_t last = 0;
-  const Datatype* dtype = nullptr;
+  const datatype::Datatype* dtype = nullptr;
 
   // The whole of `count` elements at `buf`.
-  static Segment Of(void* buf, uint64_t count, BasicType type) {
-    return {buf, count, type, 0, count * SizeOf(type), nullptr};
+  static Segment Of(void* buf, uint64_t count, datatype::BasicType type) {
+    return {buf, count, type, 0, count * datatype::SizeOf(type), nullptr};
   }
-  static Segment Of(const void* buf, uint64_t count, BasicType type) {
+  static Segment Of(const void* buf, uint64_t count, datatype::BasicType type) {
     return Of(const_cast<void*>(buf), count, type);
   }
-  static Segment Of(const void* buf, uint64_t count, const Datatype& type) {
-    return {const_cast<void*>(buf), count, BasicType::kByte, 0, count * static_cast<uint64_t>(type.size()),
+  static Segment Of(const void* buf, uint64_t count, const datatype::Datatype& type) {
+    return {const_cast<void*>(buf), count, datatype::BasicType::kByte, 0, count * static_cast<uint64_t>(type.size()),
             &type};
   }
   // Bytes in [first, last).
   uint64_t bytes() const { return last - first; }
   // Packed bytes of all `count` elements.
   uint64_t total() const {
-    return dtype != nullptr ? count * static_cast<uint64_t>(dtype->size()) : count * SizeOf(type);
+    return dtype != nullptr ? count * static_cast<uint64_t>(dtype->size()) : count * datatype::SizeOf(type);
   }
   // Whether [first, last) is one run of memory at buf + first.
   bool contiguous() const { return dtype == nullptr || dtype->contiguous(); }
-};
-
-// What the user waits on: a counter that CARs count down, plus the outcome.
-struct Completion {
-  int64_t pending = 0;  // CARs still to finish
-  absl::Status status;  // the first error any of them reported
-  uint64_t bytes = 0;   // payload bytes delivered or sent
-  int32_t source = 0;   // matched sender (receives)
-  int32_t tag = 0;      // matched tag (receives)
-  bool done() const { return pending == 0; }
 };
 
 // Protocol bits an envelope announces.
@@ -202,13 +193,13 @@ struct CarSpec {
   CarFlags flags;
   Envelope envelope;
   Segment segment;
-  Completion* counter = nullptr;
+  base::Completion* counter = nullptr;
   // A dependent names its supplier; the pool links the supplier back.
   Car* buf_dep = nullptr;       // PACKED_BUF_DEPENDENCY: who supplies the buffer
   Car* progress_dep = nullptr;  // PROGRESS_DEPENDENCY: whose completion starts this CAR
   void* pack_buf = nullptr;
   uint64_t pack_size = 0;
-  const Op* mop = nullptr;      // MOP: the reduction UNPACK applies (kept alive by the builder)
+  const datatype::Op* mop = nullptr;      // MOP: the reduction UNPACK applies (kept alive by the builder)
   uint64_t eager_limit = 0;     // messages above it go by rendezvous
   bool synchronous = false;     // ssend: complete only once matched
   const Carrier* carrier = nullptr;
@@ -312,7 +303,7 @@ class Car {
   void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }
   // Has the CAR count down `counter` from its next run on (a persistent
   // request's own, or the completion of the schedule it is a step of).
-  void Recount(Completion* counter) { spec_.counter = counter; }
+  void Recount(base::Completion* counter) { spec_.counter = counter; }
   // Lowers the eager limit to `bytes` (a larger message goes by rendezvous);
   // it holds over re-arms.
   void CapEager(uint64_t bytes) { spec_.eager_limit = std::min(spec_.eager_limit, bytes); }

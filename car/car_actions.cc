@@ -191,14 +191,14 @@ void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step) {
 void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
-  if (Completion* k = c.spec().counter) {
+  if (base::Completion* k = c.spec().counter) {
     k->source = s.source;
     k->tag = s.tag;
   }
   if ((s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0) {
     if (c.carrier() != nullptr && c.carrier()->send_ack != nullptr) {
       c.carrier()->send_ack(c, step);
-    } else if (Completion* k = c.spec().counter) {
+    } else if (base::Completion* k = c.spec().counter) {
       k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
           "%s: cannot acknowledge the synchronous send: the carrier has no send_ack", Describe(c))));
     }
@@ -321,7 +321,7 @@ void CarActions::Release(Car& c, const CarSignal& s, CarStep& step) {
 
 void CarActions::CompleteCar(Car& c, const CarSignal&, CarStep& step) {
   c.status_ = absl::OkStatus();
-  if (Completion* k = c.spec().counter) {
+  if (base::Completion* k = c.spec().counter) {
     k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
     --k->pending;
   }
@@ -337,13 +337,13 @@ absl::StatusCode CarActions::NoteFailure(Car& c, const CarSignal& s) {
   const absl::Status cause =
       s.error.ok() ? absl::UnknownError("failed without a stated cause") : s.error;
   c.status_ = absl::Status(cause.code(), absl::StrFormat("%s: %s", Describe(c), cause.message()));
-  if (Completion* k = c.spec().counter) k->status.Update(c.status_);
+  if (base::Completion* k = c.spec().counter) k->status.Update(c.status_);
   return cause.code();
 }
 
 void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
   const absl::StatusCode code = NoteFailure(c, s);
-  if (Completion* k = c.spec().counter) --k->pending;
+  if (base::Completion* k = c.spec().counter) --k->pending;
   FailDependents(c, step, code);
 }
 
@@ -358,12 +358,12 @@ void CarActions::DrainCar(Car& c, const CarSignal& s, CarStep& step) {
 }
 
 void CarActions::Drained(Car& c, const CarSignal&, CarStep&) {
-  if (Completion* k = c.spec().counter) --k->pending;
+  if (base::Completion* k = c.spec().counter) --k->pending;
 }
 
 void CarActions::CancelCar(Car& c, const CarSignal&, CarStep& step) {
   c.status_ = absl::CancelledError(absl::StrFormat("%s: cancelled", Describe(c)));
-  if (Completion* k = c.spec().counter) {
+  if (base::Completion* k = c.spec().counter) {
     k->status.Update(c.status_);
     --k->pending;
   }

@@ -4,7 +4,7 @@
 #include <new>
 
 #include "absl/strings/str_format.h"
-#include "fsm/check.h"
+#include "base/check.h"
 
 namespace cartage::car {
 

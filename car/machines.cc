@@ -4,7 +4,7 @@
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "car/vertex_fsm.h"
-#include "fsm/check.h"
+#include "base/check.h"
 
 namespace cartage::car {
 

@@ -340,7 +340,7 @@ absl::Status AlltoallStar(Ctx& c) {
     c.b.Recv(c.recv, row, 0, Deps({c.in_place ? sent : -1}));
     return absl::OkStatus();
   }
-  const Datatype byte = Datatype::Basic(car::BasicType::kByte);
+  const Datatype byte = Datatype::Basic(datatype::BasicType::kByte);
   const auto b = static_cast<int64_t>(block);
   CARTAGE_ASSIGN_OR_RETURN(const Datatype column, Datatype::Vector(n, b, static_cast<int64_t>(row), byte));
   CARTAGE_ASSIGN_OR_RETURN(const Datatype columns, Datatype::Hvector(n, 1, b, column));

@@ -29,7 +29,7 @@ std::vector<std::string> LabelLines(const Schedule& s, std::size_t at) {
       lines.push_back(absl::StrCat("into ", x.dst.Label()));
       break;
     case VertexKind::kReduce:
-      lines.push_back(absl::StrFormat("%d: reduce %d B (%s)", v, x.bytes, car::OpName(x.op->kind())));
+      lines.push_back(absl::StrFormat("%d: reduce %d B (%s)", v, x.bytes, datatype::OpName(x.op->kind())));
       lines.push_back(x.src_is_left ? absl::StrCat(x.src.Label(), " op ", x.dst.Label())
                                     : absl::StrCat(x.dst.Label(), " op ", x.src.Label()));
       break;

@@ -67,7 +67,7 @@ constexpr uint64_t kForwardChunk = 64 << 10;
 namespace {
 
 Segment Whole(const Ctx& c) {
-  return Segment::Of(c.recv, static_cast<int64_t>(c.Bytes(c.count)), Datatype::Basic(car::BasicType::kByte));
+  return Segment::Of(c.recv, static_cast<int64_t>(c.Bytes(c.count)), Datatype::Basic(datatype::BasicType::kByte));
 }
 
 // Receives from `parent` (kNoPeer at the root) and passes it on to

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "car/recv_fsm.h"
-#include "car/segment_walk.h"
+#include "datatype/segment_walk.h"
 #include "car/vertex_fsm.h"
 #include "cartage/schedule.h"
 
@@ -86,7 +86,7 @@ std::string Schedule::Describe(VertexId v) const {
     case VertexKind::kSend: what = absl::StrFormat("send %d B to rank %d from %s", x.bytes, x.peer, x.src.Label()); break;
     case VertexKind::kRecv: what = absl::StrFormat("recv %d B from rank %d into %s", x.bytes, x.peer, x.dst.Label()); break;
     case VertexKind::kReduce:
-      what = absl::StrFormat("reduce %d B (%s) %s into %s", x.bytes, car::OpName(x.op->kind()), x.src.Label(),
+      what = absl::StrFormat("reduce %d B (%s) %s into %s", x.bytes, datatype::OpName(x.op->kind()), x.src.Label(),
                              x.dst.Label());
       break;
     default: what = absl::StrFormat("%s %d B %s -> %s", VertexKindName(x.kind), x.bytes, x.src.Label(), x.dst.Label());
@@ -144,7 +144,7 @@ absl::Status Schedule::Begin() {
   if (running_) {
     return absl::FailedPreconditionError(absl::StrFormat("schedule %s: started again while still running", name_));
   }
-  done_ = car::Completion();
+  done_ = base::Completion();
   done_.pending = static_cast<int64_t>(runners_.size() + alone_recvs_.size() + alone_sends_.size() + forwarded_);
   failed_.reset();
   started_last_ = false;
@@ -472,13 +472,13 @@ absl::Status Schedule::RunLocal(VertexId v) {
       return absl::OkStatus();
     case VertexKind::kPack:
       if (x.bytes > 0) {
-        car::Pack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
+        datatype::Pack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
                   static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
       }
       return absl::OkStatus();
     case VertexKind::kUnpack:
       if (x.bytes > 0) {
-        car::Unpack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
+        datatype::Unpack(Resolve(x.src), x.count, *x.type, static_cast<int64_t>(x.first),
                     static_cast<int64_t>(x.first + x.bytes), Resolve(x.dst));
       }
       return absl::OkStatus();
@@ -490,9 +490,9 @@ namespace {
 
 // inout = in op inout over `count` packed elements of `type`.
 void Apply(const Op& op, const void* in, void* inout, int64_t count, const Datatype& type) {
-  car::BasicType basic;
+  datatype::BasicType basic;
   if (op.kind() != OpKind::kUser && type.homogeneous(&basic)) {
-    car::ReduceBasic(op.kind(), basic, in, inout, count * type.size() / static_cast<int64_t>(car::SizeOf(basic)));
+    datatype::ReduceBasic(op.kind(), basic, in, inout, count * type.size() / static_cast<int64_t>(datatype::SizeOf(basic)));
     return;
   }
   if (type.contiguous()) {
@@ -504,9 +504,9 @@ void Apply(const Op& op, const void* in, void* inout, int64_t count, const Datat
   const int64_t bytes = count * type.size();
   std::vector<std::byte> layout(static_cast<std::size_t>((count - 1) * type.extent() + type.true_extent()));
   std::byte* base = layout.data() - type.true_lb();
-  car::Unpack(inout, count, type, 0, bytes, base);
-  (void)car::ReduceUnpack(op, in, count, type, 0, bytes, base);  // Build checked the operator
-  car::Pack(base, count, type, 0, bytes, inout);
+  datatype::Unpack(inout, count, type, 0, bytes, base);
+  (void)datatype::ReduceUnpack(op, in, count, type, 0, bytes, base);  // Build checked the operator
+  datatype::Pack(base, count, type, 0, bytes, inout);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "fsm/check.h"
+#include "base/check.h"
 // Generated from each method folder's cartage_method() declaration: the
 // headers and the descriptors of the built-in methods.
 #include "methods/builtin_methods.inc"

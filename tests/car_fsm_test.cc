@@ -28,6 +28,10 @@
 namespace cartage::car {
 namespace {
 
+using datatype::BasicType;
+using datatype::Datatype;
+using datatype::Op;
+using datatype::OpKind;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -240,7 +244,7 @@ class CarFsmTest : public ::testing::Test {
   }
 
   Car* Send(const std::vector<char>& data, int32_t tag, uint64_t eager_limit = 1 << 20,
-            Completion* done = nullptr, bool sync = false) {
+            base::Completion* done = nullptr, bool sync = false) {
     CarSpec s;
     s.kind = CarKind::kSend;
     s.flags = CarFlag::kSendData;
@@ -253,7 +257,7 @@ class CarFsmTest : public ::testing::Test {
     s.synchronous = sync;
     return loop_.Make(s);
   }
-  Car* Recv(std::vector<char>& buf, int32_t tag, int32_t rank = kSource, Completion* done = nullptr) {
+  Car* Recv(std::vector<char>& buf, int32_t tag, int32_t rank = kSource, base::Completion* done = nullptr) {
     CarSpec s;
     s.kind = CarKind::kRecv;
     s.flags = CarFlag::kRecvData;
@@ -275,7 +279,7 @@ class CarFsmTest : public ::testing::Test {
   }
 
   Loopback loop_;
-  Completion send_done_, recv_done_;
+  base::Completion send_done_, recv_done_;
 };
 
 TEST_F(CarFsmTest, EagerToPostedReceiveDeliversExactBytes) {
@@ -414,7 +418,7 @@ TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
   const Datatype every_other = *Datatype::Vector(kN, 1, 2, Datatype::Basic(BasicType::kInt32));
   const Op sum(OpKind::kSum);
   std::vector<char> temp(data.size());
-  auto reduce_recv = [&](int32_t tag, Completion* done) {
+  auto reduce_recv = [&](int32_t tag, base::Completion* done) {
     CarSpec s;
     s.kind = CarKind::kRecv;
     s.flags = CarFlag::kRecvData | CarFlag::kUnpack | CarFlag::kMop;
@@ -428,7 +432,7 @@ TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
     s.carrier = &kLoopback;
     return loop_.Make(s);
   };
-  Completion done;
+  base::Completion done;
   Car* r = reduce_recv(8, &done);
   ASSERT_NE(r, nullptr);
   ASSERT_TRUE(Post(r).ok());
@@ -442,7 +446,7 @@ TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
   }
   // 998 bytes: the last element is cut.
   const std::vector<int32_t> before = accum;
-  Completion cut;
+  base::Completion cut;
   Car* r2 = reduce_recv(9, &cut);
   ASSERT_TRUE(Post(r2).ok());
   ASSERT_TRUE(Post(Send(std::vector<char>(data.begin(), data.end() - 2), 9)).ok());
@@ -514,7 +518,7 @@ TEST_F(CarFsmChunkedTest, TruncationFailsWritesNothingPastTheBufferAndLeavesTheW
   // The next message on the same path arrives intact.
   const std::vector<char> next = Pattern(50, 9);
   std::vector<char> buf2(50);
-  Completion done2;
+  base::Completion done2;
   Car* r2 = Recv(buf2, 6, kSource, &done2);
   ASSERT_TRUE(Post(r2).ok());
   ASSERT_TRUE(Post(Send(next, 6)).ok());
@@ -552,7 +556,7 @@ TEST_F(CarFsmTest, WholeEagerEventDeliversTruncatesStashesAndDrops) {
   EXPECT_EQ(recv_done_.bytes, 50u);
   // To one that is too small: what fits lands, nothing past it, kOutOfRange.
   std::vector<char> small(20, 'g');
-  Completion small_done;
+  base::Completion small_done;
   CarSpec spec;
   spec.kind = CarKind::kRecv;
   spec.flags = CarFlag::kRecvData;
@@ -581,7 +585,7 @@ TEST_F(CarFsmTest, WholeEagerEventDeliversTruncatesStashesAndDrops) {
   ASSERT_TRUE(UnexpectedMachine::Dispatch(*stash, UnexpectedEvent::kEager, eager).ok());
   EXPECT_EQ(UnexpectedMachine::StateOf(*stash), UnexpectedState::kBuffered);
   loop_.unexpected.push_back(stash);
-  Completion out_done;
+  base::Completion out_done;
   Car* late = Recv(out, 4, kSource, &out_done);
   ASSERT_TRUE(Post(late).ok());
   EXPECT_EQ(RecvMachine::StateOf(*late), RecvState::kDone);
@@ -606,7 +610,7 @@ TEST_F(CarFsmTest, CancelPostedReceive) {
   EXPECT_EQ(recv_done_.status.code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(recv_done_.done());
   // A matched receive can no longer be cancelled.
-  Completion done2;
+  base::Completion done2;
   std::vector<char> buf2(8);
   Car* r2 = Recv(buf2, 2, kSource, &done2);
   ASSERT_TRUE(Post(r2).ok());
@@ -672,7 +676,7 @@ struct Forward {
   Car* recv;
   Car* send;
 };
-Forward MakeForward(Loopback& loop, Completion* done, std::vector<char>& staging, int32_t in_tag,
+Forward MakeForward(Loopback& loop, base::Completion* done, std::vector<char>& staging, int32_t in_tag,
                     int32_t out_tag, bool supply_buffer, const std::vector<char>* own_data) {
   CarSpec r;
   r.kind = CarKind::kRecv;
@@ -711,7 +715,7 @@ TEST_F(CarFsmChunkedTest, ForwardWithReceiverSuppliedBuffer) {
   // send, and the send forwards exactly those bytes once the receive is done.
   const std::vector<char> data = Pattern(450, 10);
   std::vector<char> staging(450, 0), out(450, 0);
-  Completion fwd_done, out_done;
+  base::Completion fwd_done, out_done;
   Forward f = MakeForward(loop_, &fwd_done, staging, 10, 11, /*supply_buffer=*/true, nullptr);
   ASSERT_TRUE(Post(f.send).ok());
   EXPECT_EQ(SendMachine::StateOf(*f.send), SendState::kWaitDeps);
@@ -737,7 +741,7 @@ TEST_F(CarFsmChunkedTest, ForwardWithReceiverSuppliedBuffer) {
 TEST_F(CarFsmTest, ProgressDependencyHoldsASendUntilItsSupplierCompletes) {
   const std::vector<char> payload = Pattern(64, 11);
   std::vector<char> in(64), out(64);
-  Completion chain, out_done;
+  base::Completion chain, out_done;
   Forward f = MakeForward(loop_, &chain, in, 20, 21, /*supply_buffer=*/false, &payload);
   ASSERT_TRUE(Post(f.send).ok());
   EXPECT_EQ(SendMachine::StateOf(*f.send), SendState::kWaitDeps);
@@ -759,7 +763,7 @@ TEST_F(CarFsmTest, ProgressDependencyHoldsASendUntilItsSupplierCompletes) {
 TEST_F(CarFsmTest, FailedSupplierFailsItsDependent) {
   const std::vector<char> payload = Pattern(8, 1);
   std::vector<char> in(8);
-  Completion chain;
+  base::Completion chain;
   Forward f = MakeForward(loop_, &chain, in, 1, 2, /*supply_buffer=*/false, &payload);
   ASSERT_TRUE(Post(f.send).ok());
   ASSERT_TRUE(Post(f.recv).ok());
@@ -779,7 +783,7 @@ TEST_F(CarFsmTest, FailedSupplierFailsItsDependent) {
 TEST_F(CarFsmTest, CancelledSupplierReleasesItsDependent) {
   const std::vector<char> payload = Pattern(8, 1);
   std::vector<char> in(8);
-  Completion chain;
+  base::Completion chain;
   Forward f = MakeForward(loop_, &chain, in, 1, 2, false, &payload);
   ASSERT_TRUE(Post(f.send).ok());
   ASSERT_TRUE(Post(f.recv).ok());

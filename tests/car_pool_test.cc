@@ -15,11 +15,15 @@
 namespace cartage::car {
 namespace {
 
+using datatype::BasicType;
+using datatype::Datatype;
+using datatype::Op;
+using datatype::OpKind;
 using ::testing::HasSubstr;
 
 const Carrier kCarrier{"test"};
 
-CarSpec SendSpec(Completion* done, void* buf, uint64_t n) {
+CarSpec SendSpec(base::Completion* done, void* buf, uint64_t n) {
   CarSpec s;
   s.kind = CarKind::kSend;
   s.flags = CarFlag::kSendData;
@@ -35,7 +39,7 @@ TEST(CarPool, SlotHoldsTheLargestMethodPrivateAreaAligned) {
   CarPool big({.method_private_bytes = 200});
   EXPECT_EQ(small.slot_bytes() % 64, 0u);
   EXPECT_EQ(big.slot_bytes(), small.slot_bytes() + 256);
-  Completion done;
+  base::Completion done;
   char buf[8];
   Car* car = *big.Create(SendSpec(&done, buf, 8));
   auto addr = reinterpret_cast<uintptr_t>(car->method_private());
@@ -52,7 +56,7 @@ TEST(CarPool, SlotHoldsTheLargestMethodPrivateAreaAligned) {
 
 TEST(CarPool, NewCarsAreFreshAndIdsIncrease) {
   CarPool pool({.cars_per_slab = 4});
-  Completion done;
+  base::Completion done;
   char buf[8];
   Car* a = *pool.Create(SendSpec(&done, buf, 8));
   Car* b = *pool.Create(SendSpec(&done, buf, 8));
@@ -71,7 +75,7 @@ TEST(CarPool, NewCarsAreFreshAndIdsIncrease) {
 
 TEST(CarPool, ExhaustionIsAnErrorNotACrash) {
   CarPool pool({.cars_per_slab = 3, .max_cars = 5});
-  Completion done;
+  base::Completion done;
   char buf[8];
   std::vector<Car*> cars;
   for (int i = 0; i < 5; ++i) cars.push_back(*pool.Create(SendSpec(&done, buf, 8)));
@@ -94,7 +98,7 @@ TEST(CarPool, ExhaustionIsAnErrorNotACrash) {
 
 TEST(CarPool, InvalidSpecTakesNoSlot) {
   CarPool pool({});
-  Completion done;
+  base::Completion done;
   CarSpec bad = SendSpec(&done, nullptr, 0);
   bad.counter = nullptr;
   EXPECT_FALSE(pool.Create(bad).ok());
@@ -104,7 +108,7 @@ TEST(CarPool, InvalidSpecTakesNoSlot) {
 TEST(CarPool, SteadyStateTouchesNoAllocator) {
   CarPool pool({.method_private_bytes = 64, .cars_per_slab = 64});
   ASSERT_TRUE(pool.Reserve(256).ok());
-  Completion done;
+  base::Completion done;
   char buf[32];
   const CarSpec spec = SendSpec(&done, buf, sizeof(buf));
   std::vector<Car*> window(256);
@@ -142,7 +146,7 @@ TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
   const Carrier instant{.name = "instant", .start_eager = &CompleteAtOnce};
   CarPool pool({.method_private_bytes = 64});
   ASSERT_TRUE(pool.Reserve(16).ok());
-  Completion done;
+  base::Completion done;
   char buf[32];
   CarSpec spec = SendSpec(&done, buf, sizeof(buf));
   spec.carrier = &instant;

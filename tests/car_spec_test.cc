@@ -13,6 +13,10 @@
 namespace cartage::car {
 namespace {
 
+using datatype::BasicType;
+using datatype::Datatype;
+using datatype::Op;
+using datatype::OpKind;
 using ::testing::HasSubstr;
 
 const Carrier kCarrier{"test"};
@@ -44,7 +48,7 @@ class CarSpecTest : public ::testing::Test {
     return s;
   }
   char buf_[64] = {};
-  Completion done_;
+  base::Completion done_;
   CarPool pool_{{}};
 };
 

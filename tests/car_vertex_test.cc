@@ -74,7 +74,7 @@ class VertexTest : public ::testing::Test {
   }
 
   CarPool pool_{{}};
-  Completion done_;
+  base::Completion done_;
   std::vector<uint64_t> ran_;
   Car *a_, *b_, *c_, *d_;
   Car* a_succ_[2];
@@ -168,7 +168,7 @@ TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {
   g_drains = &drains;
   g_complete_now = true;
   CarPool pool{{}};
-  Completion done;
+  base::Completion done;
   auto make = [&](std::span<Car* const> successors, uint32_t predecessors, const Carrier* carrier) {
     CarSpec s;
     s.kind = CarKind::kVertex;

@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "car/segment_walk.h"
+#include "datatype/segment_walk.h"
 #include "cartage/cartage.h"
 #include "tests/rank_check.h"
 #include "cartage/collectives.h"
@@ -163,7 +163,7 @@ Bytes Layout(const TypeCase& t, const std::vector<Piece>& pieces, int64_t span) 
   for (const Piece& p : pieces) {
     const int64_t elems = static_cast<int64_t>(p.packed.size()) / t.type.size();
     if (elems == 0) continue;
-    cartage::car::Unpack(p.packed.data(), elems, t.type, 0, elems * t.type.size(),
+    cartage::datatype::Unpack(p.packed.data(), elems, t.type, 0, elems * t.type.size(),
                          out.data() - t.type.true_lb() + p.displ * t.type.extent());
   }
   return out;

@@ -41,7 +41,7 @@ class MatcherTest : public ::testing::Test {
     for (Car* c : cars_) pool_.Release(c);
   }
   car::CarPool pool_{{}};
-  car::Completion done_;
+  base::Completion done_;
   const car::Carrier carrier_{"test"};
   std::vector<Car*> cars_;
 };

@@ -34,7 +34,7 @@ class ContractTest : public ::testing::Test {
     }
     s.envelope = {0, 0, tag};
     texts_.push_back(text);
-    s.segment = car::Segment::Of(texts_.back().data(), text.size(), car::BasicType::kByte);
+    s.segment = car::Segment::Of(texts_.back().data(), text.size(), datatype::BasicType::kByte);
     s.counter = &done_;
     done_.pending += 1;
     s.carrier = self_.Vc(0);
@@ -51,7 +51,7 @@ class ContractTest : public ::testing::Test {
   TestHost host_;
   self::SelfMethod self_{&host_, 0};
   std::vector<std::string> texts_ = std::vector<std::string>();
-  car::Completion done_;
+  base::Completion done_;
   ContractTest() { texts_.reserve(16); }
 };
 

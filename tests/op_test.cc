@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "car/op.h"
-#include "car/segment_walk.h"
+#include "datatype/op.h"
+#include "datatype/segment_walk.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 namespace {
 
 using ::testing::HasSubstr;
@@ -331,4 +331,4 @@ TEST(Op, UserOperatorSeesWholeElementsInTheTypeLayout) {
 }
 
 }  // namespace
-}  // namespace cartage::car
+}  // namespace cartage::datatype

@@ -96,7 +96,7 @@ class ShmMethodTest : public ::testing::Test {
     s.kind = car::CarKind::kSend;
     s.flags = car::CarFlag::kSendData;
     s.envelope = {0, 1, 3};
-    s.segment = car::Segment::Of(payload_, sizeof(payload_), car::BasicType::kByte);
+    s.segment = car::Segment::Of(payload_, sizeof(payload_), datatype::BasicType::kByte);
     s.counter = &done_;
     s.carrier = rank0_->Vc(1);  // the VC's operations: swapped when it fails
     s.eager_limit = 8192;
@@ -116,7 +116,7 @@ class ShmMethodTest : public ::testing::Test {
   std::unique_ptr<ShmMethod> rank0_, rank1_;
   std::vector<RingWriter> forged_;
   char payload_[16] = "sixteen bytes!!";
-  car::Completion done_;
+  base::Completion done_;
 };
 
 // Whether each page that [p, p + bytes) touches is in memory (mincore).
@@ -344,14 +344,14 @@ class ShmHoldTest : public ShmMethodTest {
     Append(kRecEager, rec.data(), rec.size());
   }
   // Posts rank 0's receive of 8 bytes with `tag` from rank 1 into `buf`.
-  car::Car* PostRecv(int tag, char* buf, car::Completion* done) {
+  car::Car* PostRecv(int tag, char* buf, base::Completion* done) {
     vc_ = *rank0_->Vc(1);
     vc_.post_recv = [](car::Car&, car::CarStep&) {};  // the matcher's part is HoldingHost's
     car::CarSpec s;
     s.kind = car::CarKind::kRecv;
     s.flags = car::CarFlag::kRecvData;
     s.envelope = {0, 1, tag};
-    s.segment = car::Segment::Of(buf, 8, car::BasicType::kByte);
+    s.segment = car::Segment::Of(buf, 8, datatype::BasicType::kByte);
     s.counter = done;
     s.carrier = &vc_;
     done->pending = 1;
@@ -374,7 +374,7 @@ TEST_F(ShmHoldTest, AnUnmatchedEnvelopeWaitsInTheRingForItsReceive) {
   EXPECT_EQ(rank0_->Progress(), 0);
   EXPECT_TRUE(host0_.arrived.empty()) << "held, not made an unexpected message";
   char buf[8] = {};
-  car::Completion done;
+  base::Completion done;
   car::Car* r = PostRecv(7, buf, &done);
   EXPECT_EQ(rank0_->Progress(), 1);
   EXPECT_EQ(car::RecvMachine::StateOf(*r), car::RecvState::kDone);
@@ -419,7 +419,7 @@ TEST_F(ShmHoldTest, AnEnvelopeIsHeldTwiceAtMost) {
   AppendEager(7);
   EXPECT_EQ(rank0_->Progress(), 0);
   char buf[8] = {};
-  car::Completion done;
+  base::Completion done;
   PostRecv(9, buf, &done);
   EXPECT_EQ(rank0_->Progress(), 0) << "looked at again, held again";
   EXPECT_TRUE(host0_.arrived.empty());
@@ -464,12 +464,12 @@ class ShmCmaTest : public ::testing::Test {
     }
   }
   // kBytes of `buf` to or from `peer` (tag 5), completing `done`.
-  static car::CarSpec Spec(bool send, int peer, char* buf, car::Completion* done) {
+  static car::CarSpec Spec(bool send, int peer, char* buf, base::Completion* done) {
     car::CarSpec s;
     s.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
     s.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
     s.envelope = {0, peer, 5};
-    s.segment = car::Segment::Of(buf, kBytes, car::BasicType::kByte);
+    s.segment = car::Segment::Of(buf, kBytes, datatype::BasicType::kByte);
     s.counter = done;
     done->pending = 1;
     return s;
@@ -499,7 +499,7 @@ class ShmCmaTest : public ::testing::Test {
     host_[at].posted = r;
   }
   // Both ranks progress until `c` is done (at most 1000 rounds).
-  void Drain(const car::Completion& c) {
+  void Drain(const base::Completion& c) {
     for (int i = 0; i < 1000 && !c.done(); ++i) {
       rank_[0]->Progress();
       rank_[1]->Progress();
@@ -512,7 +512,7 @@ class ShmCmaTest : public ::testing::Test {
   car::Carrier vc_[2];
   std::vector<char> out_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
   std::vector<char> in_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
-  car::Completion sent_[2], got_[2];
+  base::Completion sent_[2], got_[2];
 };
 
 TEST_F(ShmCmaTest, OneWayGoesByThePipelinedCopy) {

@@ -55,8 +55,8 @@ class TcpMethodTest : public ::testing::Test {
     s.flags = car::CarFlag::kSendData;
     s.envelope = {0, 1 - from.rank(), tag};
     payloads_.push_back(std::make_unique<std::string>(bytes));
-    s.segment = car::Segment::Of(payloads_.back()->data(), bytes.size(), car::BasicType::kByte);
-    completions_.push_back(std::make_unique<car::Completion>());
+    s.segment = car::Segment::Of(payloads_.back()->data(), bytes.size(), datatype::BasicType::kByte);
+    completions_.push_back(std::make_unique<base::Completion>());
     completions_.back()->pending = 1;
     s.counter = completions_.back().get();
     s.carrier = from.Vc(1 - from.rank());
@@ -125,7 +125,7 @@ class TcpMethodTest : public ::testing::Test {
   TestHost host0_, host1_;
   std::unique_ptr<TcpMethod> rank0_, rank1_;
   std::vector<std::unique_ptr<std::string>> payloads_;
-  std::vector<std::unique_ptr<car::Completion>> completions_;
+  std::vector<std::unique_ptr<base::Completion>> completions_;
 };
 
 TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "car/segment_walk.h"
-#include "car/type.h"
+#include "datatype/segment_walk.h"
+#include "datatype/datatype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 namespace {
 
 using ::testing::HasSubstr;
@@ -298,4 +298,4 @@ TEST(Datatype, EverySplitPointAndAnyChunkOrder) {
 }
 
 }  // namespace
-}  // namespace cartage::car
+}  // namespace cartage::datatype

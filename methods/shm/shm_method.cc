@@ -19,7 +19,7 @@
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
-#include "fsm/check.h"
+#include "base/check.h"
 #include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 #include "methods/shm/shm_wire.h"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "fsm/check.h"
+#include "base/check.h"
 
 namespace cartage::methods::shm {
 namespace {

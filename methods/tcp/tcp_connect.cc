@@ -20,7 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "fsm/check.h"
+#include "base/check.h"
 #include "methods/common/host_keys.h"
 #include "methods/tcp/tcp_method.h"
 

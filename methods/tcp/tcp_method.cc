@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
 #include "car/send_fsm.h"
-#include "fsm/check.h"
+#include "base/check.h"
 #include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 

@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "car/car.h"
-#include "fsm/check.h"
+#include "base/check.h"
 
 namespace cartage {
 
@@ -46,14 +46,14 @@ inline constexpr int kAnyTag = car::kAnyTag;
 inline constexpr int kMaxTag = (1 << 30) - 1;
 
 // Datatypes: any memory layout (halo faces, columns, structs), built with
-// MPI's constructors (car/type.h). The typed forms of Comm's operations send
+// MPI's constructors (datatype/datatype.h). The typed forms of Comm's operations send
 // and receive `count` elements of one; the data travels packed, so sender and
 // receiver may use different types with the same type signature.
 //
 //   auto column = cartage::Datatype::Vector(rows, 1, cols, cartage::Datatype::Basic(cartage::BasicType::kDouble));
 //   world.Send(&matrix[0][3], 1, *column, /*dest=*/1, /*tag=*/0);
-using Datatype = car::Datatype;
-using BasicType = car::BasicType;
+using Datatype = datatype::Datatype;
+using BasicType = datatype::BasicType;
 
 class Request;
 class Schedule;
@@ -127,23 +127,23 @@ class Request {
   // `counter` (a schedule's completion, which its other steps count down
   // too) instead of the request's own: the request stays inactive, and the
   // counter's owner learns of the end with no poll of the step's own.
-  absl::Status StartCounted(car::Completion* counter);
+  absl::Status StartCounted(base::Completion* counter);
   // What both starts do first: fail if the peer is gone, else re-arm the
   // CAR to count down `counter` and bind it to the peer's method again.
-  absl::Status Rearm(car::Completion* counter);
+  absl::Status Rearm(base::Completion* counter);
   // A persistent send: a message of more than `bytes` goes by rendezvous,
   // whatever its method's eager limit (a schedule's burst of large sends,
   // which a single-copy method moves with one copy instead of two).
   void CapEager(uint64_t bytes);
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
-  car::Completion done_;
+  base::Completion done_;
   bool in_flight_ = false;
   bool persistent_ = false;
   int peer_ = 0;                               // the world rank a persistent CAR is bound to
   static constexpr uint64_t kUnregistered = ~uint64_t{0};
   uint64_t registration_ = 0;                  // the method's registration of the buffer (or kUnregistered)
-  std::optional<car::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
+  std::optional<datatype::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
   std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
   std::shared_ptr<Activity> activity_;         // a collective: what the progress engine polls
 };

@@ -39,13 +39,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "car/car_pool.h"
-#include "car/op.h"
+#include "datatype/op.h"
 #include "cartage/cartage.h"
 
 namespace cartage {
 
-using Op = car::Op;
-using OpKind = car::OpKind;
+using Op = datatype::Op;
+using OpKind = datatype::OpKind;
 
 // Memory a vertex reads or writes: user memory (named for rendering), or a
 // temporary buffer the schedule owns (ScheduleBuilder::Temp), at an offset.
@@ -434,7 +434,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   std::unique_ptr<StepRequest[]> reqs_;
   std::vector<VertexId> inflight_;   // sends and receives not completed yet
   std::vector<VertexId> draining_;   // drains not completed yet
-  car::Completion done_;             // vertex CARs and steps run alone still to finish, first error
+  base::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the steps run alone (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
   // Every step's request is prepared on the buffer it has now: the last run

@@ -62,7 +62,7 @@ absl::StatusOr<BufferMode> BufferModeByName(absl::string_view name);
 struct Segment {
   Buf buf;
   int64_t count = 0;
-  Datatype type = Datatype::Basic(car::BasicType::kByte);
+  Datatype type = Datatype::Basic(datatype::BasicType::kByte);
   uint64_t first = 0;
   uint64_t last = 0;
 

@@ -1,9 +1,9 @@
-#include "fsm/check.h"
+#include "base/check.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace cartage::internal {
+namespace cartage::base::internal {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
   stream_ << file << ":" << line << ": CHECK failed: " << condition << " ";
@@ -15,4 +15,4 @@ CheckFailure::~CheckFailure() {
   std::abort();
 }
 
-}  // namespace cartage::internal
+}  // namespace cartage::base::internal

@@ -1,5 +1,5 @@
 // The basic element types a segment can hold. Derived (non-contiguous)
-// datatypes build on these (car/type.h); a segment of a basic type is
+// datatypes build on these (datatype/datatype.h); a segment of a basic type is
 // contiguous, count elements of SizeOf(type) bytes.
 //
 // The pair types of MAXLOC/MINLOC (seed 002's MOP) are basic here: one
@@ -7,15 +7,15 @@
 // { T value; int index; }. SizeOf is the bytes from the value to the end of
 // the index (packed on the wire, including short_int's inner 2-byte gap);
 // ExtentOf is sizeof of the struct (what an array of them advances by).
-#ifndef CARTAGE_CAR_DATATYPE_H_
-#define CARTAGE_CAR_DATATYPE_H_
+#ifndef CARTAGE_DATATYPE_BASIC_TYPE_H_
+#define CARTAGE_DATATYPE_BASIC_TYPE_H_
 
 #include <complex>
 #include <cstddef>
 #include <cstdint>
 #include "absl/strings/string_view.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 
 // An element type.
 enum class BasicType : uint8_t {
@@ -84,6 +84,6 @@ constexpr TypeClass ClassOf(BasicType t) {
 // "byte", "int32", "double", "double_int", ...
 absl::string_view TypeName(BasicType t);
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype
 
-#endif  // CARTAGE_CAR_DATATYPE_H_
+#endif  // CARTAGE_DATATYPE_BASIC_TYPE_H_

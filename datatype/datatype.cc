@@ -1,4 +1,4 @@
-#include "car/type.h"
+#include "datatype/datatype.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 namespace {
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
@@ -296,4 +296,4 @@ absl::StatusOr<Datatype> Datatype::Resized(const Datatype& old, int64_t lb, int6
               extent);
 }
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype

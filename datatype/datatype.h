@@ -1,6 +1,6 @@
 // Datatypes: any memory layout a message can have (halo faces, columns,
 // structs), built from the basic types with MPI's constructors and committed
-// into a compact tree of loops, so that a segment (car/segment_walk.h) can
+// into a compact tree of loops, so that a segment (datatype/segment_walk.h) can
 // pack, unpack or list any byte range of a message without flattening it.
 //
 //   auto column = Datatype::Vector(/*count=*/rows, /*blocklength=*/1, /*stride=*/cols,
@@ -8,8 +8,8 @@
 //   // column->size() == rows * 8; column->extent() == ((rows - 1) * cols + 1) * 8
 //
 // A Datatype is immutable and cheap to copy (shared representation).
-#ifndef CARTAGE_CAR_TYPE_H_
-#define CARTAGE_CAR_TYPE_H_
+#ifndef CARTAGE_DATATYPE_DATATYPE_H_
+#define CARTAGE_DATATYPE_DATATYPE_H_
 
 #include <cstdint>
 #include <memory>
@@ -18,9 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "car/datatype.h"
+#include "datatype/basic_type.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 
 // One node of a committed type: `count` repetitions, `stride` bytes apart,
 // starting at `offset`, of either a contiguous block (`body` empty: `bytes`
@@ -110,6 +110,6 @@ class Datatype {
   std::shared_ptr<const Rep> rep_;
 };
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype
 
-#endif  // CARTAGE_CAR_TYPE_H_
+#endif  // CARTAGE_DATATYPE_DATATYPE_H_

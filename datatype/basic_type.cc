@@ -1,6 +1,6 @@
-#include "car/datatype.h"
+#include "datatype/basic_type.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 
 absl::string_view TypeName(BasicType t) {
   static constexpr absl::string_view kNames[] = {
@@ -12,4 +12,4 @@ absl::string_view TypeName(BasicType t) {
   return t < BasicType::kCount ? kNames[static_cast<std::size_t>(t)] : "?";
 }
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype

@@ -1,12 +1,13 @@
 // The project's small error-handling macros (Abseil 20220623 ships none).
-// fsm/ is the lowest layer, so they live here and every folder may use them.
+// base/ sits below every other folder, so every layer and every program may
+// use them.
 //
 //   CARTAGE_RETURN_IF_ERROR(pool.Reserve(64));
 //   CARTAGE_ASSIGN_OR_RETURN(Car* car, pool.Create(spec));
 //   CARTAGE_CHECK(n > 0) << "empty schedule";   // aborts with file:line and message
 //   CARTAGE_CHECK_OK(registry.Register(info));
-#ifndef CARTAGE_FSM_CHECK_H_
-#define CARTAGE_FSM_CHECK_H_
+#ifndef CARTAGE_BASE_CHECK_H_
+#define CARTAGE_BASE_CHECK_H_
 
 #include <sstream>
 #include <string>
@@ -16,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace cartage::internal {
+namespace cartage::base::internal {
 
 // Collects a CHECK failure message and aborts when destroyed.
 class CheckFailure {
@@ -36,13 +37,13 @@ struct Voidify {
   void operator&(std::ostream&) {}
 };
 
-}  // namespace cartage::internal
+}  // namespace cartage::base::internal
 
-#define CARTAGE_CHECK(condition)                \
-  ABSL_PREDICT_TRUE(condition)                  \
-  ? (void)0                                     \
-  : ::cartage::internal::Voidify() &            \
-        ::cartage::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
+#define CARTAGE_CHECK(condition)                      \
+  ABSL_PREDICT_TRUE(condition)                        \
+  ? (void)0                                           \
+  : ::cartage::base::internal::Voidify() &            \
+        ::cartage::base::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 
 #define CARTAGE_CHECK_OK(expr)                                                    \
   do {                                                                            \
@@ -67,4 +68,4 @@ struct Voidify {
   if (ABSL_PREDICT_FALSE(!tmp.ok())) return tmp.status(); \
   lhs = std::move(tmp).value()
 
-#endif  // CARTAGE_FSM_CHECK_H_
+#endif  // CARTAGE_BASE_CHECK_H_

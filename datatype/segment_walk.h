@@ -7,8 +7,8 @@
 //   std::vector<std::byte> wire(t.size() * n);
 //   Pack(matrix, n, column, 0, 4096, wire.data());             // first chunk
 //   Pack(matrix, n, column, 4096, wire.size(), wire.data() + 4096);
-#ifndef CARTAGE_CAR_SEGMENT_WALK_H_
-#define CARTAGE_CAR_SEGMENT_WALK_H_
+#ifndef CARTAGE_DATATYPE_SEGMENT_WALK_H_
+#define CARTAGE_DATATYPE_SEGMENT_WALK_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -17,9 +17,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "car/type.h"
+#include "datatype/datatype.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 
 namespace internal {
 // Visits the bytes of a node sequence as runs: fn(at, k, stride, bytes) is
@@ -169,6 +169,6 @@ inline std::vector<Piece> Pieces(const void* buf, int64_t count, const Datatype&
   return out;
 }
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype
 
-#endif  // CARTAGE_CAR_SEGMENT_WALK_H_
+#endif  // CARTAGE_DATATYPE_SEGMENT_WALK_H_

@@ -1,7 +1,7 @@
 // Reduction operators (seed 002's MOP): the predefined ones of MPI on every
 // basic type they are defined on, and user-defined ones, applied while
 // unpacking a packed stream into a segment (ReduceUnpack, the reduction
-// counterpart of Unpack in car/segment_walk.h).
+// counterpart of Unpack in datatype/segment_walk.h).
 //
 //   const Op sum(OpKind::kSum);
 //   CARTAGE_RETURN_IF_ERROR(sum.Check(type));        // defined on every element?
@@ -9,17 +9,17 @@
 //
 // The incoming operand is the left one: buf[i] = in[i] op buf[i] (MPI's
 // inoutvec = invec op inoutvec), which matters for non-commutative user ops.
-#ifndef CARTAGE_CAR_OP_H_
-#define CARTAGE_CAR_OP_H_
+#ifndef CARTAGE_DATATYPE_OP_H_
+#define CARTAGE_DATATYPE_OP_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "car/datatype.h"
-#include "car/type.h"
+#include "datatype/basic_type.h"
+#include "datatype/datatype.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 
 enum class OpKind : uint8_t {
   kSum, kProd, kMin, kMax,
@@ -81,6 +81,6 @@ void ReduceBasic(OpKind op, BasicType type, const void* in, void* inout, int64_t
 absl::Status ReduceUnpack(const Op& op, const void* in, int64_t count, const Datatype& type, int64_t first,
                           int64_t last, void* buf);
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype
 
-#endif  // CARTAGE_CAR_OP_H_
+#endif  // CARTAGE_DATATYPE_OP_H_

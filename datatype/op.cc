@@ -1,4 +1,4 @@
-#include "car/op.h"
+#include "datatype/op.h"
 
 #include <algorithm>
 #include <complex>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "car/segment_walk.h"
+#include "datatype/segment_walk.h"
 
-namespace cartage::car {
+namespace cartage::datatype {
 namespace {
 
 template <class T>
@@ -224,4 +224,4 @@ absl::Status ReduceUnpack(const Op& op, const void* in, int64_t count, const Dat
   return absl::OkStatus();
 }
 
-}  // namespace cartage::car
+}  // namespace cartage::datatype
