@@ -24,8 +24,8 @@ using car::CarKind;
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create() {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
   CARTAGE_ASSIGN_OR_RETURN(rt->boot_, Bootstrap::FromEnvironment());
-  rt->InstallAgentOps(rt->any_carrier_);
-  rt->any_carrier_.name = "any";
+  rt->InstallAgentOps(rt->agent_any_vc_);
+  rt->agent_any_vc_.name = "any";
   // Oversubscription steers choices every rank must make alike (the
   // collectives' schedules, shm's copies and ring sizes): checked against
   // rank 0's before the methods set up.
@@ -130,7 +130,7 @@ absl::Status Runtime::OpenMethods() {
     for (const auto& m : methods_) {
       if (!m->Reaches(p)) continue;
       r.method = m.get();
-      r.vc = m->Vc(p);
+      r.vc = m->VcOf(p);
       r.eager_limit = m->caps().eager_limit;
       r.max_context = m->caps().max_context;
       r.max_tag = m->caps().max_tag;
@@ -157,7 +157,7 @@ absl::Status Runtime::OpenMethods() {
           "(CARTAGE_METHODS: put %s first)",
           m->name(), q, other->name(), m->name()));
     }
-    any_vc_ = m->Vc(car::kAnySource);
+    any_vc_ = m->VcOf(car::kAnySource);
     any_route_ = routes_[static_cast<std::size_t>(p)];
     break;
   }
@@ -170,7 +170,7 @@ absl::Status Runtime::OpenMethods() {
   return absl::OkStatus();
 }
 
-void Runtime::InstallAgentOps(car::Carrier& vc) {
+void Runtime::InstallAgentOps(car::Vc& vc) {
   vc.post_recv = &Runtime::PostRecv;
   vc.unpost_recv = &Runtime::UnpostRecv;
 }
@@ -265,7 +265,7 @@ int Runtime::registered() const {
 
 absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
   spec.counter = &req->done_;
-  spec.carrier = CarrierFor(peer);
+  spec.vc = VcFor(peer);
   spec.owner = this;
   // A wildcard receive takes its sender's limit when it matches; the limit
   // matters to sends only.
@@ -388,7 +388,7 @@ void Runtime::ReleaseUnexpected(Car* u) {
 
 Car* Runtime::MatchIncoming(car::Envelope envelope) {
   Car* r = matcher_->MatchIncoming(envelope);
-  if (r != nullptr) r->Rebind(CarrierFor(envelope.rank));  // a wildcard receive learns its VC
+  if (r != nullptr) r->Rebind(VcFor(envelope.rank));  // a wildcard receive learns its VC
   return r;
 }
 
@@ -398,7 +398,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
   spec.flags = car::CarFlag::kRecvData;
   spec.envelope = envelope;
   spec.owner = this;
-  spec.carrier = CarrierFor(envelope.rank);
+  spec.vc = VcFor(envelope.rank);
   if (buffer_bytes > 0) {
     spec.pack_buf = TakeBuffer(buffer_bytes);
     spec.pack_size = buffer_bytes;
@@ -416,7 +416,7 @@ void Runtime::PostRecv(Car& c, car::CarStep& step) {
   if (u == nullptr) return;  // posted; an arriving envelope will match it
   // The unexpected message carries what the method knows of its sender.
   std::memcpy(c.method_private(), u->method_private(), rt->pool_->method_private_bytes());
-  c.Rebind(u->carrier());
+  c.Rebind(u->vc());
   car::CarSignal match;
   match.peer = &c;
   step.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kMatch, match);

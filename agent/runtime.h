@@ -80,7 +80,7 @@ class Runtime : public methods::MethodHost {
     return found;
   }
 
-  // Completes `spec` (counter, carrier, owner, eager limit) and builds the
+  // Completes `spec` (counter, VC, owner, eager limit) and builds the
   // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
   // caller checked the envelope.
   absl::Status Create(car::CarSpec& spec, int peer, Request* req);
@@ -97,9 +97,9 @@ class Runtime : public methods::MethodHost {
   int registered() const;
   // Re-binds a persistent request's CAR to its peer before a restart.
   void Rebind(car::Car& car, int peer) { Bind(car, peer); }
-  // The carrier of the method that reaches world rank `peer` (-1: not known
+  // The VC of the method that reaches world rank `peer` (-1: not known
   // yet, e.g. a wildcard receive; rebound when it matches).
-  const car::Carrier* CarrierFor(int peer) const {
+  const car::Vc* VcFor(int peer) const {
     return peer < 0 ? any_vc_ : routes_[static_cast<std::size_t>(peer)].vc;
   }
   // The method that reaches world rank `peer`.
@@ -157,9 +157,9 @@ class Runtime : public methods::MethodHost {
   // round: what arrived must be in the unexpected queue for it to see).
   void AllowHolding(bool allowed) { hold_.allowed = allowed; }
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
-  void InstallAgentOps(car::Carrier& vc) override;
+  void InstallAgentOps(car::Vc& vc) override;
 
-  // Carrier operations the agent provides (car::Carrier::post_recv / unpost_recv).
+  // The VC operations the agent provides (car::Vc::post_recv / unpost_recv).
   static void PostRecv(car::Car& c, car::CarStep& step);
   static void UnpostRecv(car::Car& c, car::CarStep& step);
 
@@ -189,7 +189,7 @@ class Runtime : public methods::MethodHost {
   // Per peer: the method that reaches it and its VC there.
   struct Route {
     methods::Method* method = nullptr;
-    car::Carrier* vc = nullptr;
+    car::Vc* vc = nullptr;
     uint64_t eager_limit = 0;
     uint64_t max_context = UINT64_MAX;  // what its envelope can name (CheckEnvelope)
     int64_t max_tag = INT64_MAX;
@@ -211,8 +211,8 @@ class Runtime : public methods::MethodHost {
   static constexpr uint32_t kIdlePollEvery = 65536;
   uint32_t round_ = 0;
   std::vector<Route> routes_;
-  car::Carrier any_carrier_;  // a wildcard receive before it matches: the agent's operations only
-  const car::Carrier* any_vc_ = &any_carrier_;  // ...or the native matcher's wildcard VC
+  car::Vc agent_any_vc_;  // a wildcard receive before it matches: the agent's operations only
+  const car::Vc* any_vc_ = &agent_any_vc_;  // ...or the native matcher's wildcard VC
   methods::Method* native_ = nullptr;           // the method that matches envelopes itself, if any
   Route any_route_;                              // wildcard receives: native_'s limits, if any
   WaitPolicy wait_;

@@ -13,7 +13,7 @@ namespace {
 using namespace cartage::car;
 using cartage::datatype::BasicType;
 
-const Carrier kCarrier{"bench"};
+const Vc kVc{.name = "bench"};
 // What CarPool's slot holds with a 64-byte method-private area.
 constexpr std::size_t kCarBytes = (sizeof(Car) + 63) / 64 * 64;
 constexpr std::size_t kSlotBytes = kCarBytes + 64;
@@ -25,7 +25,7 @@ CarSpec Spec(cartage::base::Completion* done, char* buf) {
   s.envelope = {0, 1, 7};
   s.segment = Segment::Of(buf, 8, BasicType::kByte);
   s.counter = done;
-  s.carrier = &kCarrier;
+  s.vc = &kVc;
   return s;
 }
 

@@ -1,7 +1,7 @@
 // Cost of one table transition: tracing compiled out, hook present but off,
 // hook on (recording), and a hand-written switch machine doing the same work
 // as the baseline. Also the whole CAR eager-send path (create, post, the
-// carrier's local completion, release).
+// VC's local completion, release).
 #include <benchmark/benchmark.h>
 
 #include "car/car.h"
@@ -87,11 +87,11 @@ void BM_HandWrittenSwitch(benchmark::State& state) {
 BENCHMARK(BM_HandWrittenSwitch)->Name("Dispatch/hand_written_switch");
 
 // A whole eager send CAR: pool Create (validates the spec), post
-// (idle -> eager_in_flight, the carrier raises local_done -> done), Release.
+// (idle -> eager_in_flight, the VC raises local_done -> done), Release.
 void CompleteAtOnce(cartage::car::Car& c, cartage::car::CarStep& step) {
   step.Raise<cartage::car::SendMachine>(c, cartage::car::SendEvent::kLocalDone);
 }
-const cartage::car::Carrier kInstant{.name = "instant", .start_eager = &CompleteAtOnce};
+const cartage::car::Vc kInstant{.name = "instant", .start_eager = &CompleteAtOnce};
 
 void BM_CarEagerSend(benchmark::State& state) {
   using namespace cartage::car;
@@ -105,7 +105,7 @@ void BM_CarEagerSend(benchmark::State& state) {
   spec.envelope = {0, 1, 7};
   spec.segment = Segment::Of(buf, sizeof(buf), cartage::datatype::BasicType::kByte);
   spec.counter = &done;
-  spec.carrier = &kInstant;
+  spec.vc = &kInstant;
   spec.eager_limit = 4096;
   for (auto _ : state) {
     done.pending = 1;

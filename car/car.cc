@@ -141,7 +141,7 @@ absl::Status ValidateSpec(const CarSpec& s) {
   if (s.kind != CarKind::kUnexpected && s.counter == nullptr) {
     return Reject(s, "no completion counter");
   }
-  if (s.kind != CarKind::kUnexpected && s.carrier == nullptr) return Reject(s, "no carrier");
+  if (s.kind != CarKind::kUnexpected && s.vc == nullptr) return Reject(s, "no VC");
   if (s.kind != CarKind::kVertex && (!s.successors.empty() || s.predecessors != 0)) {
     return Reject(s, "successors and predecessors belong to schedule vertices");
   }

@@ -5,7 +5,7 @@
 // combination; it then runs one of the CAR machines (car/*_fsm.h) chosen by
 // its kind. Its actions do the CAR's own bookkeeping (bytes, status, the
 // completion counter, dependency links) and hand transport work to the
-// Carrier the agent installed (seed 002's per-VC function table).
+// operations of the VC the CAR is bound to (seed 002's per-VC function table).
 //
 //   CarSpec spec;
 //   spec.kind = CarKind::kSend;
@@ -13,7 +13,7 @@
 //   spec.envelope = {.context_id = 0, .rank = 1, .tag = 7};
 //   spec.segment = Segment::Of(buf, n, BasicType::kByte);
 //   spec.counter = &request;        // the Completion the user waits on
-//   spec.carrier = &vc_carrier;
+//   spec.vc = &vc;
 //   CARTAGE_ASSIGN_OR_RETURN(Car* car, pool.Create(spec));
 //   CARTAGE_RETURN_IF_ERROR(SendMachine::Dispatch(*car, SendEvent::kPost));
 #ifndef CARTAGE_CAR_CAR_H_
@@ -168,11 +168,18 @@ struct CarSignal {
 // The Step type every CAR action receives.
 using CarStep = fsm::Step<Car, CarSignal>;
 
-// The transport operations a CAR's actions call: installed by the agent per
-// VC, and swapped by a method to express the VC's state (connecting,
-// connected, error: seed 002). A null operation, reached, fails the CAR.
-struct Carrier {
+// A VC (virtual connection): one peer as one method sees it, and the
+// operations a CAR's actions call to move the CAR's bytes to or from that
+// peer (seed 002's per-VC function table). The method that owns the VC fills
+// the transport operations and swaps them to express the VC's state
+// (connecting, connected, error); the agent fills post_recv and unpost_recv
+// (matching). An operation finds its method and peer through the CAR's VC
+// (`c.vc()->context`, `c.vc()->peer`). A null operation, reached, fails the
+// CAR.
+struct Vc {
   absl::string_view name;                          // for messages: "shm to rank 3"
+  void* context = nullptr;  // whoever owns the VC (its method; a schedule's own VC: the schedule)
+  int32_t peer = -1;        // the world rank it reaches (-1: none yet, a wildcard receive's)
   void (*start_eager)(Car&, CarStep&) = nullptr;  // put an eager message on the wire
   void (*start_rendezvous)(Car&, CarStep&) = nullptr;  // send the RTS
   void (*start_data)(Car&, CarStep&) = nullptr;   // CTS came: send the data
@@ -202,10 +209,10 @@ struct CarSpec {
   const datatype::Op* mop = nullptr;      // MOP: the reduction UNPACK applies (kept alive by the builder)
   uint64_t eager_limit = 0;     // messages above it go by rendezvous
   bool synchronous = false;     // ssend: complete only once matched
-  const Carrier* carrier = nullptr;
+  const Vc* vc = nullptr;         // the VC it goes through (unexpected messages: none)
   std::span<Car* const> successors;  // vertices: who waits on this one
   uint32_t predecessors = 0;         // vertices: how many it waits on
-  void* owner = nullptr;             // who built it (the agent): carrier operations find it here
+  void* owner = nullptr;             // who built it (the agent, a schedule): its own operations find it here
 };
 
 // Rejects flag combinations and fields that make no sense, naming the rule.
@@ -235,7 +242,7 @@ class Car {
   const CarSpec& spec() const { return spec_; }
   const Envelope& envelope() const { return spec_.envelope; }
   const Segment& segment() const { return spec_.segment; }
-  const Carrier* carrier() const { return spec_.carrier; }
+  const Vc* vc() const { return spec_.vc; }
   // The state byte, which only the dispatcher writes.
   fsm::StateWord& state_word() { return state_; }
   uint8_t state() const { return state_.value(); }
@@ -299,8 +306,8 @@ class Car {
   // bytes that arrived; fails for a reduction that cuts an element.
   absl::Status UnpackArrived();
 
-  // Binds a wildcard receive to the carrier of the VC it matched.
-  void Rebind(const Carrier* carrier) { spec_.carrier = carrier; }
+  // Binds a wildcard receive to the VC of the message it matched.
+  void Rebind(const Vc* vc) { spec_.vc = vc; }
   // Has the CAR count down `counter` from its next run on (a persistent
   // request's own, or the completion of the schedule it is a step of).
   void Recount(base::Completion* counter) { spec_.counter = counter; }

@@ -67,17 +67,17 @@ void RaiseDepsMet(Car& c, CarStep& step) {
   if (c.kind() == CarKind::kRecv) step.Raise<RecvMachine>(c, RecvEvent::kDepsMet);
 }
 
-// Calls one carrier operation, or fails the CAR if the carrier lacks it.
-void CallCarrier(Car& c, CarStep& step, void (*Carrier::*op)(Car&, CarStep&),
+// Calls one operation of c's VC, or fails the CAR if the VC lacks it.
+void CallVc(Car& c, CarStep& step, void (*Vc::*op)(Car&, CarStep&),
                  absl::string_view op_name) {
-  const Carrier* carrier = c.carrier();
-  if (carrier == nullptr || carrier->*op == nullptr) {
+  const Vc* vc = c.vc();
+  if (vc == nullptr || vc->*op == nullptr) {
     RaiseError(c, step, absl::FailedPreconditionError(absl::StrFormat(
-                            "carrier '%s' has no %s operation",
-                            carrier ? carrier->name : absl::string_view("none"), op_name)));
+                            "VC '%s' has no %s operation",
+                            vc ? vc->name : absl::string_view("none"), op_name)));
     return;
   }
-  (carrier->*op)(c, step);
+  (vc->*op)(c, step);
 }
 
 // A supplier of a packed buffer offers it to its consumer once it is posted.
@@ -162,28 +162,28 @@ void CarActions::CountDep(Car& c, const CarSignal&, CarStep& step) {
 
 void CarActions::StartEager(Car& c, const CarSignal&, CarStep& step) {
   OfferBuffer(c, step);
-  CallCarrier(c, step, &Carrier::start_eager, "start_eager");
+  CallVc(c, step, &Vc::start_eager, "start_eager");
 }
 
 void CarActions::StartRendezvous(Car& c, const CarSignal&, CarStep& step) {
   OfferBuffer(c, step);
-  CallCarrier(c, step, &Carrier::start_rendezvous, "start_rendezvous");
+  CallVc(c, step, &Vc::start_rendezvous, "start_rendezvous");
 }
 
 void CarActions::StartData(Car& c, const CarSignal&, CarStep& step) {
-  CallCarrier(c, step, &Carrier::start_data, "start_data");
+  CallVc(c, step, &Vc::start_data, "start_data");
 }
 
 // ---- Receive side ------------------------------------------------------------
 
 void CarActions::PostToMatcher(Car& c, const CarSignal&, CarStep& step) {
   OfferBuffer(c, step);
-  CallCarrier(c, step, &Carrier::post_recv, "post_recv");
+  CallVc(c, step, &Vc::post_recv, "post_recv");
 }
 
 void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step) {
-  if (c.carrier() != nullptr && c.carrier()->unpost_recv != nullptr) {
-    c.carrier()->unpost_recv(c, step);
+  if (c.vc() != nullptr && c.vc()->unpost_recv != nullptr) {
+    c.vc()->unpost_recv(c, step);
   }
   CancelCar(c, s, step);
 }
@@ -196,23 +196,23 @@ void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
     k->tag = s.tag;
   }
   if ((s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0) {
-    if (c.carrier() != nullptr && c.carrier()->send_ack != nullptr) {
-      c.carrier()->send_ack(c, step);
+    if (c.vc() != nullptr && c.vc()->send_ack != nullptr) {
+      c.vc()->send_ack(c, step);
     } else if (base::Completion* k = c.spec().counter) {
       k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
-          "%s: cannot acknowledge the synchronous send: the carrier has no send_ack", Describe(c))));
+          "%s: cannot acknowledge the synchronous send: its VC has no send_ack", Describe(c))));
     }
   }
 }
 
 void CarActions::BeginTruncated(Car& c, const CarSignal& s, CarStep& step) {
   BeginReceive(c, s, step);
-  if ((s.proto & kProtoRendezvous) != 0) CallCarrier(c, step, &Carrier::send_cts, "send_cts");
+  if ((s.proto & kProtoRendezvous) != 0) CallVc(c, step, &Vc::send_cts, "send_cts");
 }
 
 void CarActions::SendCts(Car& c, const CarSignal& s, CarStep& step) {
   BeginReceive(c, s, step);
-  CallCarrier(c, step, &Carrier::send_cts, "send_cts");
+  CallVc(c, step, &Vc::send_cts, "send_cts");
 }
 
 void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarStep& step) {
@@ -309,7 +309,7 @@ void CarActions::Drop(Car& c, const CarSignal& s, CarStep&) {
 void CarActions::CountDown(Car& c, const CarSignal&, CarStep&) { --c.preds_pending_; }
 
 void CarActions::Launch(Car& c, const CarSignal&, CarStep& step) {
-  CallCarrier(c, step, &Carrier::launch, "launch");
+  CallVc(c, step, &Vc::launch, "launch");
 }
 
 void CarActions::Release(Car& c, const CarSignal& s, CarStep& step) {
@@ -349,9 +349,9 @@ void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
 
 void CarActions::DrainCar(Car& c, const CarSignal& s, CarStep& step) {
   FailDependents(c, step, NoteFailure(c, s));
-  const Carrier* carrier = c.carrier();
-  if (carrier != nullptr && carrier->drain != nullptr) {
-    carrier->drain(c, step);
+  const Vc* vc = c.vc();
+  if (vc != nullptr && vc->drain != nullptr) {
+    vc->drain(c, step);
   } else {
     step.Raise<VertexMachine>(c, VertexEvent::kComplete);  // nothing to settle
   }

@@ -70,7 +70,7 @@ struct CarActions {
   static void FailCar(Car& c, const CarSignal& s, CarStep& step);
   static void CancelCar(Car& c, const CarSignal& s, CarStep& step);
   // A vertex failed through a predecessor: its status and the schedule's
-  // error now, its dependents failed now; then the carrier's drain, and
+  // error now, its dependents failed now; then its VC's drain, and
   // Drained counts it finished once the drain completes.
   static void DrainCar(Car& c, const CarSignal& s, CarStep& step);
   static void Drained(Car& c, const CarSignal& s, CarStep& step);

@@ -2,7 +2,7 @@
 // (Launch) once every predecessor completed, and its completion releases its
 // successors; a failure fails every successor that has not finished. A
 // successor failed that way drains first: a send or receive still settles
-// its message with its peer (the carrier's drain), so that the peer's
+// its message with its peer (its VC's drain), so that the peer's
 // schedule fails too instead of waiting for ever, and no message of the
 // failed run is left behind to meet a later one.
 #ifndef CARTAGE_CAR_VERTEX_FSM_H_

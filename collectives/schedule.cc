@@ -410,7 +410,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->successors_.resize(n);
   s->cars_.assign(n, nullptr);
   s->reqs_ = std::make_unique<Schedule::StepRequest[]>(n);
-  static const car::Carrier kVertexCarrier{
+  static const car::Vc kVertexVc{
       .name = "schedule", .launch = &Schedule::LaunchVertex, .drain = &Schedule::DrainVertex};
   // Sinks first, so that every CAR can name its successors when created. A
   // receive's CAR releases what its last fused step would have.
@@ -425,7 +425,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
     car::CarSpec spec;
     spec.kind = car::CarKind::kVertex;
     spec.counter = &s->done_;
-    spec.carrier = &kVertexCarrier;
+    spec.vc = &kVertexVc;
     spec.successors = s->successors_[v];
     spec.predecessors = indegree[v];
     spec.owner = s.get();

@@ -97,7 +97,7 @@ class MethodHost {
                                                   uint64_t buffer_bytes) = 0;
   // Fills the agent's operations of a VC (post_recv, unpost_recv: matching
   // against the unexpected queue). A method calls it once per VC it makes.
-  virtual void InstallAgentOps(car::Carrier& vc) = 0;
+  virtual void InstallAgentOps(car::Vc& vc) = 0;
 };
 
 }  // namespace cartage::methods

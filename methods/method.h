@@ -4,16 +4,16 @@
 //
 // A method is opened once per process (Descriptor::open), with the job's
 // key-value exchange and the agent's matching hooks (host.h). For every peer
-// it reaches it keeps a VC (virtual connection): the car::Carrier whose
-// operations the CARs bound to that peer call. A method expresses a VC's
-// state by swapping those operations (seed 002): a TCP VC that is still
-// connecting queues what it is given, a connected one writes, and one in the
-// error state fails every CAR at once. CARs hold a pointer to their VC's
-// Carrier, so a swap reaches every CAR bound to it.
+// it reaches it keeps a VC (virtual connection, car::Vc): the operations the
+// CARs bound to that peer call, with the method itself as the VC's context.
+// A method expresses a VC's state by swapping those operations (seed 002): a
+// TCP VC that is still connecting queues what it is given, a connected one
+// writes, and one in the error state fails every CAR at once. CARs hold a
+// pointer to their VC, so a swap reaches every CAR bound to it.
 //
 //   const Descriptor& d = ...;                  // from the registry
 //   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Method> m, d.open({&exchange, host}));
-//   if (m->Reaches(peer)) spec.carrier = m->Vc(peer);
+//   if (m->Reaches(peer)) spec.vc = m->VcOf(peer);
 //   m->Bind(*car, peer);                        // its private area, for peer
 //   while (!done) m->Progress();
 #ifndef CARTAGE_METHODS_METHOD_H_
@@ -85,14 +85,24 @@ absl::string_view VcStateName(VcState s);
 
 // Swaps the method's operations of a VC (start_eager, start_rendezvous,
 // start_data, send_cts, send_ack) for those of `ops`, keeping the agent's
-// (post_recv, unpost_recv: MethodHost::InstallAgentOps) and the name.
-inline void SwapOps(car::Carrier& vc, const car::Carrier& ops) {
+// (post_recv, unpost_recv: MethodHost::InstallAgentOps), the name, the
+// context and the peer.
+inline void SwapOps(car::Vc& vc, const car::Vc& ops) {
   vc.start_eager = ops.start_eager;
   vc.start_rendezvous = ops.start_rendezvous;
   vc.start_data = ops.start_data;
   vc.send_cts = ops.send_cts;
   vc.send_ack = ops.send_ack;
 }
+
+// The method a VC operation was called for, and the peer it talks to: an
+// operation finds both through the VC it was called through (the VC's
+// context is the method that owns it).
+template <class M>
+M& MethodOf(const car::Car& c) {
+  return *static_cast<M*>(c.vc()->context);
+}
+inline int PeerOf(const car::Car& c) { return c.vc()->peer; }
 
 // A buffer a method lends (seed 002's method.alloc()): registered where the
 // method needs that, between the method's min_buffer and max_buffer bytes.
@@ -115,7 +125,7 @@ class Method {
   // change them at any time (and does, to express the VC's state). The
   // returned pointer stays valid until the method closes. A VC connects
   // lazily: on the first CAR it is given, not here.
-  virtual car::Carrier* Vc(int peer) = 0;
+  virtual car::Vc* VcOf(int peer) = 0;
   virtual VcState StateOf(int peer) const = 0;
   // Why `peer`'s VC is in the error state (OK otherwise).
   virtual const absl::Status& PeerStatus(int peer) const = 0;
@@ -140,7 +150,7 @@ class Method {
 
   // ---- Native tag matching (caps().tag_matching) ---------------------------
   // A method that matches envelopes itself carries every rank of the job
-  // (self included) and the wildcard receives: Vc(-1) is their VC, and
+  // (self included) and the wildcard receives: VcOf(-1) is their VC, and
   // Bind(car, -1) prepares one. Probe looks for a message `pattern`
   // (source or tag -1: any) matches without receiving it.
   struct Probed {

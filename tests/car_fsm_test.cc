@@ -1,4 +1,4 @@
-// The CAR machines driven end to end through an in-process loopback carrier:
+// The CAR machines driven end to end through an in-process loopback VC:
 // eager, rendezvous, synchronous, unexpected ("if we buffer, you suffer"),
 // truncation, cancel, dependencies, schedule vertices, and failures.
 //
@@ -169,7 +169,7 @@ class Loopback {
                : RecvMachine::Dispatch(*c, RecvEvent::kData, sig);
   }
 
-  // ---- Carrier operations --------------------------------------------------
+  // ---- Vc operations --------------------------------------------------
   static void StartEager(Car& s, CarStep& step) {
     Packet p = NewPacket(Packet::kEnvelope, s.id(), &s);
     p.env = {s.envelope().context_id, kSource, s.envelope().tag};
@@ -221,9 +221,14 @@ class Loopback {
   }
 };
 
-const Carrier kLoopback{"loopback", &Loopback::StartEager, &Loopback::StartRendezvous,
-                        &Loopback::StartData, &Loopback::PostRecv, &Loopback::UnpostRecv,
-                        &Loopback::SendCts, &Loopback::SendAck, nullptr};
+const Vc kLoopback{.name = "loopback",
+                   .start_eager = &Loopback::StartEager,
+                   .start_rendezvous = &Loopback::StartRendezvous,
+                   .start_data = &Loopback::StartData,
+                   .post_recv = &Loopback::PostRecv,
+                   .unpost_recv = &Loopback::UnpostRecv,
+                   .send_cts = &Loopback::SendCts,
+                   .send_ack = &Loopback::SendAck};
 
 class CarFsmTest : public ::testing::Test {
  protected:
@@ -252,7 +257,7 @@ class CarFsmTest : public ::testing::Test {
     s.segment = Segment::Of(data.data(), data.size(), BasicType::kByte);
     s.counter = done ? done : &send_done_;
     s.counter->pending++;
-    s.carrier = &kLoopback;
+    s.vc = &kLoopback;
     s.eager_limit = eager_limit;
     s.synchronous = sync;
     return loop_.Make(s);
@@ -265,7 +270,7 @@ class CarFsmTest : public ::testing::Test {
     s.segment = Segment::Of(buf.data(), buf.size(), BasicType::kByte);
     s.counter = done ? done : &recv_done_;
     s.counter->pending++;
-    s.carrier = &kLoopback;
+    s.vc = &kLoopback;
     return loop_.Make(s);
   }
   static std::vector<char> Pattern(size_t n, int seed) {
@@ -343,9 +348,9 @@ TEST_F(CarFsmTest, SynchronousSendCompletesOnlyAfterTheMatch) {
 }
 
 TEST_F(CarFsmTest, AckBeforeLocalCompletionIsFine) {
-  // A carrier whose NIC reports local completion late: the receiver's ACK
+  // A VC whose NIC reports local completion late: the receiver's ACK
   // overtakes it (eager_in_flight -> acked_early -> done).
-  const Carrier slow{"slow", [](Car&, CarStep&) {}};
+  const Vc slow{.name = "slow", .start_eager = [](Car&, CarStep&) {}};
   const std::vector<char> data = Pattern(4, 4);
   CarSpec spec;
   spec.kind = CarKind::kSend;
@@ -353,7 +358,7 @@ TEST_F(CarFsmTest, AckBeforeLocalCompletionIsFine) {
   spec.envelope = {0, 1, 1};
   spec.segment = Segment::Of(data.data(), data.size(), BasicType::kByte);
   spec.counter = &send_done_;
-  spec.carrier = &slow;
+  spec.vc = &slow;
   spec.eager_limit = 64;
   spec.synchronous = true;
   send_done_.pending = 1;
@@ -429,7 +434,7 @@ TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
     s.mop = &sum;
     s.counter = done;
     done->pending++;
-    s.carrier = &kLoopback;
+    s.vc = &kLoopback;
     return loop_.Make(s);
   };
   base::Completion done;
@@ -501,7 +506,7 @@ TEST_F(CarFsmChunkedTest, TruncationFailsWritesNothingPastTheBufferAndLeavesTheW
   spec.envelope = {0, kSource, 6};
   spec.segment = Segment::Of(buf.data(), 200, BasicType::kByte);
   spec.counter = &recv_done_;
-  spec.carrier = &kLoopback;
+  spec.vc = &kLoopback;
   recv_done_.pending = 1;
   Car* r = loop_.Make(spec);
   ASSERT_TRUE(Post(r).ok());
@@ -563,7 +568,7 @@ TEST_F(CarFsmTest, WholeEagerEventDeliversTruncatesStashesAndDrops) {
   spec.envelope = {0, kSource, 4};
   spec.segment = Segment::Of(small.data(), 10, BasicType::kByte);
   spec.counter = &small_done;
-  spec.carrier = &kLoopback;
+  spec.vc = &kLoopback;
   small_done.pending = 1;
   Car* t = loop_.Make(spec);
   ASSERT_TRUE(Post(t).ok());
@@ -638,8 +643,8 @@ TEST_F(CarFsmTest, WireErrorFailsTheCarNamingOperationAndPeer) {
   loop_.posted.clear();
 }
 
-TEST_F(CarFsmTest, MissingCarrierOperationFailsTheCar) {
-  const Carrier partial{"partial", nullptr};
+TEST_F(CarFsmTest, MissingVcOperationFailsTheCar) {
+  const Vc partial{.name = "partial"};
   const std::vector<char> data = Pattern(8, 1);
   CarSpec s;
   s.kind = CarKind::kSend;
@@ -647,7 +652,7 @@ TEST_F(CarFsmTest, MissingCarrierOperationFailsTheCar) {
   s.envelope = {0, 4, 1};
   s.segment = Segment::Of(data.data(), data.size(), BasicType::kByte);
   s.counter = &send_done_;
-  s.carrier = &partial;
+  s.vc = &partial;
   s.eager_limit = 64;
   send_done_.pending = 1;
   Car* c = loop_.Make(s);
@@ -655,7 +660,7 @@ TEST_F(CarFsmTest, MissingCarrierOperationFailsTheCar) {
   EXPECT_EQ(SendMachine::StateOf(*c), SendState::kFailed);
   EXPECT_EQ(send_done_.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(send_done_.status.message(),
-            absl::StrFormat("send #%d to rank 4 (tag 1, context 0): carrier 'partial' has no "
+            absl::StrFormat("send #%d to rank 4 (tag 1, context 0): VC 'partial' has no "
                             "start_eager operation", c->id()));
 }
 
@@ -683,7 +688,7 @@ Forward MakeForward(Loopback& loop, base::Completion* done, std::vector<char>& s
   r.flags = CarFlag::kRecvData | CarFlag::kSupplyProgress;
   r.envelope = {0, kSource, in_tag};
   r.counter = done;
-  r.carrier = &kLoopback;
+  r.vc = &kLoopback;
   if (supply_buffer) {
     r.flags = r.flags | CarFlag::kSupplyPackedBuf;
     r.pack_buf = staging.data();
@@ -697,7 +702,7 @@ Forward MakeForward(Loopback& loop, base::Completion* done, std::vector<char>& s
   s.flags = CarFlag::kSendData | CarFlag::kProgressDependency;
   s.envelope = {0, 2, out_tag};
   s.counter = done;
-  s.carrier = &kLoopback;
+  s.vc = &kLoopback;
   s.eager_limit = 1 << 20;
   s.progress_dep = recv;
   if (supply_buffer) {
@@ -801,7 +806,7 @@ TEST_F(CarFsmTest, StartedSupplierCannotTakeANewDependent) {
   r.envelope = {0, kSource, 1};
   r.segment = Segment::Of(in.data(), in.size(), BasicType::kByte);
   r.counter = &recv_done_;
-  r.carrier = &kLoopback;
+  r.vc = &kLoopback;
   recv_done_.pending = 1;
   Car* recv = loop_.Make(r);
   ASSERT_TRUE(Post(recv).ok());
@@ -812,7 +817,7 @@ TEST_F(CarFsmTest, StartedSupplierCannotTakeANewDependent) {
   s.envelope = {0, 2, 2};
   s.segment = Segment::Of(payload.data(), payload.size(), BasicType::kByte);
   s.counter = &send_done_;
-  s.carrier = &kLoopback;
+  s.vc = &kLoopback;
   s.progress_dep = recv;
   EXPECT_EQ(loop_.pool.Create(s).status().message(),
             absl::StrFormat("building send CAR: progress supplier CAR #%d has already started "

@@ -21,7 +21,7 @@ using datatype::Op;
 using datatype::OpKind;
 using ::testing::HasSubstr;
 
-const Carrier kCarrier{"test"};
+const Vc kVc{.name = "test"};
 
 CarSpec SendSpec(base::Completion* done, void* buf, uint64_t n) {
   CarSpec s;
@@ -30,7 +30,7 @@ CarSpec SendSpec(base::Completion* done, void* buf, uint64_t n) {
   s.envelope = {0, 1, 7};
   s.segment = Segment::Of(buf, n, BasicType::kByte);
   s.counter = done;
-  s.carrier = &kCarrier;
+  s.vc = &kVc;
   return s;
 }
 
@@ -143,13 +143,13 @@ void CompleteAtOnce(Car& c, CarStep& step) { step.Raise<SendMachine>(c, SendEven
 
 TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
   // Create, post (two transitions and a raised event), complete, release.
-  const Carrier instant{.name = "instant", .start_eager = &CompleteAtOnce};
+  const Vc instant{.name = "instant", .start_eager = &CompleteAtOnce};
   CarPool pool({.method_private_bytes = 64});
   ASSERT_TRUE(pool.Reserve(16).ok());
   base::Completion done;
   char buf[32];
   CarSpec spec = SendSpec(&done, buf, sizeof(buf));
-  spec.carrier = &instant;
+  spec.vc = &instant;
   spec.eager_limit = 4096;
   const long before = cartage::test::g_allocations.load();
   int completed = 0;

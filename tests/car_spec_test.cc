@@ -19,7 +19,7 @@ using datatype::Op;
 using datatype::OpKind;
 using ::testing::HasSubstr;
 
-const Carrier kCarrier{"test"};
+const Vc kVc{.name = "test"};
 const Op kSumOp(OpKind::kSum);
 const Op* const kSum = &kSumOp;
 
@@ -38,7 +38,7 @@ class CarSpecTest : public ::testing::Test {
     s.envelope = {0, 1, 7};
     s.segment = Segment::Of(buf_, sizeof(buf_), BasicType::kByte);
     s.counter = &done_;
-    s.carrier = &kCarrier;
+    s.vc = &kVc;
     return s;
   }
   CarSpec Recv() {
@@ -84,7 +84,7 @@ TEST_F(CarSpecTest, EveryRule) {
       {"wildcard rank on send", [](CarSpec& s) { s.envelope.rank = kAnySource; }, "invalid rank -1"},
       {"negative tag on send", [](CarSpec& s) { s.envelope.tag = -5; }, "invalid tag -5"},
       {"no counter", [](CarSpec& s) { s.counter = nullptr; }, "no completion counter"},
-      {"no carrier", [](CarSpec& s) { s.carrier = nullptr; }, "no carrier"},
+      {"no VC", [](CarSpec& s) { s.vc = nullptr; }, "no VC"},
       {"successors on a send", [](CarSpec& s) { s.predecessors = 2; }, "successors and predecessors belong to schedule vertices"},
   };
   for (const Case& c : send_cases) {

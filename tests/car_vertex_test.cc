@@ -30,7 +30,7 @@ void LaunchLocal(Car& v, CarStep& step) {
     step.Raise<VertexMachine>(v, VertexEvent::kComplete);
   }
 }
-const Carrier kLocal{.name = "local", .launch = &LaunchLocal};
+const Vc kLocal{.name = "local", .launch = &LaunchLocal};
 
 class VertexTest : public ::testing::Test {
  protected:
@@ -59,7 +59,7 @@ class VertexTest : public ::testing::Test {
     CarSpec s;
     s.kind = CarKind::kVertex;
     s.counter = &done_;
-    s.carrier = &kLocal;
+    s.vc = &kLocal;
     s.successors = successors;
     s.predecessors = predecessors;
     ++done_.pending;
@@ -155,12 +155,12 @@ TEST_F(VertexTest, RearmRunsTheScheduleAgain) {
   EXPECT_TRUE(done_.done());
 }
 
-// A vertex failed through a predecessor drains: its carrier settles its
+// A vertex failed through a predecessor drains: its VC settles its
 // message with the peer, and the vertex counts as finished (failed) only once
 // the drain completes; a start that reaches it meanwhile changes nothing.
 std::vector<uint64_t>* g_drains = nullptr;
 void DrainLater(Car& v, CarStep&) { g_drains->push_back(v.id()); }
-const Carrier kDraining{.name = "draining", .launch = &LaunchLocal, .drain = &DrainLater};
+const Vc kDraining{.name = "draining", .launch = &LaunchLocal, .drain = &DrainLater};
 
 TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {
   std::vector<uint64_t> ran, drains;
@@ -169,11 +169,11 @@ TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {
   g_complete_now = true;
   CarPool pool{{}};
   base::Completion done;
-  auto make = [&](std::span<Car* const> successors, uint32_t predecessors, const Carrier* carrier) {
+  auto make = [&](std::span<Car* const> successors, uint32_t predecessors, const Vc* vc) {
     CarSpec s;
     s.kind = CarKind::kVertex;
     s.counter = &done;
-    s.carrier = carrier;
+    s.vc = vc;
     s.successors = successors;
     s.predecessors = predecessors;
     ++done.pending;

@@ -82,7 +82,7 @@ class TestHost : public MethodHost {
     if (c.ok()) arrived.push_back(*c);
     return c;
   }
-  void InstallAgentOps(car::Carrier&) override {}
+  void InstallAgentOps(car::Vc&) override {}
   car::CarPool pool{{.method_private_bytes = 128}};
   std::vector<car::Car*> arrived;  // every unexpected CAR, in arrival order
   // The temporary buffer of the i-th arrival.

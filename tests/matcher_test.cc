@@ -23,7 +23,7 @@ class MatcherTest : public ::testing::Test {
     s.flags = car::CarFlag::kRecvData;
     s.envelope = {context, source, tag};
     s.counter = &done_;
-    s.carrier = &carrier_;
+    s.vc = &vc_;
     return Keep(*pool_.Create(s));
   }
   Car* Message(int source, int tag, uint32_t context = 0) {
@@ -42,7 +42,7 @@ class MatcherTest : public ::testing::Test {
   }
   car::CarPool pool_{{}};
   base::Completion done_;
-  const car::Carrier carrier_{"test"};
+  const car::Vc vc_{.name = "test"};
   std::vector<Car*> cars_;
 };
 

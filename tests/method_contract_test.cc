@@ -37,7 +37,7 @@ class ContractTest : public ::testing::Test {
     s.segment = car::Segment::Of(texts_.back().data(), text.size(), datatype::BasicType::kByte);
     s.counter = &done_;
     done_.pending += 1;
-    s.carrier = self_.Vc(0);
+    s.vc = self_.VcOf(0);
     s.eager_limit = self_.caps().eager_limit;
     car::Car* c = *host_.pool.Create(s);
     self_.Bind(*c, 0);
@@ -74,7 +74,7 @@ TEST_F(ContractTest, SendListRefusesAReceive) {
   r.flags = car::CarFlag::kRecvData;
   r.envelope = {0, 0, 1};
   r.counter = &done_;
-  r.carrier = self_.Vc(0);
+  r.vc = self_.VcOf(0);
   car::CarList list;
   list.PushBack(*host_.pool.Create(r));
   const absl::Status s = self_.Send(0, list);
@@ -102,7 +102,7 @@ TEST_F(ContractTest, RecvReadyReleasesASendWaitingOnAnotherMethod) {
   r.flags = car::CarFlag::kRecvData | car::CarFlag::kSupplyProgress;
   r.envelope = {0, 0, 9};
   r.counter = &done_;
-  r.carrier = self_.Vc(0);
+  r.vc = self_.VcOf(0);
   car::Car* supplier = *host_.pool.Create(r);
   car::Car* send = MakeSend("forwarded", 4, supplier);
   ASSERT_TRUE(car::SendMachine::Dispatch(*send, car::SendEvent::kPost).ok());

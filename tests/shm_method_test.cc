@@ -98,7 +98,7 @@ class ShmMethodTest : public ::testing::Test {
     s.envelope = {0, 1, 3};
     s.segment = car::Segment::Of(payload_, sizeof(payload_), datatype::BasicType::kByte);
     s.counter = &done_;
-    s.carrier = rank0_->Vc(1);  // the VC's operations: swapped when it fails
+    s.vc = rank0_->VcOf(1);  // the VC's operations: swapped when it fails
     s.eager_limit = 8192;
     s.synchronous = true;
     done_.pending = 1;
@@ -282,7 +282,7 @@ TEST_F(ShmMethodTest, ForgedHandlesAreRefused) {
 TEST_F(ShmMethodTest, AWellFormedAckCompletesTheSend) {
   // The same path, honest: rank 1's real ACK completes rank 0's ssend.
   car::Car* send = SyncSend();
-  const uint64_t handle = ShmMethod::StateOf(*send).local_handle;
+  const uint64_t handle = ShmMethod::StateOf(*send).wire.local;
   ASSERT_NE(handle, 0u);
   const AckBody ack{handle};
   Append(kRecAck, &ack, sizeof(ack));
@@ -309,7 +309,7 @@ TEST_F(ShmMethodTest, UnmatchedEnvelopesWaitForTheNextSweep) {
     std::memset(rec.data() + sizeof(h), tag, 8);
     Append(kRecEager, rec.data(), rec.size());
   }
-  const AckBody ack{ShmMethod::StateOf(*send).local_handle};
+  const AckBody ack{ShmMethod::StateOf(*send).wire.local};
   Append(kRecAck, &ack, sizeof(ack));
   // TestHost matches nothing: every eager message ends up unexpected.
   EXPECT_EQ(rank0_->Progress(), 1) << "the first record, then the unmatched second waits";
@@ -345,7 +345,7 @@ class ShmHoldTest : public ShmMethodTest {
   }
   // Posts rank 0's receive of 8 bytes with `tag` from rank 1 into `buf`.
   car::Car* PostRecv(int tag, char* buf, base::Completion* done) {
-    vc_ = *rank0_->Vc(1);
+    vc_ = *rank0_->VcOf(1);
     vc_.post_recv = [](car::Car&, car::CarStep&) {};  // the matcher's part is HoldingHost's
     car::CarSpec s;
     s.kind = car::CarKind::kRecv;
@@ -353,7 +353,7 @@ class ShmHoldTest : public ShmMethodTest {
     s.envelope = {0, 1, tag};
     s.segment = car::Segment::Of(buf, 8, datatype::BasicType::kByte);
     s.counter = done;
-    s.carrier = &vc_;
+    s.vc = &vc_;
     done->pending = 1;
     car::Car* r = *host0_.pool.Create(s);
     rank0_->Bind(*r, 1);
@@ -362,7 +362,7 @@ class ShmHoldTest : public ShmMethodTest {
     ++host0_.hold.postings;
     return r;
   }
-  car::Carrier vc_;
+  car::Vc vc_;
 };
 
 // The next call's message of a collective, come while this rank still waits
@@ -390,7 +390,7 @@ TEST_F(ShmHoldTest, WhatComesBehindAHeldEnvelopeIsNotHeldUp) {
   car::Car* send = SyncSend();
   AppendEager(7);
   EXPECT_EQ(rank0_->Progress(), 0);
-  const AckBody ack{ShmMethod::StateOf(*send).local_handle};
+  const AckBody ack{ShmMethod::StateOf(*send).wire.local};
   Append(kRecAck, &ack, sizeof(ack));
   EXPECT_EQ(rank0_->Progress(), 2) << "the held message (now unexpected), then the ACK";
   ASSERT_EQ(host0_.arrived.size(), 1u);
@@ -478,7 +478,7 @@ class ShmCmaTest : public ::testing::Test {
   car::Car* Send(int from) {
     const int to = 1 - from;
     car::CarSpec s = Spec(true, to, out_[from].data(), &sent_[from]);
-    s.carrier = rank_[from]->Vc(to);
+    s.vc = rank_[from]->VcOf(to);
     s.eager_limit = rank_[from]->eager_limit();
     car::Car* c = *host_[from].pool.Create(s);
     rank_[from]->Bind(*c, to);
@@ -489,10 +489,10 @@ class ShmCmaTest : public ::testing::Test {
   // Posts rank `at`'s receive into in_[at] (the matcher's part is PostedHost's).
   void PostRecv(int at) {
     const int from = 1 - at;
-    vc_[at] = *rank_[at]->Vc(from);
+    vc_[at] = *rank_[at]->VcOf(from);
     vc_[at].post_recv = [](car::Car&, car::CarStep&) {};
     car::CarSpec s = Spec(false, from, in_[at].data(), &got_[at]);
-    s.carrier = &vc_[at];
+    s.vc = &vc_[at];
     car::Car* r = *host_[at].pool.Create(s);
     rank_[at]->Bind(*r, from);
     EXPECT_TRUE(car::RecvMachine::Dispatch(*r, car::RecvEvent::kPost).ok());
@@ -509,7 +509,7 @@ class ShmCmaTest : public ::testing::Test {
   SharedJob job_;
   PostedHost host_[2];
   std::unique_ptr<ShmMethod> rank_[2];
-  car::Carrier vc_[2];
+  car::Vc vc_[2];
   std::vector<char> out_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
   std::vector<char> in_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
   base::Completion sent_[2], got_[2];

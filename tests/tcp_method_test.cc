@@ -59,7 +59,7 @@ class TcpMethodTest : public ::testing::Test {
     completions_.push_back(std::make_unique<base::Completion>());
     completions_.back()->pending = 1;
     s.counter = completions_.back().get();
-    s.carrier = from.Vc(1 - from.rank());
+    s.vc = from.VcOf(1 - from.rank());
     s.eager_limit = 65536;
     car::Car* c = *host.pool.Create(s);
     from.Bind(*c, 1 - from.rank());
@@ -142,9 +142,9 @@ TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {
   // The lower rank's connection won: both ends hold the two ends of it.
   sockaddr_in local0{}, peer1{};
   socklen_t len = sizeof(local0);
-  ASSERT_EQ(::getsockname(rank0_->vc(1).fd, reinterpret_cast<sockaddr*>(&local0), &len), 0);
+  ASSERT_EQ(::getsockname(rank0_->conn(1).fd, reinterpret_cast<sockaddr*>(&local0), &len), 0);
   len = sizeof(peer1);
-  ASSERT_EQ(::getpeername(rank1_->vc(0).fd, reinterpret_cast<sockaddr*>(&peer1), &len), 0);
+  ASSERT_EQ(::getpeername(rank1_->conn(0).fd, reinterpret_cast<sockaddr*>(&peer1), &len), 0);
   EXPECT_EQ(local0.sin_port, peer1.sin_port);
   for (int i = 0; i < 50; ++i) {
     for (auto [host, from] : {std::pair{&host0_, 1}, std::pair{&host1_, 0}}) {

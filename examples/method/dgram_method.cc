@@ -31,7 +31,6 @@
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
-#include "methods/common/handle_table.h"
 #include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
 #include "methods/method.h"
@@ -67,13 +66,11 @@ struct Header {
   uint64_t b;       // CTS: receiver's handle; DATA: offset
 };
 
-// Per-CAR state, in the CAR's method-private area.
+// Per-CAR state, in the CAR's method-private area. The handles come first:
+// methods::WireCars finds them there.
 struct CarState {
-  class DgramMethod* method;
-  int32_t peer;
-  uint64_t local_handle;
-  uint64_t remote_handle;
-  uint64_t offset;  // DATA bytes sent so far
+  methods::WireHandles wire;
+  uint64_t offset = 0;  // DATA bytes sent so far
 };
 
 // A datagram waiting for room in the peer's queue, or a DATA stream.
@@ -100,13 +97,13 @@ class DgramMethod final : public methods::Method {
   absl::string_view name() const override { return "dgram"; }
   const methods::Capabilities& caps() const override { return caps_; }
   bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
-  cartage::car::Carrier* Vc(int peer) override { return &peers_[static_cast<std::size_t>(peer)].ops; }
+  cartage::car::Vc* VcOf(int peer) override { return &peers_[static_cast<std::size_t>(peer)].vc; }
   methods::VcState StateOf(int peer) const override {
     return peers_[static_cast<std::size_t>(peer)].error.ok() ? methods::VcState::kConnected : methods::VcState::kError;
   }
   const absl::Status& PeerStatus(int peer) const override { return peers_[static_cast<std::size_t>(peer)].error; }
   std::size_t private_bytes() const override { return sizeof(CarState); }
-  void Bind(Car& c, int peer) override { new (c.method_private()) CarState{this, peer, 0, 0, 0}; }
+  void Bind(Car& c, int) override { new (c.method_private()) CarState(); }
   int Progress() override;
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override { return methods::ProcessGone(peers_[static_cast<std::size_t>(peer)].pid); }
@@ -115,7 +112,7 @@ class DgramMethod final : public methods::Method {
 
  private:
   struct Peer {
-    cartage::car::Carrier ops;
+    cartage::car::Vc vc;  // its context is this method, its peer the rank
     absl::Status error;
     int32_t pid = 0;
     sockaddr_un addr{};
@@ -123,16 +120,20 @@ class DgramMethod final : public methods::Method {
     std::deque<Outgoing> queue;  // FIFO: nothing overtakes a waiting datagram
   };
   static CarState& S(Car& c) { return *static_cast<CarState*>(c.method_private()); }
+  static DgramMethod& Of(const Car& c) { return methods::MethodOf<DgramMethod>(c); }
   static sockaddr_un Address(const std::string& job, int rank, socklen_t* len);
 
-  // VC operations.
+  // VC operations. Each finds the method and the peer through the VC it was
+  // called through (methods::MethodOf, methods::PeerOf).
+  static const cartage::car::Vc kOps;
   static void StartEager(Car& c, CarStep& step);
   static void StartRendezvous(Car& c, CarStep& step);
   static void StartData(Car& c, CarStep& step);
   static void SendCts(Car& c, CarStep& step);
   static void SendAck(Car& c, CarStep& step);
   static void FailAtOnce(Car& c, CarStep& step) {
-    cartage::car::CarActions::RaiseError(c, step, S(c).method->peers_[static_cast<std::size_t>(S(c).peer)].error);
+    const int peer = methods::PeerOf(c);
+    cartage::car::CarActions::RaiseError(c, step, Of(c).peers_[static_cast<std::size_t>(peer)].error);
   }
 
   Header Make(Type t, const Car* c) const;
@@ -150,16 +151,12 @@ class DgramMethod final : public methods::Method {
   void Malformed(int source, absl::string_view what) {
     FailPeer(source, absl::DataLossError(absl::StrFormat("dgram: malformed datagram from rank %d: %s", source, what)));
   }
-  Car* Lookup(uint64_t handle, cartage::car::CarKind kind, int source) const {
-    return methods::FindFrom(handles_, handle, kind, source, [](Car& c) { return S(c).peer; });
-  }
-  void FinishIfFinal(Car& c) { methods::ForgetIfFinal(handles_, c, S(c).local_handle); }
 
   methods::Capabilities caps_ = Caps();
   methods::MethodHost* host_ = nullptr;
   int rank_ = 0, size_ = 0, fd_ = -1;
   std::vector<Peer> peers_;
-  methods::HandleTable handles_;
+  methods::WireCars wire_;  // the CARs the peers may name by handle
   int backlog_ = 0;  // datagrams queued over all peers
   std::vector<std::byte> rx_ = std::vector<std::byte>(sizeof(Header) + kChunk);
 };
@@ -195,13 +192,10 @@ absl::StatusOr<std::unique_ptr<methods::Method>> DgramMethod::Open(const methods
   m->peers_.resize(static_cast<std::size_t>(m->size_));
   for (int p = 0; p < m->size_; ++p) {
     Peer& peer = m->peers_[static_cast<std::size_t>(p)];
-    peer.ops.name = "dgram";
-    args.host->InstallAgentOps(peer.ops);
-    peer.ops.start_eager = &StartEager;
-    peer.ops.start_rendezvous = &StartRendezvous;
-    peer.ops.start_data = &StartData;
-    peer.ops.send_cts = &SendCts;
-    peer.ops.send_ack = &SendAck;
+    peer.vc = kOps;
+    peer.vc.context = m.get();
+    peer.vc.peer = p;
+    args.host->InstallAgentOps(peer.vc);
     peer.addr = Address(ex.job_id(), p, &peer.addr_len);
     absl::StatusOr<std::string> pid = ex.Get(absl::StrCat("dgram.", p));
     if (!pid.ok() || !absl::SimpleAtoi(*pid, &peer.pid)) {
@@ -273,8 +267,7 @@ bool DgramMethod::Pump(int peer) {
       Car* done = o.car;
       p.queue.pop_front();
       --backlog_;
-      handles_.Remove(S(*done).local_handle);
-      S(*done).local_handle = 0;
+      wire_.Forget(*done);  // the stream was the last the peer hears of it
       (void)SendMachine::Dispatch(*done, SendEvent::kLocalDone);
       continue;
     }
@@ -284,26 +277,34 @@ bool DgramMethod::Pump(int peer) {
     --backlog_;
     if (done != nullptr) {
       (void)SendMachine::Dispatch(*done, SendEvent::kLocalDone);
-      FinishIfFinal(*done);
+      wire_.FinishIfFinal(*done);
     }
   }
   return true;
 }
 
+const cartage::car::Vc DgramMethod::kOps{.name = "dgram",
+                                         .start_eager = &StartEager,
+                                         .start_rendezvous = &StartRendezvous,
+                                         .start_data = &StartData,
+                                         .send_cts = &SendCts,
+                                         .send_ack = &SendAck};
+
 // The VC operations run inside a CAR's transition: they queue what they
 // cannot send and raise events through `step`, never dispatching the CAR.
+// An eager send raises local_done only once its datagram is with the kernel.
 void DgramMethod::StartEager(Car& c, CarStep& step) {
-  CarState& s = S(c);
-  DgramMethod& m = *s.method;
-  if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
+  DgramMethod& m = Of(c);
+  const int peer = methods::PeerOf(c);
+  if (c.spec().synchronous) m.wire_.Register(c);
   Outgoing o;
   o.h = m.Make(kEagerMsg, &c);
   o.h.proto = c.spec().synchronous ? cartage::car::kProtoSync : cartage::car::kProtoEager;
-  o.h.a = s.local_handle;
+  o.h.a = S(c).wire.local;
   o.payload.resize(c.payload_bytes());
   c.Gather(0, o.payload.data(), o.payload.size());  // copied: the user's buffer is free
-  Peer& p = m.peers_[static_cast<std::size_t>(s.peer)];
-  if (p.queue.empty() && m.Try(s.peer, o.h, o.payload.data(), o.payload.size()) == 1) {
+  Peer& p = m.peers_[static_cast<std::size_t>(peer)];
+  if (p.queue.empty() && m.Try(peer, o.h, o.payload.data(), o.payload.size()) == 1) {
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
@@ -313,45 +314,40 @@ void DgramMethod::StartEager(Car& c, CarStep& step) {
 }
 
 void DgramMethod::StartRendezvous(Car& c, CarStep&) {
-  CarState& s = S(c);
-  DgramMethod& m = *s.method;
-  s.local_handle = m.handles_.Insert(&c);
+  DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kRts, &c);
   o.h.proto = cartage::car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{cartage::car::kProtoSync} : 0u);
-  o.h.a = s.local_handle;
-  m.Post(s.peer, std::move(o));
+  o.h.a = m.wire_.Register(c);
+  m.Post(methods::PeerOf(c), std::move(o));
 }
 
 void DgramMethod::StartData(Car& c, CarStep&) {
-  CarState& s = S(c);
-  DgramMethod& m = *s.method;
+  DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kData, nullptr);
-  o.h.a = s.remote_handle;
+  o.h.a = S(c).wire.remote;
   o.car = &c;
-  s.offset = 0;
-  m.peers_[static_cast<std::size_t>(s.peer)].queue.push_back(std::move(o));  // progress streams it
+  S(c).offset = 0;
+  m.peers_[static_cast<std::size_t>(methods::PeerOf(c))].queue.push_back(std::move(o));  // progress streams it
   ++m.backlog_;
 }
 
 void DgramMethod::SendCts(Car& c, CarStep&) {
-  CarState& s = S(c);
-  DgramMethod& m = *s.method;
-  s.local_handle = m.handles_.Insert(&c);
+  DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kCts, nullptr);
-  o.h.a = s.remote_handle;
-  o.h.b = s.local_handle;
-  m.Post(s.peer, std::move(o));
+  o.h.a = S(c).wire.remote;
+  o.h.b = m.wire_.Register(c);
+  m.Post(methods::PeerOf(c), std::move(o));
 }
 
 void DgramMethod::SendAck(Car& c, CarStep&) {
-  CarState& s = S(c);
+  DgramMethod& m = Of(c);
   Outgoing o;
-  o.h = s.method->Make(kAck, nullptr);
-  o.h.a = s.remote_handle;
-  s.method->Post(s.peer, std::move(o));
+  o.h = m.Make(kAck, nullptr);
+  o.h.a = S(c).wire.remote;
+  m.Post(methods::PeerOf(c), std::move(o));
 }
 
 // ---- Progress ------------------------------------------------------------------
@@ -395,21 +391,20 @@ void DgramMethod::Handle(const Header& h, const std::byte* payload, std::size_t 
       absl::StatusOr<Car*> c = methods::DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto,
                                                         rts ? nullptr : payload, [&](Car& taker) {
                                                           Bind(taker, source);
-                                                          S(taker).remote_handle = h.a;
+                                                          S(taker).wire.remote = h.a;
                                                         });
       if (!c.ok()) return FailPeer(source, c.status());
-      FinishIfFinal(**c);
+      wire_.FinishIfFinal(**c);
       return;
     }
     case kCts: {
-      Car* c = Lookup(h.a, cartage::car::CarKind::kSend, source);
+      Car* c = wire_.CtsFor(source, h.a);
       if (c == nullptr) return Malformed(source, "CTS for an unknown send");
-      S(*c).remote_handle = h.b;
-      (void)SendMachine::Dispatch(*c, SendEvent::kCts);
+      wire_.OnCts(*c, h.b);
       return;
     }
     case kData: {
-      Car* r = Lookup(h.a, cartage::car::CarKind::kRecv, source);
+      Car* r = wire_.Lookup(h.a, cartage::car::CarKind::kRecv, source);
       if (r == nullptr) return Malformed(source, "DATA for an unknown receive");
       if (h.b != r->bytes_done() || n == 0 || n > r->bytes_total() - r->bytes_done()) {
         return Malformed(source, absl::StrFormat("DATA of %d bytes at offset %d", n, h.b));
@@ -418,16 +413,12 @@ void DgramMethod::Handle(const Header& h, const std::byte* payload, std::size_t 
       CarSignal d;
       d.bytes = n;
       (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
-      FinishIfFinal(*r);
+      wire_.FinishIfFinal(*r);
       return;
     }
-    case kAck: {
-      Car* c = Lookup(h.a, cartage::car::CarKind::kSend, source);
-      if (c == nullptr) return Malformed(source, "ACK for an unknown send");
-      (void)SendMachine::Dispatch(*c, SendEvent::kAck);
-      FinishIfFinal(*c);
+    case kAck:
+      if (!wire_.OnAck(source, h.a)) Malformed(source, "ACK for an unknown send");
       return;
-    }
     default:
       return Malformed(source, absl::StrFormat("unknown type %d", h.type));
   }
@@ -437,7 +428,7 @@ void DgramMethod::FailPeer(int peer, const absl::Status& why) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   if (p.error.ok()) p.error = why;
   // The VC's error state: whatever is posted to it from now on fails at once.
-  p.ops.start_eager = p.ops.start_rendezvous = p.ops.start_data = p.ops.send_cts = &FailAtOnce;
+  p.vc.start_eager = p.vc.start_rendezvous = p.vc.start_data = p.vc.send_cts = &FailAtOnce;
   CarSignal err;
   err.error = p.error;
   std::deque<Outgoing> queue;
@@ -446,8 +437,7 @@ void DgramMethod::FailPeer(int peer, const absl::Status& why) {
   for (Outgoing& o : queue) {
     if (o.car != nullptr && !SendMachine::IsFinal(*o.car)) (void)SendMachine::Dispatch(*o.car, SendEvent::kError, err);
   }
-  methods::FailWaiting(
-      handles_, peer, p.error, [](Car& c) { return S(c).peer; }, [](Car& c) { S(c).local_handle = 0; });
+  wire_.FailWaiting(peer, p.error);
 }
 
 std::vector<methods::ParamInfo> NoParams() { return {}; }

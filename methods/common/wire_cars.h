@@ -1,8 +1,18 @@
 // What every method that speaks a wire protocol does with CARs, in one
 // place: hand an arrived envelope to the receive it matches (or to a new
-// unexpected CAR), forget a CAR's wire handle once it is final, and fail the
-// CARs it holds by handle for a peer that is gone. shm, tcp and the example
+// unexpected CAR); name CARs on the wire by handle and find them again when
+// the peer answers (CTS, ACK, DATA); forget a handle once its CAR is final;
+// fail the CARs a dead peer will never answer. shm, tcp and the example
 // method (examples/method) use them.
+//
+//   struct MyCarState {
+//     WireHandles wire;   // first: WireCars finds it at the start of the private area
+//     ...
+//   };
+//   WireCars wire_;
+//   s.wire.local = wire_.Register(c);                       // a send that waits for its CTS
+//   if (Car* c = wire_.CtsFor(source, h.sender)) wire_.OnCts(*c, h.receiver);
+//   else Malformed(source, "CTS for an unknown send");
 #ifndef CARTAGE_METHODS_COMMON_WIRE_CARS_H_
 #define CARTAGE_METHODS_COMMON_WIRE_CARS_H_
 
@@ -26,7 +36,7 @@ namespace cartage::methods {
 // (kProtoRendezvous for an RTS), `payload` the whole message of an eager one
 // (null for an RTS). The posted receive it matches, or else a new unexpected
 // CAR (with a temporary buffer for eager data), gets `adopt(car)` (the
-// method's private state: sender, handles) and then its machine's event.
+// method's private state: its handles) and then its machine's event.
 // Returns that CAR; an error only if no unexpected CAR could be made.
 //
 // With `defer_unmatched` (a bool, or a callable asked only once no posted
@@ -67,25 +77,6 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
   return *u;
 }
 
-// Forgets `c`'s wire handle (`local_handle`, the method's copy) once its
-// machine is final: the peer can no longer name it.
-inline void ForgetIfFinal(HandleTable& handles, car::Car& c, uint64_t& local_handle) {
-  if (local_handle == 0) return;
-  const bool final = c.kind() == car::CarKind::kSend ? car::SendMachine::IsFinal(c) : car::RecvMachine::IsFinal(c);
-  if (final) {
-    handles.Remove(local_handle);
-    local_handle = 0;
-  }
-}
-
-// The CAR under `handle` if it is of `kind` and talks to `source`
-// (`peer_of(car)`); nullptr for a stale or forged handle.
-template <class PeerOf>
-car::Car* FindFrom(const HandleTable& handles, uint64_t handle, car::CarKind kind, int source, PeerOf peer_of) {
-  car::Car* c = handles.Find(handle);
-  return c != nullptr && c->kind() == kind && peer_of(*c) == source ? c : nullptr;
-}
-
 // Fails `c` with `why` through its machine, unless it is already final.
 // Outside any CAR's transition (inside one: car::CarActions::RaiseError).
 inline void DispatchError(car::Car& c, const absl::Status& why) {
@@ -98,21 +89,95 @@ inline void DispatchError(car::Car& c, const absl::Status& why) {
   }
 }
 
-// Fails, with `why`, every CAR in `handles` whose peer (`peer_of(car)`) is
-// `peer`, and forgets their handles (`forget(car)` clears the method's copy).
-// Dispatches the CAR machines: call it outside any CAR's transition.
-template <class PeerOf, class Forget>
-void FailWaiting(HandleTable& handles, int peer, const absl::Status& why, PeerOf peer_of, Forget forget) {
-  std::vector<std::pair<uint64_t, car::Car*>> waiting;
-  handles.ForEach([&](uint64_t h, car::Car* c) {
-    if (peer_of(*c) == peer) waiting.emplace_back(h, c);
-  });
-  for (auto [h, c] : waiting) {
-    handles.Remove(h);
-    forget(*c);
-    DispatchError(*c, why);
+// How a CAR and its peer's CAR name each other on the wire. A method that
+// uses WireCars makes this the first member of its CAR state (a
+// standard-layout struct), so that WireCars finds it at the start of the
+// CAR's private area.
+struct WireHandles {
+  uint64_t local = 0;   // this CAR's handle while the peer may name it (0: none)
+  uint64_t remote = 0;  // the peer's handle: the sender's send, or the receiver's receive
+};
+
+// The CARs a method has named on the wire, and what every protocol does when
+// a peer names one back. Everything it dispatches, it dispatches directly:
+// call it outside any CAR's transition (from progress).
+class WireCars {
+ public:
+  // A CAR's handles, at the start of its private area.
+  static WireHandles& HandlesOf(car::Car& c) { return *static_cast<WireHandles*>(c.method_private()); }
+
+  // Room for `n` handles without allocating.
+  void Reserve(std::size_t n) { handles_.Reserve(n); }
+  // Names `c` on the wire: its local handle, which the peer sends back.
+  uint64_t Register(car::Car& c) { return HandlesOf(c).local = handles_.Insert(&c); }
+  // The CAR under `handle` if it is of `kind` and bound to `source` (its
+  // VC's peer); nullptr for a stale, forged or misdirected handle.
+  car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const {
+    car::Car* c = handles_.Find(handle);
+    return c != nullptr && c->kind() == kind && c->vc()->peer == source ? c : nullptr;
   }
-}
+  // Forgets `c`'s handle once its machine is final: the peer can no longer name it.
+  void FinishIfFinal(car::Car& c) {
+    WireHandles& h = HandlesOf(c);
+    if (h.local == 0) return;
+    const bool final = c.kind() == car::CarKind::kSend ? car::SendMachine::IsFinal(c) : car::RecvMachine::IsFinal(c);
+    if (final) Forget(h);
+  }
+  // Forgets `c`'s handle now (its last answer has come).
+  void Forget(car::Car& c) { Forget(HandlesOf(c)); }
+
+  // The send a CTS from `source` names, if it waits for one (rts_sent);
+  // nullptr otherwise: the peer sent something malformed.
+  car::Car* CtsFor(int source, uint64_t send_handle) const {
+    car::Car* c = Lookup(send_handle, car::CarKind::kSend, source);
+    return c != nullptr && car::SendMachine::StateOf(*c) == car::SendState::kRtsSent ? c : nullptr;
+  }
+  // `send`'s CTS came, naming the receive that takes the data
+  // (`receiver_handle`; 0 where the receiver already has the bytes): the
+  // send's machine moves on.
+  void OnCts(car::Car& send, uint64_t receiver_handle) {
+    HandlesOf(send).remote = receiver_handle;
+    (void)car::SendMachine::Dispatch(send, car::SendEvent::kCts);
+    FinishIfFinal(send);
+  }
+  // The ACK of a synchronous send came from `source`; false if it names no
+  // send to `source` (malformed).
+  bool OnAck(int source, uint64_t send_handle) {
+    car::Car* c = Lookup(send_handle, car::CarKind::kSend, source);
+    if (c == nullptr) return false;
+    (void)car::SendMachine::Dispatch(*c, car::SendEvent::kAck);
+    FinishIfFinal(*c);
+    return true;
+  }
+
+  // Fails, with `why`, every CAR named on the wire whose peer is `peer`: it
+  // will never answer. `also(car)` runs for each first (the method's own
+  // bookkeeping).
+  template <class Also>
+  void FailWaiting(int peer, const absl::Status& why, Also also) {
+    std::vector<car::Car*> waiting;
+    handles_.ForEach([&](uint64_t, car::Car* c) {
+      if (c->vc()->peer == peer) waiting.push_back(c);
+    });
+    for (car::Car* c : waiting) {
+      Forget(HandlesOf(*c));
+      also(*c);
+      DispatchError(*c, why);
+    }
+  }
+  void FailWaiting(int peer, const absl::Status& why) {
+    FailWaiting(peer, why, [](car::Car&) {});
+  }
+
+  std::size_t live() const { return handles_.live(); }
+
+ private:
+  void Forget(WireHandles& h) {
+    handles_.Remove(h.local);
+    h.local = 0;
+  }
+  HandleTable handles_;
+};
 
 }  // namespace cartage::methods
 

@@ -43,28 +43,23 @@ constexpr int kMaxBlockUs = 100;  // see Block
 // ---- Peers ---------------------------------------------------------------------
 
 VcState OfiMethod::StateOf(int peer) const {
-  return vcs_[static_cast<std::size_t>(peer)].error.ok() ? VcState::kConnected : VcState::kError;
+  return peers_[static_cast<std::size_t>(peer)].error.ok() ? VcState::kConnected : VcState::kError;
 }
 
-void OfiMethod::Bind(Car& car, int peer) {
-  OfiCarState& st = StateOf(car);
-  st = OfiCarState{};
-  st.method = this;
-  st.peer = peer;
-}
+void OfiMethod::Bind(Car& car, int) { new (car.method_private()) OfiCarState(); }
 
 bool OfiMethod::PeerGone(int peer) {
   if (peer == rank_) return false;
-  const PeerVc& vc = vcs_[static_cast<std::size_t>(peer)];
-  return !vc.error.ok() || (vc.host_key == host_key_ && ProcessGone(vc.pid));
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  return !p.error.ok() || (p.host_key == host_key_ && ProcessGone(p.pid));
 }
 
 void OfiMethod::FailPeer(int peer, const absl::Status& why) {
-  PeerVc& vc = vcs_[static_cast<std::size_t>(peer)];
-  if (vc.error.ok()) vc.error = why;
-  vc.ops.start_eager = &OfiMethod::FailAtOnce;
-  vc.ops.start_rendezvous = &OfiMethod::FailAtOnce;
-  vc.ops.post_recv = &OfiMethod::FailAtOnce;
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.error.ok()) p.error = why;
+  p.vc.start_eager = &OfiMethod::FailAtOnce;
+  p.vc.start_rendezvous = &OfiMethod::FailAtOnce;
+  p.vc.post_recv = &OfiMethod::FailAtOnce;
   // Everything the provider holds for the peer: receives are cancelled (the
   // provider reports ECANCELED later, to an orphan), sends orphaned.
   std::vector<OfiOp*> mine;
@@ -239,10 +234,17 @@ int OfiMethod::RetryQueued() {
   return work;
 }
 
+const car::Vc OfiMethod::kOps{.name = "ofi",
+                              .start_eager = &StartSend,
+                              .start_rendezvous = &StartSend,
+                              .post_recv = &PostRecv,
+                              .unpost_recv = &UnpostRecv,
+                              .send_ack = &SendAck};
+
 void OfiMethod::StartSend(Car& c, CarStep& step) {
   OfiCarState& st = StateOf(c);
-  OfiMethod& m = *st.method;
-  const int peer = st.peer;
+  OfiMethod& m = MethodOf<OfiMethod>(c);
+  const int peer = PeerOf(c);
   const car::Envelope& env = c.envelope();
   const bool sync = c.spec().synchronous;
   const uint64_t bytes = c.payload_bytes();
@@ -274,7 +276,7 @@ void OfiMethod::StartSend(Car& c, CarStep& step) {
 
 void OfiMethod::PostRecv(Car& c, CarStep& step) {
   OfiCarState& st = StateOf(c);
-  OfiMethod& m = *st.method;
+  OfiMethod& m = MethodOf<OfiMethod>(c);
   const car::Envelope& env = c.envelope();
   OfiOp* op = m.NewOp(OfiOp::Kind::kRecv, &c, env.rank);
   if (c.LandsContiguous()) {
@@ -299,28 +301,28 @@ void OfiMethod::UnpostRecv(Car& c, CarStep&) {
   // Cancel() took it back from the provider; one still queued is dropped.
   OfiCarState& st = StateOf(c);
   if (st.op != nullptr) {
-    st.method->Orphan(st.op);
-    if (st.method->live_.contains(st.op)) {
+    OfiMethod& m = MethodOf<OfiMethod>(c);
+    m.Orphan(st.op);
+    if (m.live_.contains(st.op)) {
       st.op->cancelling = true;
-      (void)fi_cancel(&st.method->ep_->fid, &st.op->ctx);
+      (void)fi_cancel(&m.ep_->fid, &st.op->ctx);
     }
     st.op = nullptr;
   }
 }
 
 void OfiMethod::SendAck(Car& c, CarStep& step) {
-  OfiCarState& st = StateOf(c);
-  OfiMethod& m = *st.method;
-  OfiOp* op = m.NewOp(OfiOp::Kind::kAckSend, nullptr, st.peer);
-  op->addr = m.addrs_[static_cast<std::size_t>(st.peer)];
-  op->tag = m.layout().Ack(c.envelope().context_id, m.rank_, st.tag);
+  OfiMethod& m = MethodOf<OfiMethod>(c);
+  const int peer = PeerOf(c);
+  OfiOp* op = m.NewOp(OfiOp::Kind::kAckSend, nullptr, peer);
+  op->addr = m.addrs_[static_cast<std::size_t>(peer)];
+  op->tag = m.layout().Ack(c.envelope().context_id, m.rank_, StateOf(c).tag);
   op->inject = true;
   m.Post(op, &step);
 }
 
 void OfiMethod::FailAtOnce(Car& c, CarStep& step) {
-  OfiCarState& st = StateOf(c);
-  car::CarActions::RaiseError(c, step, st.method->vcs_[static_cast<std::size_t>(st.peer)].error);
+  car::CarActions::RaiseError(c, step, MethodOf<OfiMethod>(c).peers_[static_cast<std::size_t>(PeerOf(c))].error);
 }
 
 absl::Status OfiMethod::Cancel(Car& c) {
@@ -499,7 +501,7 @@ void OfiMethod::OnError(const fi_cq_err_entry& err) {
                      : kind == OfiOp::Kind::kAckRecv ? "acknowledgement from"
                                                      : "send to";
   FailCar(*c, absl::UnavailableError(absl::StrFormat(
-                  "ofi: %s rank %d failed on %s: %s", what, peer >= 0 ? peer : StateOf(*c).peer, provider_.name,
+                  "ofi: %s rank %d failed on %s: %s", what, peer >= 0 ? peer : PeerOf(*c), provider_.name,
                   ErrorText(code, err.prov_errno, err.err_data, err.err_data_size))));
 }
 
@@ -539,10 +541,7 @@ void OfiMethod::DeliverRecv(OfiOp* op, const fi_cq_tagged_entry& e, int64_t trun
                    op->peer >= 0 ? absl::StrCat("rank ", op->peer) : std::string("any rank"), named, size_)));
     return;
   }
-  if (st.peer < 0) {  // a wildcard receive learns its VC
-    st.peer = source;
-    c.Rebind(&vcs_[static_cast<std::size_t>(source)].ops);
-  }
+  if (PeerOf(c) < 0) c.Rebind(&peers_[static_cast<std::size_t>(source)].vc);  // a wildcard receive learns its VC
   st.tag = layout().TagOf(e.tag);
   CarSignal sig;
   sig.bytes = static_cast<uint64_t>(total);

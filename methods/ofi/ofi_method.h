@@ -110,8 +110,6 @@ struct OfiOp {
 
 // What the method keeps in a CAR's method-private area.
 struct OfiCarState {
-  class OfiMethod* method = nullptr;
-  int32_t peer = -1;
   int32_t tag = 0;          // the tag a receive matched (for its acknowledgement)
   OfiOp* op = nullptr;      // the send or receive in the provider's hands
   OfiOp* ack = nullptr;     // a synchronous send's acknowledgement receive
@@ -131,9 +129,9 @@ class OfiMethod final : public Method {
   absl::string_view name() const override { return "ofi"; }
   const Capabilities& caps() const override { return caps_; }
   bool Reaches(int peer) const override { return peer >= 0 && peer < size_; }
-  car::Carrier* Vc(int peer) override { return peer < 0 ? &any_ : &vcs_[static_cast<std::size_t>(peer)].ops; }
+  car::Vc* VcOf(int peer) override { return peer < 0 ? &any_ : &peers_[static_cast<std::size_t>(peer)].vc; }
   VcState StateOf(int peer) const override;
-  const absl::Status& PeerStatus(int peer) const override { return vcs_[static_cast<std::size_t>(peer)].error; }
+  const absl::Status& PeerStatus(int peer) const override { return peers_[static_cast<std::size_t>(peer)].error; }
   std::size_t private_bytes() const override { return sizeof(OfiCarState); }
   void Bind(car::Car& car, int peer) override;
   absl::Status Cancel(car::Car& car) override;
@@ -144,7 +142,9 @@ class OfiMethod final : public Method {
   void FailPeer(int peer, const absl::Status& why) override;
   void Close() override;
 
-  // Carrier operations.
+  // VC operations (car::Vc); the VC's context is the method. The provider
+  // matches, so posting a receive is the method's operation, not the agent's.
+  static const car::Vc kOps;
   static void StartSend(car::Car& c, car::CarStep& step);
   static void PostRecv(car::Car& c, car::CarStep& step);
   static void UnpostRecv(car::Car& c, car::CarStep& step);
@@ -158,8 +158,9 @@ class OfiMethod final : public Method {
 
  private:
   OfiMethod() = default;
-  struct PeerVc {
-    car::Carrier ops;
+  // One peer: its VC and what the job's exchange said of it.
+  struct Peer {
+    car::Vc vc;
     std::string name;
     absl::Status error;   // why it failed (OK: usable)
     int pid = 0;
@@ -211,8 +212,8 @@ class OfiMethod final : public Method {
   std::byte* sink_ = nullptr;
   static constexpr std::size_t kSinkBytes = std::size_t{1} << 30;
   std::vector<uint64_t> addrs_;  // fi_addr_t per world rank
-  std::vector<PeerVc> vcs_;
-  car::Carrier any_;             // wildcard receives
+  std::vector<Peer> peers_;
+  car::Vc any_;             // wildcard receives
   std::deque<OfiOp> ops_;        // the pool (stable addresses)
   OfiOp* free_ = nullptr;
   absl::flat_hash_set<OfiOp*> live_;  // in the provider's hands

@@ -275,36 +275,33 @@ absl::Status OfiMethod::Open(Exchange& exchange, fi_info* info) {
   CARTAGE_RETURN_IF_ERROR(exchange.Put(absl::StrCat("ofi.", rank_),
                                        absl::StrCat(absl::BytesToHexString(name), ";", ::getpid(), ";", host_key_)));
   CARTAGE_RETURN_IF_ERROR(exchange.Fence());
-  vcs_.resize(static_cast<std::size_t>(size_));
+  peers_.resize(static_cast<std::size_t>(size_));
   addrs_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   for (int p = 0; p < size_; ++p) {
-    PeerVc& vc = vcs_[static_cast<std::size_t>(p)];
+    Peer& peer = peers_[static_cast<std::size_t>(p)];
     CARTAGE_ASSIGN_OR_RETURN(std::string record, exchange.Get(absl::StrCat("ofi.", p)));
     std::vector<std::string> f = absl::StrSplit(record, ';');
     std::string peer_name;
-    if (f.size() != 3 || !absl::SimpleAtoi(f[1], &vc.pid) || f[0].size() % 2 != 0 ||
+    if (f.size() != 3 || !absl::SimpleAtoi(f[1], &peer.pid) || f[0].size() % 2 != 0 ||
         !absl::c_all_of(f[0], [](char ch) { return absl::ascii_isxdigit(static_cast<unsigned char>(ch)); })) {
       return absl::DataLossError(absl::StrFormat("ofi: rank %d published a malformed record '%s'", p, record));
     }
     peer_name = absl::HexStringToBytes(f[0]);
-    vc.host_key = f[2];
+    peer.host_key = f[2];
     fi_addr_t a = FI_ADDR_UNSPEC;
     if (fi_av_insert(av_, peer_name.data(), 1, &a, 0, nullptr) != 1) {
       return absl::UnavailableError(absl::StrFormat("ofi: rank %d cannot insert rank %d's address", rank_, p));
     }
     addrs_[static_cast<std::size_t>(p)] = a;
-    vc.name = absl::StrFormat("ofi to rank %d", p);
-    vc.ops.name = vc.name;
-    vc.ops.start_eager = &OfiMethod::StartSend;
-    vc.ops.start_rendezvous = &OfiMethod::StartSend;
-    vc.ops.post_recv = &OfiMethod::PostRecv;
-    vc.ops.unpost_recv = &OfiMethod::UnpostRecv;
-    vc.ops.send_ack = &OfiMethod::SendAck;
+    peer.name = absl::StrFormat("ofi to rank %d", p);
+    peer.vc = kOps;
+    peer.vc.name = peer.name;
+    peer.vc.context = this;
+    peer.vc.peer = p;
   }
+  any_ = kOps;  // wildcard receives: the provider matches them too
   any_.name = "ofi from any rank";
-  any_.post_recv = &OfiMethod::PostRecv;
-  any_.unpost_recv = &OfiMethod::UnpostRecv;
-  any_.send_ack = &OfiMethod::SendAck;
+  any_.context = this;
   entries_.resize(static_cast<std::size_t>(options_.events));
   if (provider_.rx_iov_limit >= 2) {
     void* sink = ::mmap(nullptr, kSinkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -11,11 +11,13 @@ using car::Car;
 using car::CarSignal;
 using car::CarStep;
 
+const car::Vc SelfMethod::kOps{.name = "self", .start_eager = &StartEager, .send_ack = &SendAck};
+
 SelfMethod::SelfMethod(MethodHost* host, int rank) : host_(host), rank_(rank) {
-  vc_.name = "self";
+  vc_ = kOps;
+  vc_.context = this;
+  vc_.peer = rank;
   host_->InstallAgentOps(vc_);
-  vc_.start_eager = &StartEager;  // no rendezvous: every size is eager
-  vc_.send_ack = &SendAck;
 }
 
 Capabilities SelfMethod::Caps() {
@@ -27,10 +29,7 @@ Capabilities SelfMethod::Caps() {
   return c;
 }
 
-void SelfMethod::Bind(Car& car, int) {
-  SelfCarState& s = *new (car.method_private()) SelfCarState();
-  s.method = this;
-}
+void SelfMethod::Bind(Car& car, int) { new (car.method_private()) SelfCarState(); }
 
 namespace {
 absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
@@ -43,7 +42,7 @@ const Descriptor kDescriptor{"self", "the rank itself: in-process, one copy, eve
                              &SelfMethod::Caps, &NoParams, &Open};
 
 void SelfMethod::StartEager(Car& send, CarStep& step) {
-  SelfMethod& m = *StateOf(send).method;
+  SelfMethod& m = MethodOf<SelfMethod>(send);
   const car::Envelope& e = send.envelope();
   const car::Envelope incoming{e.context_id, m.rank_, e.tag};
   CarSignal sig;

@@ -19,7 +19,6 @@ namespace cartage::methods::self {
 
 // What the method keeps in a CAR's method-private area.
 struct SelfCarState {
-  class SelfMethod* method = nullptr;
   car::Car* sender = nullptr;  // receive of a synchronous send: whom to acknowledge
 };
 
@@ -31,7 +30,7 @@ class SelfMethod final : public Method {
   absl::string_view name() const override { return "self"; }
   const Capabilities& caps() const override { return caps_; }
   bool Reaches(int peer) const override { return peer == rank_; }
-  car::Carrier* Vc(int peer) override { return peer == rank_ ? &vc_ : nullptr; }
+  car::Vc* VcOf(int peer) override { return peer == rank_ ? &vc_ : nullptr; }
   VcState StateOf(int) const override { return VcState::kConnected; }
   const absl::Status& PeerStatus(int) const override { return ok_; }
   std::size_t private_bytes() const override { return sizeof(SelfCarState); }
@@ -42,7 +41,9 @@ class SelfMethod final : public Method {
   void FailPeer(int, const absl::Status&) override {}
   void Close() override {}
 
-  // Carrier operations (car::Carrier).
+  // VC operations (car::Vc); the VC's context is the method. No
+  // rendezvous: every size is eager.
+  static const car::Vc kOps;
   static void StartEager(car::Car& c, car::CarStep& step);
   static void SendAck(car::Car& c, car::CarStep& step);
 
@@ -52,7 +53,7 @@ class SelfMethod final : public Method {
   MethodHost* host_;
   int rank_;
   Capabilities caps_ = Caps();
-  car::Carrier vc_;
+  car::Vc vc_;
   absl::Status ok_;
   std::vector<std::byte> scratch_;  // a non-contiguous message, packed (reused)
 };

@@ -65,17 +65,15 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   m->streams_.resize(n);
   m->control_.resize(n);
   m->vcs_.resize(n);
-  for (car::Carrier& vc : m->vcs_) {
-    vc.name = "shm";
+  for (int p = 0; p < m->size_; ++p) {
+    car::Vc& vc = m->vcs_[static_cast<std::size_t>(p)];
+    vc = kConnectedOps;
+    vc.context = m.get();
+    vc.peer = p;
     host->InstallAgentOps(vc);
-    vc.start_eager = &StartEager;
-    vc.start_rendezvous = &StartRendezvous;
-    vc.start_data = &StartData;
-    vc.send_cts = &SendCts;
-    vc.send_ack = &SendAck;
   }
   for (ControlQueue& q : m->control_) q.items.reserve(256);
-  m->handles_.Reserve(4096);
+  m->wire_.Reserve(4096);
   using DirectStore = ShmOptions::DirectStore;
   const uint64_t slow_ticks =
       options.direct_store == DirectStore::kAuto ? static_cast<uint64_t>(120.0 * internal::TicksPerNs()) : 0;
@@ -127,11 +125,7 @@ const Descriptor kDescriptor{
     "shm", "the other ranks on this host: lock-free rings, eager records, pipelined or CMA rendezvous",
     &CapsFromEnvironment<ShmMethod, ShmOptions>, &Params, &OpenFromEnvironment<ShmMethod, ShmOptions>};
 
-void ShmMethod::Bind(Car& c, int peer) {
-  ShmCarState& s = *new (c.method_private()) ShmCarState();
-  s.method = this;
-  s.peer = peer;
-}
+void ShmMethod::Bind(Car& c, int) { new (c.method_private()) ShmCarState(); }
 
 void ShmMethod::Close() {
   segment_->block(rank_).finalized.store(1, std::memory_order_release);
@@ -162,35 +156,35 @@ inline void ShmMethod::CommitTo(int peer, uint16_t type, RingWriter::Order order
 }
 
 bool ShmMethod::TryEager(Car& c) {
-  ShmCarState& s = StateOf(c);
+  const int peer = PeerOf(c);
   const uint64_t len = c.payload_bytes();
-  std::byte* p = writers_[static_cast<std::size_t>(s.peer)].Begin(sizeof(MatchHeader) + len);
+  std::byte* p = writers_[static_cast<std::size_t>(peer)].Begin(sizeof(MatchHeader) + len);
   if (p == nullptr) return false;
   const car::Envelope& e = c.envelope();
-  const MatchHeader h{e.context_id, e.tag, len, s.local_handle,
+  const MatchHeader h{e.context_id, e.tag, len, StateOf(c).wire.local,
                       c.spec().synchronous ? car::kProtoSync : car::kProtoEager, 0};
   StoreHeader(p, h);
   c.Gather(0, p + sizeof(h), len);  // packs a non-contiguous segment straight into the ring
-  CommitTo(s.peer, kRecEager);
-  Wake(s.peer);
+  CommitTo(peer, kRecEager);
+  Wake(peer);
   return true;
 }
 
 bool ShmMethod::TryRts(Car& c) {
-  ShmCarState& s = StateOf(c);
-  std::byte* p = writers_[static_cast<std::size_t>(s.peer)].Begin(sizeof(MatchHeader) + sizeof(RtsBody));
+  const int peer = PeerOf(c);
+  std::byte* p = writers_[static_cast<std::size_t>(peer)].Begin(sizeof(MatchHeader) + sizeof(RtsBody));
   if (p == nullptr) return false;
   const car::Envelope& e = c.envelope();
   const uint32_t proto = car::kProtoRendezvous | (c.spec().synchronous ? uint32_t{car::kProtoSync} : 0u);
-  const MatchHeader h{e.context_id, e.tag, c.payload_bytes(), s.local_handle, proto, 0};
+  const MatchHeader h{e.context_id, e.tag, c.payload_bytes(), StateOf(c).wire.local, proto, 0};
   // A non-contiguous message announces no address: the receiver cannot read
   // it in one copy (CMA) and asks for the pipelined stream instead.
   const RtsBody body{reinterpret_cast<uint64_t>(c.ContiguousSource())};
   StoreHeader(p, h);
   std::memcpy(p + sizeof(h), &body, sizeof(body));
   // The receiver may read the buffer in place (CMA): its bytes go first.
-  CommitTo(s.peer, kRecRts, RingWriter::Order::kEarlierStores);
-  Wake(s.peer);
+  CommitTo(peer, kRecRts, RingWriter::Order::kEarlierStores);
+  Wake(peer);
   return true;
 }
 
@@ -226,41 +220,54 @@ void ShmMethod::SendControl(int peer, const Control& k) {
 
 bool ShmMethod::PumpStream(Car& c) {
   ShmCarState& s = StateOf(c);
-  RingWriter& w = writers_[static_cast<std::size_t>(s.peer)];
+  const int peer = PeerOf(c);
+  RingWriter& w = writers_[static_cast<std::size_t>(peer)];
   const uint64_t total = c.payload_bytes();
   const std::size_t chunk_max = w.max_payload() - sizeof(DataHeader);
   while (s.offset < total) {
     const std::size_t chunk = static_cast<std::size_t>(std::min<uint64_t>(chunk_max, total - s.offset));
     std::byte* p = w.Begin(sizeof(DataHeader) + chunk);
     if (p == nullptr) return false;
-    StoreHeader(p, DataHeader{s.remote_handle, s.offset});
+    StoreHeader(p, DataHeader{s.wire.remote, s.offset});
     c.Gather(s.offset, p + sizeof(DataHeader), chunk);
-    CommitTo(s.peer, kRecData);
+    CommitTo(peer, kRecData);
     s.offset += chunk;
   }
-  Wake(s.peer);
+  Wake(peer);
   return true;
 }
 
-// ---- Carrier operations ------------------------------------------------------
+// ---- Vc operations ------------------------------------------------------
+
+// A VC's operations: connected, and failed (what is posted from then on fails
+// at once; an answer the VC still owes goes out as before).
+const car::Vc ShmMethod::kConnectedOps{.name = "shm",
+                                       .start_eager = &StartEager,
+                                       .start_rendezvous = &StartRendezvous,
+                                       .start_data = &StartData,
+                                       .send_cts = &SendCts,
+                                       .send_ack = &SendAck};
+const car::Vc ShmMethod::kFailingOps{.name = "shm",
+                                     .start_eager = &FailAtOnce,
+                                     .start_rendezvous = &FailAtOnce,
+                                     .start_data = &StartData,
+                                     .send_cts = &SendCts,
+                                     .send_ack = &SendAck};
 
 void ShmMethod::FailAtOnce(Car& c, CarStep& step) {
-  ShmCarState& s = StateOf(c);
-  car::CarActions::RaiseError(c, step, s.method->broken_[static_cast<std::size_t>(s.peer)]);
+  car::CarActions::RaiseError(c, step, MethodOf<ShmMethod>(c).broken_[static_cast<std::size_t>(PeerOf(c))]);
 }
 
 void ShmMethod::Park(Car& c, ParkedAs why) {
-  ShmCarState& s = StateOf(c);
-  s.parked = why;
-  parked_[static_cast<std::size_t>(s.peer)].PushBack(&c);
+  StateOf(c).parked = why;
+  parked_[static_cast<std::size_t>(PeerOf(c))].PushBack(&c);
   ++backlog_;
 }
 
 void ShmMethod::StartEager(Car& c, CarStep& step) {
-  ShmCarState& s = StateOf(c);
-  ShmMethod& m = *s.method;
-  if (c.spec().synchronous) s.local_handle = m.handles_.Insert(&c);
-  if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryEager(c)) {
+  ShmMethod& m = MethodOf<ShmMethod>(c);
+  if (c.spec().synchronous) m.wire_.Register(c);
+  if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.TryEager(c)) {
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
     return;
   }
@@ -268,34 +275,34 @@ void ShmMethod::StartEager(Car& c, CarStep& step) {
 }
 
 void ShmMethod::StartRendezvous(Car& c, CarStep&) {
-  ShmCarState& s = StateOf(c);
-  ShmMethod& m = *s.method;
-  s.local_handle = m.handles_.Insert(&c);
-  s.awaiting_cts = true;
+  ShmMethod& m = MethodOf<ShmMethod>(c);
+  m.wire_.Register(c);
+  StateOf(c).awaiting_cts = true;
   ++m.rts_out_;
-  if (m.parked_[static_cast<std::size_t>(s.peer)].empty() && m.TryRts(c)) return;
+  if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.TryRts(c)) return;
   m.Park(c, kParkedRts);
 }
 
 void ShmMethod::StartData(Car& c, CarStep& step) {
-  ShmCarState& s = StateOf(c);
-  ShmMethod& m = *s.method;
-  if (s.remote_handle == 0) {  // the receiver already copied it (CMA)
+  ShmMethod& m = MethodOf<ShmMethod>(c);
+  if (StateOf(c).wire.remote == 0) {  // the receiver already copied it (CMA)
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
-  if (m.streams_[static_cast<std::size_t>(s.peer)].empty() && m.PumpStream(c)) {
+  const auto peer = static_cast<std::size_t>(PeerOf(c));
+  if (m.streams_[peer].empty() && m.PumpStream(c)) {
     step.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
-  m.streams_[static_cast<std::size_t>(s.peer)].PushBack(&c);
+  m.streams_[peer].PushBack(&c);
   ++m.backlog_;
 }
 
 void ShmMethod::SendCts(Car& c, CarStep& step) {
   ShmCarState& s = StateOf(c);
-  ShmMethod& m = *s.method;
-  const auto peer = static_cast<std::size_t>(s.peer);
+  ShmMethod& m = MethodOf<ShmMethod>(c);
+  const int source = PeerOf(c);
+  const auto peer = static_cast<std::size_t>(source);
   const uint64_t total = c.bytes_total();
   const bool can_cma = m.cma_[peer] && s.remote_address != 0 && c.LandsContiguous();
   bool cma = can_cma && total >= m.CmaMin();
@@ -303,9 +310,9 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
   const bool timed = can_cma && !cma && m.options_.cma_choose_min > 0 && total >= m.options_.cma_choose_min;
   if (timed) cma = m.choosers_[peer].UseCma();
   if (!cma) {
-    s.local_handle = m.handles_.Insert(&c);
+    m.wire_.Register(c);
     s.cts_ns = timed ? NowNs() : 0;
-    m.SendControl(s.peer, {kRecCts, s.remote_handle, s.local_handle, 0});
+    m.SendControl(source, {kRecCts, s.wire.remote, s.wire.local, 0});
     return;
   }
   // Single copy: read straight from the sender into the receive buffer.
@@ -319,26 +326,23 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
     const ssize_t got = ::process_vm_readv(m.pids_[peer], &local, 1, &remote, 1, 0);
     if (got <= 0) {
       const absl::Status why = absl::UnavailableError(absl::StrFormat(
-          "process_vm_readv from rank %d failed: %s", s.peer, std::strerror(errno)));
-      m.SendControl(s.peer, {kRecCts, s.remote_handle, 0, 2});
+          "process_vm_readv from rank %d failed: %s", source, std::strerror(errno)));
+      m.SendControl(source, {kRecCts, s.wire.remote, 0, 2});
       car::CarActions::RaiseError(c, step, why);
       return;
     }
     done += static_cast<uint64_t>(got);
   }
   if (timed) m.choosers_[peer].Observe(/*cma=*/true, want, NowNs() - start_ns);
-  m.SendControl(s.peer, {kRecCts, s.remote_handle, 0, 1});
+  m.SendControl(source, {kRecCts, s.wire.remote, 0, 1});
   CarSignal data;
   data.bytes = total;  // all of it is accounted; what did not fit was not read
   step.Raise<RecvMachine>(c, RecvEvent::kData, data);
 }
 
 void ShmMethod::SendAck(Car& c, CarStep&) {
-  ShmCarState& s = StateOf(c);
-  s.method->SendControl(s.peer, {kRecAck, s.remote_handle, 0, 0});
+  MethodOf<ShmMethod>(c).SendControl(PeerOf(c), {kRecAck, StateOf(c).wire.remote, 0, 0});
 }
-
-void ShmMethod::FinishIfFinal(Car& c) { ForgetIfFinal(handles_, c, StateOf(c).local_handle); }
 
 void ShmMethod::EndRts(Car& c) {
   ShmCarState& s = StateOf(c);
@@ -356,8 +360,7 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   const auto i = static_cast<std::size_t>(peer);
   if (broken_[i].ok()) broken_[i] = why;
   // The VC's error state: whatever is posted to it from now on fails at once.
-  vcs_[i].start_eager = &FailAtOnce;
-  vcs_[i].start_rendezvous = &FailAtOnce;
+  SwapOps(vcs_[i], kFailingOps);
   CarSignal err;
   err.error = why;
   while (Car* c = parked_[i].PopFront()) {
@@ -372,12 +375,7 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   }
   backlog_ -= static_cast<int>(control_[i].size());
   control_[i].clear();
-  FailWaiting(
-      handles_, peer, why, [](Car& c) { return StateOf(c).peer; },
-      [this](Car& c) {
-        StateOf(c).local_handle = 0;
-        EndRts(c);
-      });
+  wire_.FailWaiting(peer, why, [this](Car& c) { EndRts(c); });
 }
 
 }  // namespace cartage::methods::shm

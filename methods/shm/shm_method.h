@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "car/car.h"
 #include "car/car_list.h"
-#include "methods/common/handle_table.h"
+#include "methods/common/wire_cars.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/shm/copy_chooser.h"
@@ -82,12 +82,9 @@ std::vector<ParamInfo> Params();
 
 // What the method keeps in a CAR's method-private area.
 struct ShmCarState {
-  class ShmMethod* method = nullptr;
-  int32_t peer = -1;
+  WireHandles wire;              // first: WireCars finds it there
   uint32_t parked = 0;           // a ParkedAs value while on a pending list
   bool awaiting_cts = false;     // a rendezvous send whose RTS has no answer yet
-  uint64_t local_handle = 0;     // our handle for this CAR, while registered
-  uint64_t remote_handle = 0;    // the peer's handle (sender's send / receiver's receive)
   uint64_t remote_address = 0;   // RTS: the sender's buffer
   uint64_t offset = 0;           // pipelined send: bytes streamed so far
   uint64_t cts_ns = 0;           // pipelined receive timed for the CopyChooser: when its CTS went (0: not timed)
@@ -114,7 +111,7 @@ class ShmMethod final : public Method {
   const Capabilities& caps() const override { return caps_; }
   // Every other rank of the job: the launcher starts a job on one host.
   bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
-  car::Carrier* Vc(int peer) override { return &vcs_[static_cast<std::size_t>(peer)]; }
+  car::Vc* VcOf(int peer) override { return &vcs_[static_cast<std::size_t>(peer)]; }
   VcState StateOf(int peer) const override {
     return broken_[static_cast<std::size_t>(peer)].ok() ? VcState::kConnected : VcState::kError;
   }
@@ -135,7 +132,7 @@ class ShmMethod final : public Method {
   // Marks this rank finalized for its peers.
   void Close() override;
 
-  // Carrier operations (car::Carrier), found through ShmCarState::method.
+  // VC operations (car::Vc); the VC's context is the method.
   static void StartEager(car::Car& c, car::CarStep& step);
   static void StartRendezvous(car::Car& c, car::CarStep& step);
   static void StartData(car::Car& c, car::CarStep& step);
@@ -156,7 +153,9 @@ class ShmMethod final : public Method {
     uint32_t c;
   };
   ShmMethod() = default;
-  // A VC's operations in the error state: every CAR fails at once.
+  // A VC's operations, connected and in the error state.
+  static const car::Vc kConnectedOps, kFailingOps;
+  // In the error state: every CAR fails at once.
   static void FailAtOnce(car::Car& c, car::CarStep& step);
   // Queues a send whose record did not fit the ring, behind its peer's others.
   void Park(car::Car& c, ParkedAs why);
@@ -205,19 +204,15 @@ class ShmMethod final : public Method {
   // Copies a fixed-size body out of `rec`, or fails the peer if it is short.
   template <class Body>
   bool ReadBody(int source, const RingRecord& rec, absl::string_view what, Body* out);
-  void FinishIfFinal(car::Car& c);
   // A rendezvous send got its answer (or failed): no longer counted in rts_out_.
   void EndRts(car::Car& c);
   // The smallest rendezvous message to read with CMA now.
   std::size_t CmaMin() const;
-  // The CAR under a handle `source` sent, if it is of `kind` and bound to
-  // `source`; nullptr for a stale or forged handle.
-  car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
 
   ShmOptions options_;
   Capabilities caps_;
   MethodHost* host_ = nullptr;
-  std::vector<car::Carrier> vcs_;  // per peer: its operations (swapped on error)
+  std::vector<car::Vc> vcs_;  // per peer: its operations (swapped on error)
   int rank_ = 0;
   int size_ = 0;
   std::unique_ptr<ShmSegment> segment_;
@@ -275,7 +270,7 @@ class ShmMethod final : public Method {
     }
   };
   std::vector<ControlQueue> control_;
-  HandleTable handles_;
+  WireCars wire_;
   int backlog_ = 0;  // CARs parked or streaming and control records waiting, over all peers
   int rts_out_ = 0;  // rendezvous sends waiting for their CTS, over all peers
 };

@@ -131,7 +131,7 @@ int ShmMethod::RetryBacklog() {
       if (s.parked == kParkedEager) {
         s.parked = kNotParked;
         (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
-        FinishIfFinal(*c);
+        wire_.FinishIfFinal(*c);
       } else {
         s.parked = kNotParked;
       }
@@ -142,7 +142,7 @@ int ShmMethod::RetryBacklog() {
       --backlog_;
       ++work;
       (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
-      FinishIfFinal(*c);
+      wire_.FinishIfFinal(*c);
     }
   }
   return work;
@@ -212,7 +212,7 @@ bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, D
       [&](Car& taker) {
         Bind(taker, source);
         ShmCarState& s = StateOf(taker);
-        s.remote_handle = h.sender_handle;
+        s.wire.remote = h.sender_handle;
         s.remote_address = rts.address;
       },
       // Asked only of an envelope nothing matches: a hold needs nothing
@@ -226,12 +226,8 @@ bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, D
     return true;
   }
   if (*c == nullptr) return false;  // deferred: stays in the ring
-  FinishIfFinal(**c);
+  wire_.FinishIfFinal(**c);
   return true;
-}
-
-Car* ShmMethod::Lookup(uint64_t handle, car::CarKind kind, int source) const {
-  return FindFrom(handles_, handle, kind, source, [](Car& c) { return StateOf(c).peer; });
 }
 
 template <class Body>
@@ -247,26 +243,22 @@ bool ShmMethod::ReadBody(int source, const RingRecord& rec, absl::string_view wh
 void ShmMethod::OnCts(int source, const RingRecord& rec) {
   CtsBody b;
   if (!ReadBody(source, rec, "CTS", &b)) return;
-  Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
+  Car* c = wire_.CtsFor(source, b.sender_handle);
   if (c == nullptr) return Malformed(source, "CTS for an unknown send");
-  ShmCarState& s = StateOf(*c);
   EndRts(*c);
   if (b.copied == 2) {
-    CarSignal err;
-    err.error = absl::UnavailableError(
-        absl::StrFormat("rank %d could not read the data (process_vm_readv failed)", source));
-    (void)SendMachine::Dispatch(*c, SendEvent::kError, err);
-  } else {
-    s.remote_handle = b.copied == 1 ? 0 : b.receiver_handle;
-    (void)SendMachine::Dispatch(*c, SendEvent::kCts);
+    DispatchError(*c, absl::UnavailableError(
+                          absl::StrFormat("rank %d could not read the data (process_vm_readv failed)", source)));
+    wire_.FinishIfFinal(*c);
+    return;
   }
-  FinishIfFinal(*c);
+  wire_.OnCts(*c, b.copied == 1 ? 0 : b.receiver_handle);  // 1: the receiver read it itself (CMA)
 }
 
 void ShmMethod::OnData(int source, const RingRecord& rec) {
   DataHeader h;
   if (!ReadBody(source, rec, "DATA", &h)) return;
-  Car* r = Lookup(h.receiver_handle, car::CarKind::kRecv, source);
+  Car* r = wire_.Lookup(h.receiver_handle, car::CarKind::kRecv, source);
   if (r == nullptr) return Malformed(source, "DATA for an unknown receive");
   if (h.offset != r->bytes_done()) {
     return Malformed(source, absl::StrFormat("DATA at offset %d, expected %d", h.offset, r->bytes_done()));
@@ -280,16 +272,13 @@ void ShmMethod::OnData(int source, const RingRecord& rec) {
   CarSignal d;
   d.bytes = n;
   (void)RecvMachine::Dispatch(*r, RecvEvent::kData, d);
-  FinishIfFinal(*r);
+  wire_.FinishIfFinal(*r);
 }
 
 void ShmMethod::OnAck(int source, const RingRecord& rec) {
   AckBody b;
   if (!ReadBody(source, rec, "ACK", &b)) return;
-  Car* c = Lookup(b.sender_handle, car::CarKind::kSend, source);
-  if (c == nullptr) return Malformed(source, "ACK for an unknown send");
-  (void)SendMachine::Dispatch(*c, SendEvent::kAck);
-  FinishIfFinal(*c);
+  if (!wire_.OnAck(source, b.sender_handle)) Malformed(source, "ACK for an unknown send");
 }
 
 }  // namespace cartage::methods::shm

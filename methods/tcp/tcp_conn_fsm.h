@@ -20,7 +20,7 @@
 
 namespace cartage::methods::tcp {
 
-struct TcpVc;
+struct TcpConn;
 
 // What a connection event carries.
 struct ConnSignal {
@@ -30,23 +30,23 @@ struct ConnSignal {
 
 struct ConnActions {
   // Guards.
-  static bool PeerWins(const TcpVc& vc, const ConnSignal& s);  // the peer's rank is lower: its connection wins
+  static bool PeerWins(const TcpConn& conn, const ConnSignal& s);  // the peer's rank is lower: its connection wins
   // Actions.
-  static void StartConnect(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void SendHello(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void Adopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void DropOwnAndAdopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void Refuse(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void Welcomed(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void DropOwn(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void Fail(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
-  static void Shut(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step);
+  static void StartConnect(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void SendHello(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void Adopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void Refuse(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void Welcomed(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void DropOwn(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void Fail(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void Shut(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
 };
 
 struct ConnDef {
   enum class State : uint8_t { kIdle, kConnecting, kHelloSent, kAwaitPeer, kConnected, kError, kClosed, kCount };
   enum class Event : uint8_t { kSend, kConnectDone, kAccepted, kWelcome, kDuplicate, kLost, kClose, kCount };
-  using Context = TcpVc;
+  using Context = TcpConn;
   using Payload = ConnSignal;
   static constexpr absl::string_view kName = "tcp_connection";
   static constexpr absl::string_view kSummary =
@@ -60,8 +60,8 @@ struct ConnDef {
       {"close", fsm::EventKind::kUser}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kError, State::kClosed};
-  static fsm::StateWord& Cell(TcpVc& vc);
-  static uint64_t IdOf(const TcpVc& vc);
+  static fsm::StateWord& Cell(TcpConn& conn);
+  static uint64_t IdOf(const TcpConn& conn);
 };
 
 namespace conn_fsm {

@@ -99,8 +99,8 @@ bool SendSmall(int fd, const void* p, std::size_t n) {
 
 }  // namespace
 
-fsm::StateWord& ConnDef::Cell(TcpVc& vc) { return vc.state; }
-uint64_t ConnDef::IdOf(const TcpVc& vc) { return static_cast<uint64_t>(vc.peer); }
+fsm::StateWord& ConnDef::Cell(TcpConn& conn) { return conn.state; }
+uint64_t ConnDef::IdOf(const TcpConn& conn) { return static_cast<uint64_t>(conn.peer); }
 
 absl::Status TcpMethod::Listen() {
   std::vector<Iface> ifaces = Interfaces();
@@ -194,42 +194,42 @@ void TcpMethod::CloseFd(int fd) {
   ::close(fd);
 }
 
-void TcpMethod::DropConnection(TcpVc& vc) {
-  CloseFd(vc.fd);
-  vc.fd = -1;
+void TcpMethod::DropConnection(TcpConn& conn) {
+  CloseFd(conn.fd);
+  conn.fd = -1;
 }
 
 // The connection actions (tcp_conn_fsm.h).
 
 namespace {
 // An action that finds the connection unusable raises `lost` (run to completion).
-void RaiseLost(TcpVc& vc, fsm::Step<TcpVc, ConnSignal>& step, absl::Status why) {
+void RaiseLost(TcpConn& conn, fsm::Step<TcpConn, ConnSignal>& step, absl::Status why) {
   ConnSignal lost;
   lost.error = std::move(why);
-  step.Raise<ConnMachine>(vc, ConnEvent::kLost, lost);
+  step.Raise<ConnMachine>(conn, ConnEvent::kLost, lost);
 }
 }  // namespace
 
-bool ConnActions::PeerWins(const TcpVc& vc, const ConnSignal&) { return vc.peer < vc.method->rank_; }
+bool ConnActions::PeerWins(const TcpConn& conn, const ConnSignal&) { return conn.peer < conn.method->rank_; }
 
-void ConnActions::StartConnect(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>& step) {
-  TcpMethod& m = *vc.method;
-  absl::StatusOr<sockaddr_in> to = m.AddressOf(vc.peer);
-  if (!to.ok()) return RaiseLost(vc, step, to.status());
-  vc.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+void ConnActions::StartConnect(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>& step) {
+  TcpMethod& m = *conn.method;
+  absl::StatusOr<sockaddr_in> to = m.AddressOf(conn.peer);
+  if (!to.ok()) return RaiseLost(conn, step, to.status());
+  conn.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
-  if (vc.fd >= 0) ::setsockopt(vc.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (vc.fd < 0 || (::connect(vc.fd, reinterpret_cast<const sockaddr*>(&*to), sizeof(*to)) != 0 &&
+  if (conn.fd >= 0) ::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (conn.fd < 0 || (::connect(conn.fd, reinterpret_cast<const sockaddr*>(&*to), sizeof(*to)) != 0 &&
                     errno != EINPROGRESS)) {
-    return RaiseLost(vc, step,
-                     absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", vc.peer,
+    return RaiseLost(conn, step,
+                     absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", conn.peer,
                                                             Ipv4(to->sin_addr), ntohs(to->sin_port), std::strerror(errno))));
   }
-  m.Watch(vc.fd, EPOLLOUT, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
+  m.Watch(conn.fd, EPOLLOUT, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
 }
 
-void ConnActions::SendHello(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>& step) {
-  TcpMethod& m = *vc.method;
+void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>& step) {
+  TcpMethod& m = *conn.method;
   Hello hello{};
   hello.magic = kHelloMagic;
   hello.version = kWireVersion;
@@ -237,55 +237,55 @@ void ConnActions::SendHello(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnS
   hello.rank = m.rank_;
   hello.size = m.size_;
   std::memcpy(hello.key, m.job_key_.data(), m.job_key_.size());
-  vc.reply_got = 0;
-  if (!SendSmall(vc.fd, &hello, sizeof(hello))) {
-    return RaiseLost(vc, step,
-                     absl::UnavailableError(absl::StrFormat("tcp: greeting rank %d: %s", vc.peer, std::strerror(errno))));
+  conn.reply_got = 0;
+  if (!SendSmall(conn.fd, &hello, sizeof(hello))) {
+    return RaiseLost(conn, step,
+                     absl::UnavailableError(absl::StrFormat("tcp: greeting rank %d: %s", conn.peer, std::strerror(errno))));
   }
-  m.Watch(vc.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
+  m.Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
 }
 
-void ConnActions::Adopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step) {
-  vc.fd = s.fd;
+void ConnActions::Adopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step) {
+  conn.fd = s.fd;
   const HelloReply reply{kHelloMagic, kWelcome};
-  if (!SendSmall(vc.fd, &reply, sizeof(reply))) {
-    return RaiseLost(vc, step,
-                     absl::UnavailableError(absl::StrFormat("tcp: answering rank %d: %s", vc.peer, std::strerror(errno))));
+  if (!SendSmall(conn.fd, &reply, sizeof(reply))) {
+    return RaiseLost(conn, step,
+                     absl::UnavailableError(absl::StrFormat("tcp: answering rank %d: %s", conn.peer, std::strerror(errno))));
   }
-  vc.method->Watch(vc.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(vc.peer)));
-  vc.method->BecomeConnected(vc);
+  conn.method->Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+  conn.method->BecomeConnected(conn);
 }
 
-void ConnActions::DropOwnAndAdopt(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>& step) {
-  vc.method->DropConnection(vc);
-  Adopt(vc, s, step);
+void ConnActions::DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step) {
+  conn.method->DropConnection(conn);
+  Adopt(conn, s, step);
 }
 
-void ConnActions::Refuse(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>&) {
+void ConnActions::Refuse(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>&) {
   const HelloReply reply{kHelloMagic, kDuplicate};
   (void)SendSmall(s.fd, &reply, sizeof(reply));
-  vc.method->CloseFd(s.fd);
+  conn.method->CloseFd(s.fd);
 }
 
-void ConnActions::Welcomed(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->BecomeConnected(vc);
+void ConnActions::Welcomed(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+  conn.method->BecomeConnected(conn);
 }
 
-void ConnActions::DropOwn(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->DropConnection(vc);
+void ConnActions::DropOwn(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+  conn.method->DropConnection(conn);
 }
 
-void ConnActions::Fail(TcpVc& vc, const ConnSignal& s, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->DropConnection(vc);
-  vc.error = s.error.ok() ? absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost", vc.peer))
+void ConnActions::Fail(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>&) {
+  conn.method->DropConnection(conn);
+  conn.error = s.error.ok() ? absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost", conn.peer))
                           : s.error;
-  SwapOps(vc.ops, TcpMethod::kFailingOps);
+  SwapOps(conn.vc, TcpMethod::kFailingOps);
 }
 
-void ConnActions::Shut(TcpVc& vc, const ConnSignal&, fsm::Step<TcpVc, ConnSignal>&) {
-  vc.method->DropConnection(vc);
-  vc.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", vc.peer));
-  SwapOps(vc.ops, TcpMethod::kFailingOps);
+void ConnActions::Shut(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+  conn.method->DropConnection(conn);
+  conn.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", conn.peer));
+  SwapOps(conn.vc, TcpMethod::kFailingOps);
 }
 
 int TcpMethod::PollEvents(int timeout_ms) {
@@ -299,13 +299,13 @@ int TcpMethod::PollEvents(int timeout_ms) {
       case kTagListen: OnListen(); ++work; break;
       case kTagPending: OnPending(static_cast<std::size_t>(id)); ++work; break;
       case kTagVc: {
-        if (id >= vcs_.size()) break;
-        TcpVc& vc = vcs_[id];
-        const ConnState s = ConnMachine::StateOf(vc);
+        if (id >= conns_.size()) break;
+        TcpConn& conn = conns_[id];
+        const ConnState s = ConnMachine::StateOf(conn);
         if (s == ConnState::kConnected) {
-          work += PumpRx(vc);
+          work += PumpRx(conn);
         } else if (s == ConnState::kConnecting || s == ConnState::kHelloSent) {
-          OnConnecting(vc, evs[k].events);
+          OnConnecting(conn, evs[k].events);
           ++work;
         }
         break;
@@ -356,7 +356,7 @@ void TcpMethod::OnPending(std::size_t fd) {
                                rank_);
     }
   }
-  const int conn = p.fd;
+  const int accepted = p.fd;
   const int claimed = p.hello.rank;
   const std::string from = p.from;
   pending_.erase(it);
@@ -364,57 +364,57 @@ void TcpMethod::OnPending(std::size_t fd) {
     std::fprintf(stderr, "cartage tcp (rank %d): refused a connection from %s: %s\n", rank_, from.c_str(),
                  refuse.c_str());
     const HelloReply reply{kHelloMagic, kRefused};
-    if (n > 0) (void)SendSmall(conn, &reply, sizeof(reply));
-    CloseFd(conn);
+    if (n > 0) (void)SendSmall(accepted, &reply, sizeof(reply));
+    CloseFd(accepted);
     return;
   }
-  if (ConnMachine::IsFinal(vc(claimed))) {  // in error or closed: nothing to adopt it
-    CloseFd(conn);
+  if (ConnMachine::IsFinal(conn(claimed))) {  // in error or closed: nothing to adopt it
+    CloseFd(accepted);
     return;
   }
   ConnSignal s;
-  s.fd = conn;
-  Conn(vc(claimed), ConnEvent::kAccepted, s);  // adopted, or refused as a duplicate and closed
+  s.fd = accepted;
+  Conn(conn(claimed), ConnEvent::kAccepted, s);  // adopted, or refused as a duplicate and closed
 }
 
-void TcpMethod::OnConnecting(TcpVc& vc, uint32_t events) {
-  if (ConnMachine::StateOf(vc) == ConnState::kConnecting) {
+void TcpMethod::OnConnecting(TcpConn& conn, uint32_t events) {
+  if (ConnMachine::StateOf(conn) == ConnState::kConnecting) {
     int err = 0;
     socklen_t len = sizeof(err);
-    ::getsockopt(vc.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    ::getsockopt(conn.fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err == 0 && (events & EPOLLOUT) != 0) {
-      Conn(vc, ConnEvent::kConnectDone);
+      Conn(conn, ConnEvent::kConnectDone);
     } else if (err != 0 || (events & (EPOLLERR | EPOLLHUP)) != 0) {
-      const sockaddr_in& a = addresses_[static_cast<std::size_t>(vc.peer)];
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", vc.peer,
+      const sockaddr_in& a = addresses_[static_cast<std::size_t>(conn.peer)];
+      Lost(conn, absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", conn.peer,
                                                       Ipv4(a.sin_addr), ntohs(a.sin_port),
                                                       std::strerror(err != 0 ? err : ECONNREFUSED))));
     }
     return;
   }
   // hello_sent: the reply, exactly its bytes (frames may follow it).
-  const ssize_t n = ::recv(vc.fd, reinterpret_cast<char*>(&vc.reply) + vc.reply_got, sizeof(HelloReply) - vc.reply_got,
+  const ssize_t n = ::recv(conn.fd, reinterpret_cast<char*>(&conn.reply) + conn.reply_got, sizeof(HelloReply) - conn.reply_got,
                            MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
   if (n <= 0) {
     // The peer closed our connection: it kept its own (a duplicate it will
     // use) or went away. Wait for its connection if it is alive.
-    if (PeerGone(vc.peer)) {
-      Lost(vc, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (tcp: connection closed)", vc.peer)));
+    if (PeerGone(conn.peer)) {
+      Lost(conn, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized (tcp: connection closed)", conn.peer)));
     } else {
-      Conn(vc, ConnEvent::kDuplicate);
+      Conn(conn, ConnEvent::kDuplicate);
     }
     return;
   }
-  vc.reply_got += static_cast<std::size_t>(n);
-  if (vc.reply_got < sizeof(HelloReply)) return;
-  if (vc.reply.magic != kHelloMagic || (vc.reply.verdict != kWelcome && vc.reply.verdict != kDuplicate)) {
-    Lost(vc, absl::PermissionDeniedError(absl::StrFormat(
-                 "tcp: rank %d refused the connection (job key or wire version differ; see its log)", vc.peer)));
-  } else if (vc.reply.verdict == kWelcome) {
-    Conn(vc, ConnEvent::kWelcome);
+  conn.reply_got += static_cast<std::size_t>(n);
+  if (conn.reply_got < sizeof(HelloReply)) return;
+  if (conn.reply.magic != kHelloMagic || (conn.reply.verdict != kWelcome && conn.reply.verdict != kDuplicate)) {
+    Lost(conn, absl::PermissionDeniedError(absl::StrFormat(
+                 "tcp: rank %d refused the connection (job key or wire version differ; see its log)", conn.peer)));
+  } else if (conn.reply.verdict == kWelcome) {
+    Conn(conn, ConnEvent::kWelcome);
   } else {
-    Conn(vc, ConnEvent::kDuplicate);
+    Conn(conn, ConnEvent::kDuplicate);
   }
 }
 

@@ -89,17 +89,18 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
   m->size_ = ex.size();
   m->job_key_ = ex.job_id().substr(0, kJobKeyBytes);
   const auto n = static_cast<std::size_t>(m->size_);
-  m->vcs_.resize(n);
+  m->conns_.resize(n);
   for (int p = 0; p < m->size_; ++p) {
-    TcpVc& vc = m->vcs_[static_cast<std::size_t>(p)];
-    vc.method = m.get();
-    vc.peer = p;
-    vc.ops.name = "tcp";
-    host->InstallAgentOps(vc.ops);
-    SwapOps(vc.ops, kQueueingOps);
+    TcpConn& conn = m->conns_[static_cast<std::size_t>(p)];
+    conn.method = m.get();
+    conn.peer = p;
+    conn.vc = kQueueingOps;
+    conn.vc.context = m.get();
+    conn.vc.peer = p;
+    host->InstallAgentOps(conn.vc);
   }
   m->live_.reserve(n);
-  m->handles_.Reserve(4096);
+  m->wire_.Reserve(4096);
   m->records_.resize(n);
   m->addresses_.resize(n);
   m->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -109,8 +110,8 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
 }
 
 TcpMethod::~TcpMethod() {
-  for (TcpVc& vc : vcs_) {
-    if (vc.fd >= 0) ::close(vc.fd);
+  for (TcpConn& conn : conns_) {
+    if (conn.fd >= 0) ::close(conn.fd);
   }
   for (Pending& p : pending_) ::close(p.fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -118,22 +119,18 @@ TcpMethod::~TcpMethod() {
 }
 
 void TcpMethod::Close() {
-  for (TcpVc& vc : vcs_) {
-    if (!ConnMachine::IsFinal(vc)) Conn(vc, ConnEvent::kClose);
+  for (TcpConn& conn : conns_) {
+    if (!ConnMachine::IsFinal(conn)) Conn(conn, ConnEvent::kClose);
   }
   for (Pending& p : pending_) CloseFd(p.fd);
   pending_.clear();
 }
 
-void TcpMethod::Bind(Car& c, int peer) {
-  TcpCarState& s = *new (c.method_private()) TcpCarState();
-  s.method = this;
-  s.peer = peer;
-}
+void TcpMethod::Bind(Car& c, int) { new (c.method_private()) TcpCarState(); }
 
 VcState TcpMethod::StateOf(int peer) const {
-  const TcpVc& vc = vcs_[static_cast<std::size_t>(peer)];
-  switch (static_cast<ConnState>(vc.state.value())) {
+  const TcpConn& conn = conns_[static_cast<std::size_t>(peer)];
+  switch (static_cast<ConnState>(conn.state.value())) {
     case ConnState::kIdle: return VcState::kIdle;
     case ConnState::kConnected: return VcState::kConnected;
     case ConnState::kError:
@@ -145,7 +142,7 @@ VcState TcpMethod::StateOf(int peer) const {
 bool TcpMethod::PeerGone(int peer) {
   const auto i = static_cast<std::size_t>(peer);
   if (peer == rank_) return false;
-  if (ConnMachine::StateOf(vcs_[i]) == ConnState::kError) return true;
+  if (ConnMachine::StateOf(conns_[i]) == ConnState::kError) return true;
   absl::StatusOr<const PeerRecord*> r = Record(peer);
   // A peer whose pid this rank can see (same boot, same pid namespace).
   return r.ok() && (*r)->host_key == host_key_ && ProcessGone((*r)->pid);
@@ -158,24 +155,35 @@ void NobodyToTell(Car&, CarStep&) {}  // an ACK for a peer that is gone: the rec
 }  // namespace
 
 // The VC's operations in each state of tcp_connection (SwapOps keeps the
-// agent's post_recv / unpost_recv and the name).
-const car::Carrier TcpMethod::kQueueingOps{"tcp",   &QueueEager, &QueueRendezvous, &StartData, nullptr,
-                                           nullptr, &SendCts,    &SendAck,         nullptr};
-const car::Carrier TcpMethod::kConnectedOps{"tcp",   &StartEager, &StartRendezvous, &StartData, nullptr,
-                                            nullptr, &SendCts,    &SendAck,         nullptr};
-const car::Carrier TcpMethod::kFailingOps{"tcp",   &FailAtOnce, &FailAtOnce,    &FailAtOnce, nullptr,
-                                          nullptr, &FailAtOnce, &NobodyToTell, nullptr};
+// agent's post_recv / unpost_recv, the name, the context and the peer).
+const car::Vc TcpMethod::kQueueingOps{.name = "tcp",
+                                      .start_eager = &QueueEager,
+                                      .start_rendezvous = &QueueRendezvous,
+                                      .start_data = &StartData,
+                                      .send_cts = &SendCts,
+                                      .send_ack = &SendAck};
+const car::Vc TcpMethod::kConnectedOps{.name = "tcp",
+                                       .start_eager = &StartEager,
+                                       .start_rendezvous = &StartRendezvous,
+                                       .start_data = &StartData,
+                                       .send_cts = &SendCts,
+                                       .send_ack = &SendAck};
+const car::Vc TcpMethod::kFailingOps{.name = "tcp",
+                                     .start_eager = &FailAtOnce,
+                                     .start_rendezvous = &FailAtOnce,
+                                     .start_data = &FailAtOnce,
+                                     .send_cts = &FailAtOnce,
+                                     .send_ack = &NobodyToTell};
 
 void TcpMethod::FailAtOnce(Car& c, CarStep& step) {
-  TcpCarState& s = StateOf(c);
-  car::CarActions::RaiseError(c, step, s.method->vc(s.peer).error);
+  car::CarActions::RaiseError(c, step, MethodOf<TcpMethod>(c).conn(PeerOf(c)).error);
 }
 
 FrameHeader TcpMethod::EnvelopeFrame(Car& c, bool rendezvous) {
   TcpCarState& s = StateOf(c);
   const bool sync = c.spec().synchronous;
   // A handle for what the peer answers: the CTS of an RTS, the ACK of a synchronous send.
-  if (rendezvous || sync) s.local_handle = handles_.Insert(&c);
+  if (rendezvous || sync) wire_.Register(c);
   const car::Envelope& e = c.envelope();
   FrameHeader h{};
   h.type = rendezvous ? kFrameRts : kFrameEager;
@@ -184,12 +192,12 @@ FrameHeader TcpMethod::EnvelopeFrame(Car& c, bool rendezvous) {
   h.context = e.context_id;
   h.tag = e.tag;
   h.length = c.payload_bytes();
-  h.a = s.local_handle;
+  h.a = s.wire.local;
   return h;
 }
 
-OutFrame& TcpMethod::Queue(TcpVc& vc, const FrameHeader& h, Car* payload_of) {
-  OutFrame& f = vc.out.emplace_back();
+OutFrame& TcpMethod::Queue(TcpConn& conn, const FrameHeader& h, Car* payload_of) {
+  OutFrame& f = conn.out.emplace_back();
   f.h = h;
   f.car = payload_of;
   if (payload_of != nullptr) {
@@ -204,43 +212,42 @@ OutFrame& TcpMethod::Queue(TcpVc& vc, const FrameHeader& h, Car* payload_of) {
   return f;
 }
 
-void TcpMethod::QueueControl(TcpVc& vc, const FrameHeader& h) {
-  if (vc.out.empty() && ConnMachine::StateOf(vc) == ConnState::kConnected) {
-    const ssize_t n = ::send(vc.fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
+void TcpMethod::QueueControl(TcpConn& conn, const FrameHeader& h) {
+  if (conn.out.empty() && ConnMachine::StateOf(conn) == ConnState::kConnected) {
+    const ssize_t n = ::send(conn.fd, &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(sizeof(h))) return;
-    Queue(vc, h, nullptr).sent = n > 0 ? static_cast<uint64_t>(n) : 0;
+    Queue(conn, h, nullptr).sent = n > 0 ? static_cast<uint64_t>(n) : 0;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
+      Lost(conn, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", conn.peer, std::strerror(errno))));
     }
     return;
   }
-  Queue(vc, h, nullptr);
+  Queue(conn, h, nullptr);
 }
 
 void TcpMethod::QueueEager(Car& c, CarStep&) {
-  TcpMethod& m = *StateOf(c).method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  TcpVc& vc = m.vc(StateOf(c).peer);
-  m.Queue(vc, m.EnvelopeFrame(c, false), &c);
-  m.Conn(vc, ConnEvent::kSend);
+  TcpConn& conn = m.conn(PeerOf(c));
+  m.Queue(conn, m.EnvelopeFrame(c, false), &c);
+  m.Conn(conn, ConnEvent::kSend);
 }
 
 void TcpMethod::QueueRendezvous(Car& c, CarStep&) {
-  TcpMethod& m = *StateOf(c).method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  TcpVc& vc = m.vc(StateOf(c).peer);
-  m.Queue(vc, m.EnvelopeFrame(c, true), nullptr);
-  m.Conn(vc, ConnEvent::kSend);
+  TcpConn& conn = m.conn(PeerOf(c));
+  m.Queue(conn, m.EnvelopeFrame(c, true), nullptr);
+  m.Conn(conn, ConnEvent::kSend);
 }
 
 void TcpMethod::StartEager(Car& c, CarStep& step) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  TcpVc& vc = m.vc(s.peer);
+  TcpConn& conn = m.conn(PeerOf(c));
   const FrameHeader h = m.EnvelopeFrame(c, false);
   const std::byte* payload = c.ContiguousSource();
-  if (vc.out.empty() && (payload != nullptr || h.length == 0)) {
+  if (conn.out.empty() && (payload != nullptr || h.length == 0)) {
     // The common case: header and payload in one system call, nothing
     // queued. A small message is copied behind its header (one plain send is
     // cheaper than a gather); a larger one goes as an iovec pair.
@@ -249,98 +256,93 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
       alignas(64) std::byte frame[sizeof(FrameHeader) + kSmallFrame];
       std::memcpy(frame, &h, sizeof(h));
       if (h.length > 0) std::memcpy(frame + sizeof(h), payload, h.length);
-      n = ::send(vc.fd, frame, sizeof(h) + h.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+      n = ::send(conn.fd, frame, sizeof(h) + h.length, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       iovec iov[2] = {{const_cast<FrameHeader*>(&h), sizeof(h)},
                       {const_cast<std::byte*>(payload), static_cast<std::size_t>(h.length)}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
-      n = ::sendmsg(vc.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (n == static_cast<ssize_t>(sizeof(h) + h.length)) {
       step.Raise<SendMachine>(c, SendEvent::kLocalDone);
       return;
     }
-    OutFrame& f = m.Queue(vc, h, &c);
+    OutFrame& f = m.Queue(conn, h, &c);
     if (n > 0) f.sent = static_cast<uint64_t>(n);
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      m.Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
+      m.Lost(conn, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", conn.peer, std::strerror(errno))));
     }
     return;
   }
-  m.Queue(vc, h, &c);
-  m.Flush(vc, &step);
+  m.Queue(conn, h, &c);
+  m.Flush(conn, &step);
 }
 
 void TcpMethod::StartRendezvous(Car& c, CarStep&) {
-  TcpMethod& m = *StateOf(c).method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  m.QueueControl(m.vc(StateOf(c).peer), m.EnvelopeFrame(c, true));
+  m.QueueControl(m.conn(PeerOf(c)), m.EnvelopeFrame(c, true));
 }
 
 void TcpMethod::StartData(Car& c, CarStep& step) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  TcpVc& vc = m.vc(s.peer);
+  TcpConn& conn = m.conn(PeerOf(c));
   FrameHeader h{};
   h.type = kFrameData;
   h.length = c.payload_bytes();
-  h.a = s.remote_handle;
+  h.a = StateOf(c).wire.remote;
   h.b = 0;
-  m.Queue(vc, h, &c);  // the payload stays in the user's buffer when it is one run
-  m.Flush(vc, &step);
+  m.Queue(conn, h, &c);  // the payload stays in the user's buffer when it is one run
+  m.Flush(conn, &step);
 }
 
 void TcpMethod::SendCts(Car& c, CarStep&) {
-  TcpCarState& s = StateOf(c);
-  TcpMethod& m = *s.method;
+  TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
-  s.local_handle = m.handles_.Insert(&c);
   FrameHeader h{};
   h.type = kFrameCts;
-  h.a = s.remote_handle;
-  h.b = s.local_handle;
-  m.QueueControl(m.vc(s.peer), h);
+  h.a = StateOf(c).wire.remote;
+  h.b = m.wire_.Register(c);
+  m.QueueControl(m.conn(PeerOf(c)), h);
 }
 
 void TcpMethod::SendAck(Car& c, CarStep&) {
-  TcpCarState& s = StateOf(c);
-  OpScope scope(*s.method);
+  TcpMethod& m = MethodOf<TcpMethod>(c);
+  OpScope scope(m);
   FrameHeader h{};
   h.type = kFrameAck;
-  h.a = s.remote_handle;
-  s.method->QueueControl(s.method->vc(s.peer), h);
+  h.a = StateOf(c).wire.remote;
+  m.QueueControl(m.conn(PeerOf(c)), h);
 }
 
 // ---- Writing -------------------------------------------------------------------
 
 void TcpMethod::Complete(OutFrame& f, CarStep* step) {
   if (f.car == nullptr) return;
-  TcpCarState& s = StateOf(*f.car);
-  if (f.h.type == kFrameData && s.local_handle != 0) {
+  if (f.h.type == kFrameData) {
     // The last the peer hears of this send: its handle goes now (the CAR is
     // done once the event below runs).
-    handles_.Remove(s.local_handle);
-    s.local_handle = 0;
+    wire_.Forget(*f.car);
   }
   if (step != nullptr) {
     step->Raise<SendMachine>(*f.car, SendEvent::kLocalDone);
   } else {
     (void)SendMachine::Dispatch(*f.car, SendEvent::kLocalDone);
-    FinishIfFinal(*f.car);
+    wire_.FinishIfFinal(*f.car);
   }
 }
 
-int TcpMethod::Flush(TcpVc& vc, CarStep* step) {
+int TcpMethod::Flush(TcpConn& conn, CarStep* step) {
   int done = 0;
-  while (!vc.out.empty() && ConnMachine::StateOf(vc) == ConnState::kConnected) {
+  while (!conn.out.empty() && ConnMachine::StateOf(conn) == ConnState::kConnected) {
     iovec iov[kMaxIov];
     int n_iov = 0;
     uint64_t want = 0;
-    for (std::size_t k = 0; k < vc.out.size() && n_iov + 2 <= kMaxIov; ++k) {
-      OutFrame& f = vc.out[k];
+    for (std::size_t k = 0; k < conn.out.size() && n_iov + 2 <= kMaxIov; ++k) {
+      OutFrame& f = conn.out[k];
       uint64_t skip = f.sent;
       if (skip < sizeof(FrameHeader)) {
         iov[n_iov++] = {reinterpret_cast<std::byte*>(&f.h) + skip, sizeof(FrameHeader) - skip};
@@ -360,23 +362,23 @@ int TcpMethod::Flush(TcpVc& vc, CarStep* step) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<std::size_t>(n_iov);
-    const ssize_t n = ::sendmsg(vc.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
-      Lost(vc, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", vc.peer, std::strerror(errno))));
+      Lost(conn, absl::UnavailableError(absl::StrFormat("tcp: sending to rank %d: %s", conn.peer, std::strerror(errno))));
       break;
     }
     uint64_t left = static_cast<uint64_t>(n);
     while (left > 0) {
-      OutFrame& f = vc.out.front();
+      OutFrame& f = conn.out.front();
       const uint64_t rest = sizeof(FrameHeader) + f.payload_bytes - f.sent;
       const uint64_t take = std::min(rest, left);
       f.sent += take;
       left -= take;
       if (f.sent < sizeof(FrameHeader) + f.payload_bytes) break;
       OutFrame finished = std::move(f);
-      vc.out.pop_front();
+      conn.out.pop_front();
       Complete(finished, step);
       ++done;
     }
@@ -387,30 +389,30 @@ int TcpMethod::Flush(TcpVc& vc, CarStep* step) {
 
 // ---- Connection state ------------------------------------------------------------
 
-void TcpMethod::BecomeConnected(TcpVc& vc) {
-  SwapOps(vc.ops, kConnectedOps);
+void TcpMethod::BecomeConnected(TcpConn& conn) {
+  SwapOps(conn.vc, kConnectedOps);
   // Room for the largest eager frame, and for reading many small ones at once.
-  if (vc.rx.empty()) vc.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
+  if (conn.rx.empty()) conn.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
 }
 
-void TcpMethod::Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s) {
-  const ConnState before = ConnMachine::StateOf(vc);
-  (void)ConnMachine::Dispatch(vc, e, s);
-  const ConnState after = ConnMachine::StateOf(vc);
+void TcpMethod::Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s) {
+  const ConnState before = ConnMachine::StateOf(conn);
+  (void)ConnMachine::Dispatch(conn, e, s);
+  const ConnState after = ConnMachine::StateOf(conn);
   connecting_ += static_cast<int>(IsConnecting(after)) - static_cast<int>(IsConnecting(before));
-  if (after == ConnState::kConnected && !vc.live) {
-    vc.live = true;
-    live_.push_back(&vc);
-  } else if (after != ConnState::kConnected && vc.live) {
-    vc.live = false;
-    live_.erase(std::find(live_.begin(), live_.end(), &vc));
+  if (after == ConnState::kConnected && !conn.live) {
+    conn.live = true;
+    live_.push_back(&conn);
+  } else if (after != ConnState::kConnected && conn.live) {
+    conn.live = false;
+    live_.erase(std::find(live_.begin(), live_.end(), &conn));
   }
-  AfterTransition(vc);
+  AfterTransition(conn);
 }
 
-void TcpMethod::AfterTransition(TcpVc& vc) {
-  const ConnState s = ConnMachine::StateOf(vc);
-  if (s == ConnState::kError && !vc.cars_failed) {
+void TcpMethod::AfterTransition(TcpConn& conn) {
+  const ConnState s = ConnMachine::StateOf(conn);
+  if (s == ConnState::kError && !conn.cars_failed) {
     // Not from inside a CAR's operation: failing CARs dispatches their
     // machines, and the CAR whose operation runs is mid-transition. Progress
     // picks it up.
@@ -418,39 +420,37 @@ void TcpMethod::AfterTransition(TcpVc& vc) {
       failed_later_ = true;
       return;
     }
-    FailCars(vc);
+    FailCars(conn);
   }
 }
 
-void TcpMethod::Lost(TcpVc& vc, absl::Status why) {
+void TcpMethod::Lost(TcpConn& conn, absl::Status why) {
   ConnSignal s;
   s.error = std::move(why);
-  if (!ConnMachine::IsFinal(vc)) Conn(vc, ConnEvent::kLost, s);
+  if (!ConnMachine::IsFinal(conn)) Conn(conn, ConnEvent::kLost, s);
 }
 
 void TcpMethod::FailPeer(int peer, const absl::Status& why) {
-  TcpVc& vc = this->vc(peer);
-  if (!ConnMachine::IsFinal(vc)) {
-    Lost(vc, why);
-  } else if (ConnMachine::StateOf(vc) == ConnState::kError && !vc.cars_failed && in_op_ == 0) {
-    FailCars(vc);
+  TcpConn& conn = this->conn(peer);
+  if (!ConnMachine::IsFinal(conn)) {
+    Lost(conn, why);
+  } else if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed && in_op_ == 0) {
+    FailCars(conn);
   }
 }
 
-void TcpMethod::FailCars(TcpVc& vc) {
-  vc.cars_failed = true;
+void TcpMethod::FailCars(TcpConn& conn) {
+  conn.cars_failed = true;
   CarSignal err;
-  err.error = vc.error;
+  err.error = conn.error;
   std::deque<OutFrame> out;
-  out.swap(vc.out);
+  out.swap(conn.out);
   for (OutFrame& f : out) {
     if (f.car != nullptr && !SendMachine::IsFinal(*f.car)) (void)SendMachine::Dispatch(*f.car, SendEvent::kError, err);
   }
-  vc.data_car = nullptr;
-  vc.data_left = 0;
-  FailWaiting(
-      handles_, vc.peer, vc.error, [](Car& c) { return StateOf(c).peer; },
-      [](Car& c) { StateOf(c).local_handle = 0; });
+  conn.data_car = nullptr;
+  conn.data_left = 0;
+  wire_.FailWaiting(conn.peer, conn.error);
 }
 
 // ---- Progress ----------------------------------------------------------------
@@ -459,15 +459,15 @@ int TcpMethod::Progress() {
   int work = 0;
   if (failed_later_) {
     failed_later_ = false;
-    for (TcpVc& vc : vcs_) {
-      if (ConnMachine::StateOf(vc) == ConnState::kError && !vc.cars_failed) FailCars(vc);
+    for (TcpConn& conn : conns_) {
+      if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed) FailCars(conn);
     }
   }
   for (std::size_t i = live_.size(); i-- > 0;) {
     if (i >= live_.size()) continue;
-    TcpVc& vc = *live_[i];
-    if (!vc.out.empty()) work += Flush(vc, nullptr);
-    if (vc.live) work += PumpRx(vc);
+    TcpConn& conn = *live_[i];
+    if (!conn.out.empty()) work += Flush(conn, nullptr);
+    if (conn.live) work += PumpRx(conn);
   }
   // Connections being made and accepted: every round while some are under
   // way, else now and then (a peer may connect at any time; rarely once

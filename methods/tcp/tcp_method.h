@@ -38,7 +38,7 @@
 #include "car/car.h"
 #include "fsm/machine.h"
 #include "fsm/registry.h"
-#include "methods/common/handle_table.h"
+#include "methods/common/wire_cars.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/tcp/tcp_conn_fsm.h"
@@ -54,12 +54,10 @@ struct TcpOptions {
 };
 std::vector<ParamInfo> Params();
 
-// What the method keeps in a CAR's method-private area.
+// What the method keeps in a CAR's method-private area: how the CAR and its
+// peer's CAR name each other on the wire.
 struct TcpCarState {
-  class TcpMethod* method = nullptr;
-  int32_t peer = -1;
-  uint64_t local_handle = 0;   // our handle for this CAR, while the peer may name it
-  uint64_t remote_handle = 0;  // the peer's handle (sender's send / receiver's receive)
+  WireHandles wire;  // first: WireCars finds it there
 };
 
 // What a rank publishes for its peers: "pid;host key;net key;port;ip/mask,...".
@@ -83,15 +81,16 @@ struct OutFrame {
   std::vector<std::byte> packed;   // a non-contiguous payload, packed
 };
 
-// One peer as the tcp method sees it.
-struct TcpVc {
+// One peer as the tcp method sees it: its VC and the connection behind it
+// (the tcp_connection machine's context).
+struct TcpConn {
   class TcpMethod* method = nullptr;
   int peer = -1;
   fsm::StateWord state;   // tcp_connection
-  car::Carrier ops;       // what CARs bound to this VC call (swapped with the state)
+  car::Vc vc;             // what CARs bound to this peer call (swapped with the state)
   absl::Status error;     // why it is in the error state
   int fd = -1;            // the connection (connected), or the one we are making
-  bool live = false;      // on the method's list of connected VCs
+  bool live = false;      // on the method's list of connected peers
   bool cars_failed = false;
   // Hello reply being read (hello_sent).
   HelloReply reply{};
@@ -120,9 +119,9 @@ class TcpMethod final : public Method {
   absl::string_view name() const override { return "tcp"; }
   const Capabilities& caps() const override { return caps_; }
   bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
-  car::Carrier* Vc(int peer) override { return &vcs_[static_cast<std::size_t>(peer)].ops; }
+  car::Vc* VcOf(int peer) override { return &conns_[static_cast<std::size_t>(peer)].vc; }
   VcState StateOf(int peer) const override;
-  const absl::Status& PeerStatus(int peer) const override { return vcs_[static_cast<std::size_t>(peer)].error; }
+  const absl::Status& PeerStatus(int peer) const override { return conns_[static_cast<std::size_t>(peer)].error; }
   std::size_t private_bytes() const override { return sizeof(TcpCarState); }
   void Bind(car::Car& car, int peer) override;
   int Progress() override;
@@ -131,7 +130,7 @@ class TcpMethod final : public Method {
   void FailPeer(int peer, const absl::Status& why) override;
   void Close() override;
 
-  // Carrier operations, by VC state.
+  // Vc operations, by VC state.
   static void QueueEager(car::Car& c, car::CarStep& step);       // not connected yet
   static void QueueRendezvous(car::Car& c, car::CarStep& step);
   static void StartEager(car::Car& c, car::CarStep& step);       // connected
@@ -142,7 +141,7 @@ class TcpMethod final : public Method {
   static void FailAtOnce(car::Car& c, car::CarStep& step);       // error
 
   static TcpCarState& StateOf(car::Car& c) { return *static_cast<TcpCarState*>(c.method_private()); }
-  TcpVc& vc(int peer) { return vcs_[static_cast<std::size_t>(peer)]; }
+  TcpConn& conn(int peer) { return conns_[static_cast<std::size_t>(peer)]; }
 
  private:
   friend struct ConnActions;
@@ -161,42 +160,40 @@ class TcpMethod final : public Method {
   absl::StatusOr<const PeerRecord*> Record(int peer);
   absl::StatusOr<sockaddr_in> AddressOf(int peer);
   // Operations swapped into a VC: queueing (idle, connecting), connected, error.
-  static const car::Carrier kQueueingOps, kConnectedOps, kFailingOps;
+  static const car::Vc kQueueingOps, kConnectedOps, kFailingOps;
   // Connection events; after a transition into error, the VC's CARs fail
   // (at once, or in the next Progress when inside a CAR's operation).
-  void Conn(TcpVc& vc, ConnEvent e, const ConnSignal& s = {});
-  void AfterTransition(TcpVc& vc);
-  void Lost(TcpVc& vc, absl::Status why);
+  void Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s = {});
+  void AfterTransition(TcpConn& conn);
+  void Lost(TcpConn& conn, absl::Status why);
   void CloseFd(int fd);
-  void DropConnection(TcpVc& vc);   // closes the VC's socket
-  void BecomeConnected(TcpVc& vc);  // connected operations, a receive buffer
+  void DropConnection(TcpConn& conn);   // closes the VC's socket
+  void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
   void Watch(int fd, uint32_t events, uint64_t tag);
   // Sending.
   // The envelope frame of send `c`, EAGER or RTS, with a handle where the
   // peer will answer (CTS; ACK of a synchronous send).
   FrameHeader EnvelopeFrame(car::Car& c, bool rendezvous);
-  OutFrame& Queue(TcpVc& vc, const FrameHeader& h, car::Car* payload_of);
-  void QueueControl(TcpVc& vc, const FrameHeader& h);
+  OutFrame& Queue(TcpConn& conn, const FrameHeader& h, car::Car* payload_of);
+  void QueueControl(TcpConn& conn, const FrameHeader& h);
   // Writes what the socket takes; completions through `step` (inside a CAR
   // operation) or dispatched directly (progress). Returns frames completed.
-  int Flush(TcpVc& vc, car::CarStep* step);
+  int Flush(TcpConn& conn, car::CarStep* step);
   void Complete(OutFrame& f, car::CarStep* step);
   // Receiving.
-  int PumpRx(TcpVc& vc);
-  void Parse(TcpVc& vc);
-  void Landed(TcpVc& vc, std::size_t n);  // n bytes of the DATA stream are in its receive
-  void Compact(TcpVc& vc);                 // moves rx's unparsed bytes to its start
-  bool OnFrame(TcpVc& vc, const FrameHeader& h);  // false: stop parsing (need more, or failed)
-  void OnEnvelope(TcpVc& vc, const FrameHeader& h, const std::byte* payload);
-  void Malformed(TcpVc& vc, absl::string_view what);
-  car::Car* Lookup(uint64_t handle, car::CarKind kind, int source) const;
-  void FinishIfFinal(car::Car& c);
+  int PumpRx(TcpConn& conn);
+  void Parse(TcpConn& conn);
+  void Landed(TcpConn& conn, std::size_t n);  // n bytes of the DATA stream are in its receive
+  void Compact(TcpConn& conn);                 // moves rx's unparsed bytes to its start
+  bool OnFrame(TcpConn& conn, const FrameHeader& h);  // false: stop parsing (need more, or failed)
+  void OnEnvelope(TcpConn& conn, const FrameHeader& h, const std::byte* payload);
+  void Malformed(TcpConn& conn, absl::string_view what);
   // Events from epoll: connects finishing, connections arriving, hellos.
   int PollEvents(int timeout_ms);
   void OnListen();
   void OnPending(std::size_t slot);
-  void OnConnecting(TcpVc& vc, uint32_t events);
-  void FailCars(TcpVc& vc);
+  void OnConnecting(TcpConn& conn, uint32_t events);
+  void FailCars(TcpConn& conn);
 
   TcpOptions options_;
   Capabilities caps_;
@@ -208,8 +205,8 @@ class TcpMethod final : public Method {
   int listen_fd_ = -1;
   int port_ = 0;
   int epoll_fd_ = -1;
-  std::vector<TcpVc> vcs_;
-  std::vector<TcpVc*> live_;        // connected VCs: read every round
+  std::vector<TcpConn> conns_;
+  std::vector<TcpConn*> live_;        // connected VCs: read every round
   std::vector<Pending> pending_;    // accepted connections waiting for their Hello
   int connecting_ = 0;              // VCs making a connection (epoll every round meanwhile)
   int in_op_ = 0;                   // inside a CAR's operation (OpScope): CAR failures wait
@@ -222,7 +219,7 @@ class TcpMethod final : public Method {
     TcpMethod& m_;
   };
   uint32_t tick_ = 0;
-  HandleTable handles_;
+  WireCars wire_;
   std::string host_key_;            // see PeerRecord
   std::string net_key_;
   std::vector<std::optional<PeerRecord>> records_;  // per peer, once read
