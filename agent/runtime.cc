@@ -409,7 +409,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
   return u;
 }
 
-void Runtime::PostRecv(Car& c, car::CarStep& step) {
+void Runtime::PostRecv(Car& c, car::CarEvents& events) {
   auto* rt = static_cast<Runtime*>(c.spec().owner);
   ++rt->hold_.postings;  // a held envelope may match it
   Car* u = rt->matcher_->PostReceive(&c);
@@ -419,11 +419,11 @@ void Runtime::PostRecv(Car& c, car::CarStep& step) {
   c.Rebind(u->vc());
   car::CarSignal match;
   match.peer = &c;
-  step.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kMatch, match);
+  events.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kMatch, match);
   rt->handed_off_.push_back(u);
 }
 
-void Runtime::UnpostRecv(Car& c, car::CarStep&) {
+void Runtime::UnpostRecv(Car& c, car::CarEvents&) {
   static_cast<Runtime*>(c.spec().owner)->matcher_->RemovePosted(&c);
 }
 

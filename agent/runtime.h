@@ -160,8 +160,8 @@ class Runtime : public methods::MethodHost {
   void InstallAgentOps(car::Vc& vc) override;
 
   // The VC operations the agent provides (car::Vc::post_recv / unpost_recv).
-  static void PostRecv(car::Car& c, car::CarStep& step);
-  static void UnpostRecv(car::Car& c, car::CarStep& step);
+  static void PostRecv(car::Car& c, car::CarEvents& events);
+  static void UnpostRecv(car::Car& c, car::CarEvents& events);
 
  private:
   Runtime() = default;

@@ -88,8 +88,8 @@ BENCHMARK(BM_HandWrittenSwitch)->Name("Dispatch/hand_written_switch");
 
 // A whole eager send CAR: pool Create (validates the spec), post
 // (idle -> eager_in_flight, the VC raises local_done -> done), Release.
-void CompleteAtOnce(cartage::car::Car& c, cartage::car::CarStep& step) {
-  step.Raise<cartage::car::SendMachine>(c, cartage::car::SendEvent::kLocalDone);
+void CompleteAtOnce(cartage::car::Car& c, cartage::car::CarEvents& events) {
+  events.Raise<cartage::car::SendMachine>(c, cartage::car::SendEvent::kLocalDone);
 }
 const cartage::car::Vc kInstant{.name = "instant", .start_eager = &CompleteAtOnce};
 

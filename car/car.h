@@ -165,8 +165,9 @@ struct CarSignal {
   absl::Status error;     // error events
 };
 
-// The Step type every CAR action receives.
-using CarStep = fsm::Step<Car, CarSignal>;
+// The event queue every CAR action receives: what it raises runs once the
+// current transition has finished (run to completion).
+using CarEvents = fsm::EventQueue<Car, CarSignal>;
 
 // A VC (virtual connection): one peer as one method sees it, and the
 // operations a CAR's actions call to move the CAR's bytes to or from that
@@ -180,18 +181,18 @@ struct Vc {
   absl::string_view name;                          // for messages: "shm to rank 3"
   void* context = nullptr;  // whoever owns the VC (its method; a schedule's own VC: the schedule)
   int32_t peer = -1;        // the world rank it reaches (-1: none yet, a wildcard receive's)
-  void (*start_eager)(Car&, CarStep&) = nullptr;  // put an eager message on the wire
-  void (*start_rendezvous)(Car&, CarStep&) = nullptr;  // send the RTS
-  void (*start_data)(Car&, CarStep&) = nullptr;   // CTS came: send the data
-  void (*post_recv)(Car&, CarStep&) = nullptr;    // find-or-allocate against unexpected
-  void (*unpost_recv)(Car&, CarStep&) = nullptr;  // take a posted receive back
-  void (*send_cts)(Car&, CarStep&) = nullptr;     // matched rendezvous: clear to send
-  void (*send_ack)(Car&, CarStep&) = nullptr;     // matched synchronous send: acknowledge
-  void (*launch)(Car&, CarStep&) = nullptr;       // a vertex's own work (local op or CAR)
+  void (*start_eager)(Car&, CarEvents&) = nullptr;  // put an eager message on the wire
+  void (*start_rendezvous)(Car&, CarEvents&) = nullptr;  // send the RTS
+  void (*start_data)(Car&, CarEvents&) = nullptr;   // CTS came: send the data
+  void (*post_recv)(Car&, CarEvents&) = nullptr;    // find-or-allocate against unexpected
+  void (*unpost_recv)(Car&, CarEvents&) = nullptr;  // take a posted receive back
+  void (*send_cts)(Car&, CarEvents&) = nullptr;     // matched rendezvous: clear to send
+  void (*send_ack)(Car&, CarEvents&) = nullptr;     // matched synchronous send: acknowledge
+  void (*launch)(Car&, CarEvents&) = nullptr;       // a vertex's own work (local op or CAR)
   // A vertex failed through a predecessor: settle its part with its peer
   // (an empty send, a receive that takes and drops the peer's message) and
   // raise kComplete once settled. None: nothing to settle.
-  void (*drain)(Car&, CarStep&) = nullptr;
+  void (*drain)(Car&, CarEvents&) = nullptr;
 };
 
 // Everything a CAR is built from. The pool validates it (ValidateSpec).

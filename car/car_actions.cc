@@ -47,60 +47,60 @@ bool IsFinal(Car& c) {
   return true;
 }
 
-void RaiseError(Car& c, CarStep& step, absl::Status error) {
-  CarActions::RaiseError(c, step, std::move(error));
+void RaiseError(Car& c, CarEvents& events, absl::Status error) {
+  CarActions::RaiseError(c, events, std::move(error));
 }
 
 // Tells a dependent CAR that one of its progress dependencies completed.
-void RaiseProgress(Car& dependent, CarStep& step) {
+void RaiseProgress(Car& dependent, CarEvents& events) {
   switch (dependent.kind()) {
-    case CarKind::kSend: step.Raise<SendMachine>(dependent, SendEvent::kProgress); break;
-    case CarKind::kRecv: step.Raise<RecvMachine>(dependent, RecvEvent::kProgress); break;
-    case CarKind::kVertex: step.Raise<VertexMachine>(dependent, VertexEvent::kPredecessorDone); break;
+    case CarKind::kSend: events.Raise<SendMachine>(dependent, SendEvent::kProgress); break;
+    case CarKind::kRecv: events.Raise<RecvMachine>(dependent, RecvEvent::kProgress); break;
+    case CarKind::kVertex: events.Raise<VertexMachine>(dependent, VertexEvent::kPredecessorDone); break;
     case CarKind::kUnexpected:
     case CarKind::kCount: break;
   }
 }
 
-void RaiseDepsMet(Car& c, CarStep& step) {
-  if (c.kind() == CarKind::kSend) step.Raise<SendMachine>(c, SendEvent::kDepsMet);
-  if (c.kind() == CarKind::kRecv) step.Raise<RecvMachine>(c, RecvEvent::kDepsMet);
+void RaiseDepsMet(Car& c, CarEvents& events) {
+  if (c.kind() == CarKind::kSend) events.Raise<SendMachine>(c, SendEvent::kDepsMet);
+  if (c.kind() == CarKind::kRecv) events.Raise<RecvMachine>(c, RecvEvent::kDepsMet);
 }
 
 // Calls one operation of c's VC, or fails the CAR if the VC lacks it.
-void CallVc(Car& c, CarStep& step, void (*Vc::*op)(Car&, CarStep&),
+void CallVc(Car& c, CarEvents& events, void (*Vc::*op)(Car&, CarEvents&),
                  absl::string_view op_name) {
   const Vc* vc = c.vc();
   if (vc == nullptr || vc->*op == nullptr) {
-    RaiseError(c, step, absl::FailedPreconditionError(absl::StrFormat(
+    RaiseError(c, events, absl::FailedPreconditionError(absl::StrFormat(
                             "VC '%s' has no %s operation",
                             vc ? vc->name : absl::string_view("none"), op_name)));
     return;
   }
-  (vc->*op)(c, step);
+  (vc->*op)(c, events);
 }
 
 // A supplier of a packed buffer offers it to its consumer once it is posted.
-void OfferBuffer(Car& c, CarStep& step) {
+void OfferBuffer(Car& c, CarEvents& events) {
   if (!c.flags().has(CarFlag::kSupplyPackedBuf) || c.buf_consumer() == nullptr) return;
   CarSignal s;
   s.buffer = c.pack_buf();
   s.bytes = c.spec().pack_size;
   Car& consumer = *c.buf_consumer();
   if (consumer.kind() == CarKind::kSend) {
-    step.Raise<SendMachine>(consumer, SendEvent::kBufferSupplied, s);
+    events.Raise<SendMachine>(consumer, SendEvent::kBufferSupplied, s);
   } else if (consumer.kind() == CarKind::kRecv) {
-    step.Raise<RecvMachine>(consumer, RecvEvent::kBufferSupplied, s);
+    events.Raise<RecvMachine>(consumer, RecvEvent::kBufferSupplied, s);
   }
 }
 
 // Whoever waits on c (progress dependent, buffer consumer, successor vertices)
 // would wait forever once c failed or was cancelled: fail them too.
-void FailDependents(Car& c, CarStep& step, absl::StatusCode code) {
+void FailDependents(Car& c, CarEvents& events, absl::StatusCode code) {
   const absl::Status upstream(
       code, absl::StrFormat("a CAR it depends on ended without completing: %s", c.status().message()));
   auto fail = [&](Car* d) {
-    if (d != nullptr) RaiseError(*d, step, upstream);
+    if (d != nullptr) RaiseError(*d, events, upstream);
   };
   fail(c.progress_dependent());
   fail(c.buf_consumer());
@@ -109,16 +109,16 @@ void FailDependents(Car& c, CarStep& step, absl::StatusCode code) {
 
 }  // namespace
 
-void CarActions::RaiseError(Car& c, CarStep& step, absl::Status error) {
+void CarActions::RaiseError(Car& c, CarEvents& events, absl::Status error) {
   if (c.ending_ || IsFinal(c)) return;
   c.ending_ = true;
   CarSignal s;
   s.error = std::move(error);
   switch (c.kind()) {
-    case CarKind::kSend: step.Raise<SendMachine>(c, SendEvent::kError, s); break;
-    case CarKind::kRecv: step.Raise<RecvMachine>(c, RecvEvent::kError, s); break;
-    case CarKind::kUnexpected: step.Raise<UnexpectedMachine>(c, UnexpectedEvent::kError, s); break;
-    case CarKind::kVertex: step.Raise<VertexMachine>(c, VertexEvent::kError, s); break;
+    case CarKind::kSend: events.Raise<SendMachine>(c, SendEvent::kError, s); break;
+    case CarKind::kRecv: events.Raise<RecvMachine>(c, RecvEvent::kError, s); break;
+    case CarKind::kUnexpected: events.Raise<UnexpectedMachine>(c, UnexpectedEvent::kError, s); break;
+    case CarKind::kVertex: events.Raise<VertexMachine>(c, VertexEvent::kError, s); break;
     case CarKind::kCount: break;
   }
 }
@@ -146,49 +146,49 @@ bool CarActions::FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= 
 
 // ---- Dependencies ------------------------------------------------------------
 
-void CarActions::Arm(Car& c, const CarSignal&, CarStep& step) { OfferBuffer(c, step); }
+void CarActions::Arm(Car& c, const CarSignal&, CarEvents& events) { OfferBuffer(c, events); }
 
-void CarActions::TakeBuffer(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::TakeBuffer(Car& c, const CarSignal& s, CarEvents& events) {
   c.spec_.pack_buf = s.buffer;
   c.spec_.pack_size = s.bytes;
-  if (--c.deps_pending_ == 0) RaiseDepsMet(c, step);
+  if (--c.deps_pending_ == 0) RaiseDepsMet(c, events);
 }
 
-void CarActions::CountDep(Car& c, const CarSignal&, CarStep& step) {
-  if (--c.deps_pending_ == 0) RaiseDepsMet(c, step);
+void CarActions::CountDep(Car& c, const CarSignal&, CarEvents& events) {
+  if (--c.deps_pending_ == 0) RaiseDepsMet(c, events);
 }
 
 // ---- Send side ---------------------------------------------------------------
 
-void CarActions::StartEager(Car& c, const CarSignal&, CarStep& step) {
-  OfferBuffer(c, step);
-  CallVc(c, step, &Vc::start_eager, "start_eager");
+void CarActions::StartEager(Car& c, const CarSignal&, CarEvents& events) {
+  OfferBuffer(c, events);
+  CallVc(c, events, &Vc::start_eager, "start_eager");
 }
 
-void CarActions::StartRendezvous(Car& c, const CarSignal&, CarStep& step) {
-  OfferBuffer(c, step);
-  CallVc(c, step, &Vc::start_rendezvous, "start_rendezvous");
+void CarActions::StartRendezvous(Car& c, const CarSignal&, CarEvents& events) {
+  OfferBuffer(c, events);
+  CallVc(c, events, &Vc::start_rendezvous, "start_rendezvous");
 }
 
-void CarActions::StartData(Car& c, const CarSignal&, CarStep& step) {
-  CallVc(c, step, &Vc::start_data, "start_data");
+void CarActions::StartData(Car& c, const CarSignal&, CarEvents& events) {
+  CallVc(c, events, &Vc::start_data, "start_data");
 }
 
 // ---- Receive side ------------------------------------------------------------
 
-void CarActions::PostToMatcher(Car& c, const CarSignal&, CarStep& step) {
-  OfferBuffer(c, step);
-  CallVc(c, step, &Vc::post_recv, "post_recv");
+void CarActions::PostToMatcher(Car& c, const CarSignal&, CarEvents& events) {
+  OfferBuffer(c, events);
+  CallVc(c, events, &Vc::post_recv, "post_recv");
 }
 
-void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarEvents& events) {
   if (c.vc() != nullptr && c.vc()->unpost_recv != nullptr) {
-    c.vc()->unpost_recv(c, step);
+    c.vc()->unpost_recv(c, events);
   }
-  CancelCar(c, s, step);
+  CancelCar(c, s, events);
 }
 
-void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::BeginReceive(Car& c, const CarSignal& s, CarEvents& events) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
   if (base::Completion* k = c.spec().counter) {
@@ -197,7 +197,7 @@ void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
   }
   if ((s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0) {
     if (c.vc() != nullptr && c.vc()->send_ack != nullptr) {
-      c.vc()->send_ack(c, step);
+      c.vc()->send_ack(c, events);
     } else if (base::Completion* k = c.spec().counter) {
       k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
           "%s: cannot acknowledge the synchronous send: its VC has no send_ack", Describe(c))));
@@ -205,84 +205,84 @@ void CarActions::BeginReceive(Car& c, const CarSignal& s, CarStep& step) {
   }
 }
 
-void CarActions::BeginTruncated(Car& c, const CarSignal& s, CarStep& step) {
-  BeginReceive(c, s, step);
-  if ((s.proto & kProtoRendezvous) != 0) CallVc(c, step, &Vc::send_cts, "send_cts");
+void CarActions::BeginTruncated(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
+  if ((s.proto & kProtoRendezvous) != 0) CallVc(c, events, &Vc::send_cts, "send_cts");
 }
 
-void CarActions::SendCts(Car& c, const CarSignal& s, CarStep& step) {
-  BeginReceive(c, s, step);
-  CallVc(c, step, &Vc::send_cts, "send_cts");
+void CarActions::SendCts(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
+  CallVc(c, events, &Vc::send_cts, "send_cts");
 }
 
-void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarStep& step) {
-  BeginReceive(c, s, step);
-  CompleteCar(c, s, step);
+void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
+  CompleteCar(c, s, events);
 }
 
-void CarActions::Account(Car& c, const CarSignal& s, CarStep&) { c.bytes_done_ += s.bytes; }
+void CarActions::Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_ += s.bytes; }
 
-void CarActions::FinishReceive(Car& c, const CarSignal& s, CarStep& step) {
-  Account(c, s, step);
+void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) {
+  Account(c, s, events);
   // UNPACK (and MOP) from the packed buffer the message arrived in.
   if (absl::Status why = c.flags().has(CarFlag::kUnpack) ? c.UnpackArrived() : absl::OkStatus(); !why.ok()) {
     CarSignal failure;
     failure.error = why;
-    FailCar(c, failure, step);
+    FailCar(c, failure, events);
     return;
   }
-  CompleteCar(c, s, step);
+  CompleteCar(c, s, events);
 }
 
-void CarActions::FailTruncated(Car& c, const CarSignal& s, CarStep& step) {
-  Account(c, s, step);
+void CarActions::FailTruncated(Car& c, const CarSignal& s, CarEvents& events) {
+  Account(c, s, events);
   CarSignal failure;
   failure.error = absl::OutOfRangeError(
       absl::StrFormat("message of %d bytes truncated to the %d-byte receive buffer",
                       c.bytes_total_, c.payload_bytes()));
-  FailCar(c, failure, step);
+  FailCar(c, failure, events);
 }
 
-void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarStep& step) {
-  BeginReceive(c, s, step);
+void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
   c.Land(s.data, s.bytes);
-  FinishReceive(c, s, step);
+  FinishReceive(c, s, events);
 }
 
-void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step) {
-  BeginReceive(c, s, step);
+void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
   c.Land(s.data, s.bytes);
-  FailTruncated(c, s, step);
+  FailTruncated(c, s, events);
 }
 
 // ---- Unexpected messages -----------------------------------------------------
 
-void CarActions::StashEager(Car& c, const CarSignal& s, CarStep&) {
+void CarActions::StashEager(Car& c, const CarSignal& s, CarEvents&) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
   c.Land(s.data, s.bytes);
   c.bytes_done_ = s.bytes;
 }
 
-void CarActions::DropOversize(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::DropOversize(Car& c, const CarSignal& s, CarEvents& events) {
   CarSignal failure;
   failure.error = absl::ResourceExhaustedError(absl::StrFormat(
       "%d-byte message does not fit the %d-byte temporary buffer", s.bytes, c.spec().pack_size));
-  Drop(c, failure, step);
+  Drop(c, failure, events);
 }
 
-void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarEvents& events) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
   const bool rendezvous = (s.proto & kProtoRendezvous) != 0;
   if (!rendezvous && s.bytes > c.spec().pack_size) {
-    RaiseError(c, step, absl::ResourceExhaustedError(absl::StrFormat(
+    RaiseError(c, events, absl::ResourceExhaustedError(absl::StrFormat(
                             "%d-byte message does not fit the %d-byte temporary buffer", s.bytes,
                             c.spec().pack_size)));
   }
 }
 
-void CarActions::HandOff(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::HandOff(Car& c, const CarSignal& s, CarEvents& events) {
   Car& recv = *s.peer;
   // Copy what has arrived so far; from now on LandingZone() is the receive's.
   c.bytes_copied_ += recv.Land(c.pack_buf(), c.bytes_done_);
@@ -292,34 +292,34 @@ void CarActions::HandOff(Car& c, const CarSignal& s, CarStep& step) {
   envelope.proto = c.proto_;
   envelope.source = c.envelope().rank;
   envelope.tag = c.envelope().tag;
-  step.Raise<RecvMachine>(recv, RecvEvent::kEnvelope, envelope);
+  events.Raise<RecvMachine>(recv, RecvEvent::kEnvelope, envelope);
   if (c.bytes_done_ > 0) {
     CarSignal data;
     data.bytes = c.bytes_done_;
-    step.Raise<RecvMachine>(recv, RecvEvent::kData, data);
+    events.Raise<RecvMachine>(recv, RecvEvent::kData, data);
   }
 }
 
-void CarActions::Drop(Car& c, const CarSignal& s, CarStep&) {
+void CarActions::Drop(Car& c, const CarSignal& s, CarEvents&) {
   c.status_ = absl::Status(s.error.code(), absl::StrFormat("%s: %s", Describe(c), s.error.message()));
 }
 
 // ---- Vertices ------------------------------------------------------------------
 
-void CarActions::CountDown(Car& c, const CarSignal&, CarStep&) { --c.preds_pending_; }
+void CarActions::CountDown(Car& c, const CarSignal&, CarEvents&) { --c.preds_pending_; }
 
-void CarActions::Launch(Car& c, const CarSignal&, CarStep& step) {
-  CallVc(c, step, &Vc::launch, "launch");
+void CarActions::Launch(Car& c, const CarSignal&, CarEvents& events) {
+  CallVc(c, events, &Vc::launch, "launch");
 }
 
-void CarActions::Release(Car& c, const CarSignal& s, CarStep& step) {
-  CountDown(c, s, step);
-  Launch(c, s, step);
+void CarActions::Release(Car& c, const CarSignal& s, CarEvents& events) {
+  CountDown(c, s, events);
+  Launch(c, s, events);
 }
 
 // ---- Endings -------------------------------------------------------------------
 
-void CarActions::CompleteCar(Car& c, const CarSignal&, CarStep& step) {
+void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) {
   c.status_ = absl::OkStatus();
   if (base::Completion* k = c.spec().counter) {
     k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
@@ -327,7 +327,7 @@ void CarActions::CompleteCar(Car& c, const CarSignal&, CarStep& step) {
   }
   // A dependent that already failed (another supplier's doing) has no use for it.
   auto release = [&](Car* d) {
-    if (d != nullptr && !IsFinal(*d) && !d->ending()) RaiseProgress(*d, step);
+    if (d != nullptr && !IsFinal(*d) && !d->ending()) RaiseProgress(*d, events);
   };
   release(c.progress_dependent());
   for (Car* next : c.spec().successors) release(next);
@@ -341,33 +341,33 @@ absl::StatusCode CarActions::NoteFailure(Car& c, const CarSignal& s) {
   return cause.code();
 }
 
-void CarActions::FailCar(Car& c, const CarSignal& s, CarStep& step) {
+void CarActions::FailCar(Car& c, const CarSignal& s, CarEvents& events) {
   const absl::StatusCode code = NoteFailure(c, s);
   if (base::Completion* k = c.spec().counter) --k->pending;
-  FailDependents(c, step, code);
+  FailDependents(c, events, code);
 }
 
-void CarActions::DrainCar(Car& c, const CarSignal& s, CarStep& step) {
-  FailDependents(c, step, NoteFailure(c, s));
+void CarActions::DrainCar(Car& c, const CarSignal& s, CarEvents& events) {
+  FailDependents(c, events, NoteFailure(c, s));
   const Vc* vc = c.vc();
   if (vc != nullptr && vc->drain != nullptr) {
-    vc->drain(c, step);
+    vc->drain(c, events);
   } else {
-    step.Raise<VertexMachine>(c, VertexEvent::kComplete);  // nothing to settle
+    events.Raise<VertexMachine>(c, VertexEvent::kComplete);  // nothing to settle
   }
 }
 
-void CarActions::Drained(Car& c, const CarSignal&, CarStep&) {
+void CarActions::Drained(Car& c, const CarSignal&, CarEvents&) {
   if (base::Completion* k = c.spec().counter) --k->pending;
 }
 
-void CarActions::CancelCar(Car& c, const CarSignal&, CarStep& step) {
+void CarActions::CancelCar(Car& c, const CarSignal&, CarEvents& events) {
   c.status_ = absl::CancelledError(absl::StrFormat("%s: cancelled", Describe(c)));
   if (base::Completion* k = c.spec().counter) {
     k->status.Update(c.status_);
     --k->pending;
   }
-  FailDependents(c, step, absl::StatusCode::kCancelled);
+  FailDependents(c, events, absl::StatusCode::kCancelled);
 }
 
 }  // namespace cartage::car

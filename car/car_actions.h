@@ -21,7 +21,7 @@ struct CarMachineBase {
 struct CarActions {
   // Raises the error event of c's own machine, once: a CAR that already has an
   // error or cancel on its way (or is final) gets no second one.
-  static void RaiseError(Car& c, CarStep& step, absl::Status error);
+  static void RaiseError(Car& c, CarEvents& events, absl::Status error);
 
   // Guards.
   static bool HasDeps(const Car& c, const CarSignal& s);            // buffer/progress deps unmet
@@ -36,44 +36,44 @@ struct CarActions {
   static bool FitsTemp(const Car& c, const CarSignal& s);           // a whole eager message fits
 
   // Dependencies.
-  static void Arm(Car& c, const CarSignal& s, CarStep& step);         // offer buffer, then wait
-  static void TakeBuffer(Car& c, const CarSignal& s, CarStep& step);  // buffer dep satisfied
-  static void CountDep(Car& c, const CarSignal& s, CarStep& step);    // progress dep satisfied
+  static void Arm(Car& c, const CarSignal& s, CarEvents& events);         // offer buffer, then wait
+  static void TakeBuffer(Car& c, const CarSignal& s, CarEvents& events);  // buffer dep satisfied
+  static void CountDep(Car& c, const CarSignal& s, CarEvents& events);    // progress dep satisfied
   // Send side.
-  static void StartEager(Car& c, const CarSignal& s, CarStep& step);
-  static void StartRendezvous(Car& c, const CarSignal& s, CarStep& step);
-  static void StartData(Car& c, const CarSignal& s, CarStep& step);
+  static void StartEager(Car& c, const CarSignal& s, CarEvents& events);
+  static void StartRendezvous(Car& c, const CarSignal& s, CarEvents& events);
+  static void StartData(Car& c, const CarSignal& s, CarEvents& events);
   // Receive side.
-  static void PostToMatcher(Car& c, const CarSignal& s, CarStep& step);
-  static void UnpostAndCancel(Car& c, const CarSignal& s, CarStep& step);
-  static void BeginReceive(Car& c, const CarSignal& s, CarStep& step);
-  static void BeginTruncated(Car& c, const CarSignal& s, CarStep& step);
-  static void SendCts(Car& c, const CarSignal& s, CarStep& step);
-  static void ReceiveEmpty(Car& c, const CarSignal& s, CarStep& step);
-  static void Account(Car& c, const CarSignal& s, CarStep& step);
-  static void FinishReceive(Car& c, const CarSignal& s, CarStep& step);
-  static void FailTruncated(Car& c, const CarSignal& s, CarStep& step);
-  static void ReceiveEager(Car& c, const CarSignal& s, CarStep& step);           // whole message
-  static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarStep& step);  // what fits, then fail
+  static void PostToMatcher(Car& c, const CarSignal& s, CarEvents& events);
+  static void UnpostAndCancel(Car& c, const CarSignal& s, CarEvents& events);
+  static void BeginReceive(Car& c, const CarSignal& s, CarEvents& events);
+  static void BeginTruncated(Car& c, const CarSignal& s, CarEvents& events);
+  static void SendCts(Car& c, const CarSignal& s, CarEvents& events);
+  static void ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events);
+  static void Account(Car& c, const CarSignal& s, CarEvents& events);
+  static void FinishReceive(Car& c, const CarSignal& s, CarEvents& events);
+  static void FailTruncated(Car& c, const CarSignal& s, CarEvents& events);
+  static void ReceiveEager(Car& c, const CarSignal& s, CarEvents& events);           // whole message
+  static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events);  // what fits, then fail
   // Unexpected messages.
-  static void NoteEnvelope(Car& c, const CarSignal& s, CarStep& step);
-  static void HandOff(Car& c, const CarSignal& s, CarStep& step);
-  static void Drop(Car& c, const CarSignal& s, CarStep& step);
-  static void StashEager(Car& c, const CarSignal& s, CarStep& step);    // a whole message into the temp buffer
-  static void DropOversize(Car& c, const CarSignal& s, CarStep& step);  // it does not fit
+  static void NoteEnvelope(Car& c, const CarSignal& s, CarEvents& events);
+  static void HandOff(Car& c, const CarSignal& s, CarEvents& events);
+  static void Drop(Car& c, const CarSignal& s, CarEvents& events);
+  static void StashEager(Car& c, const CarSignal& s, CarEvents& events);    // a whole message into the temp buffer
+  static void DropOversize(Car& c, const CarSignal& s, CarEvents& events);  // it does not fit
   // Vertices.
-  static void CountDown(Car& c, const CarSignal& s, CarStep& step);
-  static void Launch(Car& c, const CarSignal& s, CarStep& step);
-  static void Release(Car& c, const CarSignal& s, CarStep& step);  // CountDown, then Launch
+  static void CountDown(Car& c, const CarSignal& s, CarEvents& events);
+  static void Launch(Car& c, const CarSignal& s, CarEvents& events);
+  static void Release(Car& c, const CarSignal& s, CarEvents& events);  // CountDown, then Launch
   // Endings shared by every machine.
-  static void CompleteCar(Car& c, const CarSignal& s, CarStep& step);
-  static void FailCar(Car& c, const CarSignal& s, CarStep& step);
-  static void CancelCar(Car& c, const CarSignal& s, CarStep& step);
+  static void CompleteCar(Car& c, const CarSignal& s, CarEvents& events);
+  static void FailCar(Car& c, const CarSignal& s, CarEvents& events);
+  static void CancelCar(Car& c, const CarSignal& s, CarEvents& events);
   // A vertex failed through a predecessor: its status and the schedule's
   // error now, its dependents failed now; then its VC's drain, and
   // Drained counts it finished once the drain completes.
-  static void DrainCar(Car& c, const CarSignal& s, CarStep& step);
-  static void Drained(Car& c, const CarSignal& s, CarStep& step);
+  static void DrainCar(Car& c, const CarSignal& s, CarEvents& events);
+  static void Drained(Car& c, const CarSignal& s, CarEvents& events);
   // The CAR's status from the signal's error, named after the CAR, and its
   // counter's first error; returns the code.
   static absl::StatusCode NoteFailure(Car& c, const CarSignal& s);

@@ -112,7 +112,7 @@ std::vector<std::tuple<int, int, int, int, uint64_t>> Messages(absl::Span<const 
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const auto& vs = ranks[r]->vertices();
     for (std::size_t v = 0; v < vs.size(); ++v) {
-      if (vs[v].kind == VertexKind::kRecv) recvs[{static_cast<int>(r), vs[v].peer, vs[v].step}] = static_cast<int>(v);
+      if (vs[v].kind == VertexKind::kRecv) recvs[{static_cast<int>(r), vs[v].peer, vs[v].ordinal}] = static_cast<int>(v);
     }
   }
   std::vector<std::tuple<int, int, int, int, uint64_t>> out;
@@ -120,7 +120,7 @@ std::vector<std::tuple<int, int, int, int, uint64_t>> Messages(absl::Span<const 
     const auto& vs = ranks[r]->vertices();
     for (std::size_t v = 0; v < vs.size(); ++v) {
       if (vs[v].kind != VertexKind::kSend) continue;
-      auto it = recvs.find({vs[v].peer, static_cast<int>(r), vs[v].step});
+      auto it = recvs.find({vs[v].peer, static_cast<int>(r), vs[v].ordinal});
       if (it != recvs.end()) out.emplace_back(static_cast<int>(r), static_cast<int>(v), vs[v].peer, it->second, vs[v].bytes);
     }
   }

@@ -93,7 +93,7 @@ VertexId ScheduleBuilder::Message(VertexKind kind, Buf at, uint64_t bytes, int p
   v.kind = kind;
   v.peer = peer;
   std::vector<int>& count = kind == VertexKind::kSend ? sends_to_ : recvs_from_;
-  if (peer >= 0 && peer < size_) v.step = count[static_cast<std::size_t>(peer)]++;
+  if (peer >= 0 && peer < size_) v.ordinal = count[static_cast<std::size_t>(peer)]++;
   (kind == VertexKind::kSend ? v.src : v.dst) = at;
   v.bytes = bytes;
   return Add(std::move(v), after);

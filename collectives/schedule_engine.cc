@@ -19,10 +19,10 @@ namespace {
 using car::VertexEvent;
 using car::VertexMachine;
 
-// Tags: (1 + sequence mod kSlots) * kStepTags + step mod kStepTags, so that
+// Tags: (1 + sequence mod kSlots) * kOrdinals + ordinal mod kOrdinals, so that
 // tags stay clear of the small ones Comm::Split uses on the same context.
-constexpr int kStepTags = 1024;
-constexpr uint32_t kSlots = (static_cast<uint32_t>(kMaxTag) + 1) / kStepTags - 1;
+constexpr int kOrdinals = 1024;
+constexpr uint32_t kSlots = (static_cast<uint32_t>(kMaxTag) + 1) / kOrdinals - 1;
 
 }  // namespace
 
@@ -35,7 +35,7 @@ Schedule::~Schedule() {
 }
 
 int Schedule::TagOf(const Vertex& v) const {
-  return static_cast<int>(1 + sequence_ % kSlots) * kStepTags + v.step % kStepTags;
+  return static_cast<int>(1 + sequence_ % kSlots) * kOrdinals + v.ordinal % kOrdinals;
 }
 
 std::string Schedule::StateOf(VertexId v) const {
@@ -386,12 +386,12 @@ inline absl::Status Schedule::StartRequest(VertexId v, bool counted) {
   return absl::OkStatus();
 }
 
-void Schedule::LaunchVertex(car::Car& car, car::CarStep& step) {
+void Schedule::LaunchVertex(car::Car& car, car::CarEvents& events) {
   auto* s = static_cast<Schedule*>(car.spec().owner);
-  s->Launch(*static_cast<const VertexId*>(car.method_private()), car, step);
+  s->Launch(*static_cast<const VertexId*>(car.method_private()), car, events);
 }
 
-void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
+void Schedule::Launch(VertexId v, car::Car& car, car::CarEvents& events) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   absl::Status st;
   if (x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) {
@@ -400,7 +400,7 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
     if (st.ok() && r.completed()) {  // an eager send, a message that was waiting: done now
       st = Finished(v, r);
       if (st.ok()) {
-        step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+        events.Raise<VertexMachine>(car, VertexEvent::kComplete);
         return;
       }
     } else if (st.ok()) {
@@ -410,18 +410,18 @@ void Schedule::Launch(VertexId v, car::Car& car, car::CarStep& step) {
   } else {
     st = RunLocal(v);
     if (st.ok()) {
-      step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+      events.Raise<VertexMachine>(car, VertexEvent::kComplete);
       return;
     }
   }
   car::CarSignal sig;
   sig.error = Fail(v, st);
-  step.Raise<VertexMachine>(car, VertexEvent::kError, sig);
+  events.Raise<VertexMachine>(car, VertexEvent::kError, sig);
 }
 
-void Schedule::DrainVertex(car::Car& car, car::CarStep& step) {
+void Schedule::DrainVertex(car::Car& car, car::CarEvents& events) {
   auto* s = static_cast<Schedule*>(car.spec().owner);
-  s->Drain(*static_cast<const VertexId*>(car.method_private()), car, step);
+  s->Drain(*static_cast<const VertexId*>(car.method_private()), car, events);
 }
 
 // A send or receive that will not run (a predecessor failed) still settles
@@ -431,12 +431,12 @@ void Schedule::DrainVertex(car::Car& car, car::CarStep& step) {
 // size, and keeps none of it. So no rank waits for ever on a message this
 // run will not send, and none of this run's messages is left to meet a
 // later run's receive of the same tag. A local step has nothing to settle.
-void Schedule::Drain(VertexId v, car::Car& car, car::CarStep& step) {
+void Schedule::Drain(VertexId v, car::Car& car, car::CarEvents& events) {
   const Vertex& x = vertices_[static_cast<std::size_t>(v)];
   if ((x.kind == VertexKind::kSend || x.kind == VertexKind::kRecv) && !Settle(v).has_value()) {
     return;  // Poll finishes it
   }
-  step.Raise<VertexMachine>(car, VertexEvent::kComplete);
+  events.Raise<VertexMachine>(car, VertexEvent::kComplete);
 }
 
 std::optional<absl::Status> Schedule::Settle(VertexId v) {

@@ -34,7 +34,7 @@
 //   absl::Status s = DoorMachine::Dispatch(door, DoorDef::Event::kPush);
 //
 // Run to completion: an action never dispatches directly; it raises events
-// through its Step, and they run, in order, once the current transition has
+// through its event queue, and they run, in order, once the current transition has
 // finished. Events may be raised on other instances, and on other machines
 // that share the context and payload types.
 #ifndef CARTAGE_FSM_MACHINE_H_
@@ -59,7 +59,7 @@
 namespace cartage::fsm {
 
 template <class Ctx, class Payload>
-class Step;
+class EventQueue;
 template <class Def, const auto& kTable>
 class Machine;
 
@@ -91,9 +91,9 @@ concept MachineDef = requires(typename D::Context& c, const typename D::Context&
   requires D::kEvents.size() == static_cast<std::size_t>(D::Event::kCount);
 };
 
-// The Step an action of Def receives.
+// The event queue an action of Def receives.
 template <class Def>
-using StepOf = Step<typename Def::Context, typename Def::Payload>;
+using EventsOf = EventQueue<typename Def::Context, typename Def::Payload>;
 
 // A named guard: the transition is taken only if it returns true. `{}` (no
 // name, no function) means "no guard".
@@ -108,7 +108,7 @@ struct Guard {
 template <class Def>
 struct Action {
   absl::string_view name;
-  void (*fn)(typename Def::Context&, const typename Def::Payload&, StepOf<Def>&) = nullptr;
+  void (*fn)(typename Def::Context&, const typename Def::Payload&, EventsOf<Def>&) = nullptr;
   constexpr bool present() const { return !name.empty(); }
 };
 
@@ -176,10 +176,10 @@ consteval Table<Def, N> MakeTable(const Transition<Def> (&rows)[N]) {
 
 // Lets an action raise events that run after the current transition.
 template <class Ctx, class Payload>
-class Step {
+class EventQueue {
  public:
   // A type-erased dispatch of one event (Machine<...>::DispatchQueued).
-  using DispatchFn = absl::Status (*)(Ctx&, uint8_t event, const Payload&, Step&);
+  using DispatchFn = absl::Status (*)(Ctx&, uint8_t event, const Payload&, EventQueue&);
 
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
@@ -286,13 +286,13 @@ class Machine {
   // event and instance.
   template <TraceMode kMode = TraceMode::kRuntime>
   static absl::Status Dispatch(Context& ctx, Event event) {
-    return Dispatch<kMode>(ctx, event, StepOf<Def>::NoPayload());
+    return Dispatch<kMode>(ctx, event, EventsOf<Def>::NoPayload());
   }
   template <TraceMode kMode = TraceMode::kRuntime>
   static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload) {
-    StepOf<Def> step;
-    absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, step);
-    if (ABSL_PREDICT_FALSE(step.has_pending())) s.Update(step.Drain());
+    EventsOf<Def> events;
+    absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, events);
+    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
     return s;
   }
 
@@ -311,10 +311,10 @@ class Machine {
     return false;
   }
 
-  // Used by Step::Raise: dispatch inside a run-to-completion loop.
+  // Used by EventQueue::Raise: dispatch inside a run-to-completion loop.
   static absl::Status DispatchQueued(Context& ctx, uint8_t event, const Payload& payload,
-                                     StepOf<Def>& step) {
-    return Fire<TraceMode::kRuntime>(ctx, event, payload, step);
+                                     EventsOf<Def>& events) {
+    return Fire<TraceMode::kRuntime>(ctx, event, payload, events);
   }
 
   // The machine as data, for the registry and the emitters.
@@ -344,10 +344,10 @@ class Machine {
   // call (kFire, indexed by state and event). Walking the rows with a guard
   // and an action called through pointers cost 2.8 times a hand-written
   // switch, this 2.4 (bench/fsm_bench.cc, bench/RESULTS.md).
-  using FireFn = absl::Status (*)(Context&, const Payload&, StepOf<Def>&);
+  using FireFn = absl::Status (*)(Context&, const Payload&, EventsOf<Def>&);
 
   template <TraceMode kMode, std::size_t kKey, uint16_t kRow>
-  static absl::Status FireRow(Context& ctx, const Payload& payload, StepOf<Def>& step) {
+  static absl::Status FireRow(Context& ctx, const Payload& payload, EventsOf<Def>& events) {
     constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
     constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
     if constexpr (kRow == kTable.first(kKey + 1)) {
@@ -362,9 +362,9 @@ class Machine {
       // pointer's comparison with null is no constant expression under the
       // sanitizers).
       if constexpr (kRowDef.guard.present()) {
-        if (!kRowDef.guard.fn(ctx, payload)) return FireRow<kMode, kKey, kRow + 1>(ctx, payload, step);
+        if (!kRowDef.guard.fn(ctx, payload)) return FireRow<kMode, kKey, kRow + 1>(ctx, payload, events);
       }
-      if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, step);
+      if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, events);
       constexpr uint8_t kTarget = static_cast<uint8_t>(kRowDef.target);
       Def::Cell(ctx).value_ = kTarget;
       if constexpr (kMode == TraceMode::kRuntime) {
@@ -387,8 +387,8 @@ class Machine {
 
   template <TraceMode kMode>
   static absl::Status Fire(Context& ctx, uint8_t event, const Payload& payload,
-                           StepOf<Def>& step) {
-    return kFire<kMode>[Def::Cell(ctx).value_ * kEvents + event](ctx, payload, step);
+                           EventsOf<Def>& events) {
+    return kFire<kMode>[Def::Cell(ctx).value_ * kEvents + event](ctx, payload, events);
   }
 };
 

@@ -170,27 +170,27 @@ class Loopback {
   }
 
   // ---- Vc operations --------------------------------------------------
-  static void StartEager(Car& s, CarStep& step) {
+  static void StartEager(Car& s, CarEvents& events) {
     Packet p = NewPacket(Packet::kEnvelope, s.id(), &s);
     p.env = {s.envelope().context_id, kSource, s.envelope().tag};
     p.proto = s.spec().synchronous ? kProtoSync : kProtoEager;
     p.total = s.payload_bytes();
     g_loop->wire.push_back(p);
     g_loop->QueueData(s.id(), SourceOf(s), p.total);
-    step.Raise<SendMachine>(s, SendEvent::kLocalDone);  // copied: the buffer is free
+    events.Raise<SendMachine>(s, SendEvent::kLocalDone);  // copied: the buffer is free
   }
-  static void StartRendezvous(Car& s, CarStep&) {
+  static void StartRendezvous(Car& s, CarEvents&) {
     Packet p = NewPacket(Packet::kEnvelope, s.id(), &s);
     p.env = {s.envelope().context_id, kSource, s.envelope().tag};
     p.proto = kProtoRendezvous;
     p.total = s.payload_bytes();
     g_loop->wire.push_back(p);
   }
-  static void StartData(Car& s, CarStep& step) {
+  static void StartData(Car& s, CarEvents& events) {
     g_loop->QueueData(s.id(), SourceOf(s), s.payload_bytes());
-    step.Raise<SendMachine>(s, SendEvent::kLocalDone);
+    events.Raise<SendMachine>(s, SendEvent::kLocalDone);
   }
-  static void PostRecv(Car& r, CarStep& step) {
+  static void PostRecv(Car& r, CarEvents& events) {
     auto& uq = g_loop->unexpected;
     for (auto it = uq.begin(); it != uq.end(); ++it) {
       if (!Matches(r.envelope(), (*it)->envelope())) continue;
@@ -199,22 +199,22 @@ class Loopback {
       PrivOf(r).peer = PrivOf(*u).peer;
       CarSignal sig;
       sig.peer = &r;
-      step.Raise<UnexpectedMachine>(*u, UnexpectedEvent::kMatch, sig);
+      events.Raise<UnexpectedMachine>(*u, UnexpectedEvent::kMatch, sig);
       return;
     }
     g_loop->posted.push_back(&r);
   }
-  static void UnpostRecv(Car& r, CarStep&) {
+  static void UnpostRecv(Car& r, CarEvents&) {
     std::erase(g_loop->posted, &r);
   }
-  static void SendCts(Car& r, CarStep&) {
+  static void SendCts(Car& r, CarEvents&) {
     Car* sender = PrivOf(r).peer;
     g_loop->incoming[sender->id()] = &r;
     Packet p = NewPacket(Packet::kCts, sender->id());
     p.target = sender;
     g_loop->wire.push_back(p);
   }
-  static void SendAck(Car& r, CarStep&) {
+  static void SendAck(Car& r, CarEvents&) {
     Packet p = NewPacket(Packet::kAck);
     p.target = PrivOf(r).peer;
     g_loop->wire.push_back(p);
@@ -350,7 +350,7 @@ TEST_F(CarFsmTest, SynchronousSendCompletesOnlyAfterTheMatch) {
 TEST_F(CarFsmTest, AckBeforeLocalCompletionIsFine) {
   // A VC whose NIC reports local completion late: the receiver's ACK
   // overtakes it (eager_in_flight -> acked_early -> done).
-  const Vc slow{.name = "slow", .start_eager = [](Car&, CarStep&) {}};
+  const Vc slow{.name = "slow", .start_eager = [](Car&, CarEvents&) {}};
   const std::vector<char> data = Pattern(4, 4);
   CarSpec spec;
   spec.kind = CarKind::kSend;

@@ -139,7 +139,7 @@ TEST(CarPool, SteadyStateTouchesNoAllocator) {
   for (Car* c : more) pool.Release(c);
 }
 
-void CompleteAtOnce(Car& c, CarStep& step) { step.Raise<SendMachine>(c, SendEvent::kLocalDone); }
+void CompleteAtOnce(Car& c, CarEvents& events) { events.Raise<SendMachine>(c, SendEvent::kLocalDone); }
 
 TEST(CarPool, WholeEagerSendFlowTouchesNoAllocator) {
   // Create, post (two transitions and a raised event), complete, release.

@@ -20,14 +20,14 @@ std::vector<uint64_t>* g_ran = nullptr;
 uint64_t g_fail_id = 0;    // the vertex whose launch fails
 bool g_complete_now = true;  // local ops complete inside launch
 
-void LaunchLocal(Car& v, CarStep& step) {
+void LaunchLocal(Car& v, CarEvents& events) {
   g_ran->push_back(v.id());
   if (v.id() == g_fail_id) {
     CarSignal err;
     err.error = absl::InternalError("reduction failed");
-    step.Raise<VertexMachine>(v, VertexEvent::kError, err);
+    events.Raise<VertexMachine>(v, VertexEvent::kError, err);
   } else if (g_complete_now) {
-    step.Raise<VertexMachine>(v, VertexEvent::kComplete);
+    events.Raise<VertexMachine>(v, VertexEvent::kComplete);
   }
 }
 const Vc kLocal{.name = "local", .launch = &LaunchLocal};
@@ -159,7 +159,7 @@ TEST_F(VertexTest, RearmRunsTheScheduleAgain) {
 // message with the peer, and the vertex counts as finished (failed) only once
 // the drain completes; a start that reaches it meanwhile changes nothing.
 std::vector<uint64_t>* g_drains = nullptr;
-void DrainLater(Car& v, CarStep&) { g_drains->push_back(v.id()); }
+void DrainLater(Car& v, CarEvents&) { g_drains->push_back(v.id()); }
 const Vc kDraining{.name = "draining", .launch = &LaunchLocal, .drain = &DrainLater};
 
 TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {

@@ -99,21 +99,21 @@ TEST(FsmDispatch, QueuedPayloadsReachTheirEventsAsTheQueueGrows) {
   TurnstileMachine::Reset(a);
   TurnstileMachine::Reset(b);
   a.partner = &b;
-  fsm::StepOf<TurnstileDef> step;
+  fsm::EventsOf<TurnstileDef> events;
   for (int round = 0; round < 3; ++round) {
-    step.Raise<TurnstileMachine>(a, E::kCoin, 1);  // too little while locked: refused
-    step.Raise<TurnstileMachine>(a, E::kCoin, 3);  // unlocks
-    step.Raise<TurnstileMachine>(a, E::kCoin, 0);  // unlocked: any coin is taken
-    step.Raise<TurnstileMachine>(a, E::kPush);     // no payload
+    events.Raise<TurnstileMachine>(a, E::kCoin, 1);  // too little while locked: refused
+    events.Raise<TurnstileMachine>(a, E::kCoin, 3);  // unlocks
+    events.Raise<TurnstileMachine>(a, E::kCoin, 0);  // unlocked: any coin is taken
+    events.Raise<TurnstileMachine>(a, E::kPush);     // no payload
   }
-  const absl::Status s = step.Drain();
+  const absl::Status s = events.Drain();
   EXPECT_EQ(s.message(), "fsm 'turnstile' instance 1: event 'coin' in state 'locked': every guard refused the transition");
   EXPECT_EQ(a.coins, 6);
   EXPECT_EQ(a.passes, 3);
   EXPECT_EQ(TurnstileMachine::StateOf(a), S::kLocked);
   EXPECT_EQ(b.coins, 3);  // three coins of 5: the first unlocked it
   EXPECT_EQ(TurnstileMachine::StateOf(b), S::kUnlocked);
-  EXPECT_FALSE(step.has_pending());
+  EXPECT_FALSE(events.has_pending());
 }
 
 // Raises `raised` coins with payloads in one step and drains it; returns
@@ -125,11 +125,11 @@ TEST(FsmDispatch, QueuedPayloadsReachTheirEventsAsTheQueueGrows) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 long AllocationsToDrain(Turnstile& t, int raised) {
-  fsm::StepOf<TurnstileDef> step;
+  fsm::EventsOf<TurnstileDef> events;
   const long before = g_allocations.load();
-  step.Raise<TurnstileMachine>(t, E::kCoin, 3);  // unlocks (or, unlocked, is taken)
-  for (int i = 1; i < raised; ++i) step.Raise<TurnstileMachine>(t, E::kCoin, 0);  // unlocked: taken
-  EXPECT_TRUE(step.Drain().ok());
+  events.Raise<TurnstileMachine>(t, E::kCoin, 3);  // unlocks (or, unlocked, is taken)
+  for (int i = 1; i < raised; ++i) events.Raise<TurnstileMachine>(t, E::kCoin, 0);  // unlocked: taken
+  EXPECT_TRUE(events.Drain().ok());
   return g_allocations.load() - before;
 }
 #pragma GCC diagnostic pop

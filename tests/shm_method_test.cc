@@ -346,7 +346,7 @@ class ShmHoldTest : public ShmMethodTest {
   // Posts rank 0's receive of 8 bytes with `tag` from rank 1 into `buf`.
   car::Car* PostRecv(int tag, char* buf, base::Completion* done) {
     vc_ = *rank0_->VcOf(1);
-    vc_.post_recv = [](car::Car&, car::CarStep&) {};  // the matcher's part is HoldingHost's
+    vc_.post_recv = [](car::Car&, car::CarEvents&) {};  // the matcher's part is HoldingHost's
     car::CarSpec s;
     s.kind = car::CarKind::kRecv;
     s.flags = car::CarFlag::kRecvData;
@@ -490,7 +490,7 @@ class ShmCmaTest : public ::testing::Test {
   void PostRecv(int at) {
     const int from = 1 - at;
     vc_[at] = *rank_[at]->VcOf(from);
-    vc_[at].post_recv = [](car::Car&, car::CarStep&) {};
+    vc_[at].post_recv = [](car::Car&, car::CarEvents&) {};
     car::CarSpec s = Spec(false, from, in_[at].data(), &got_[at]);
     s.vc = &vc_[at];
     car::Car* r = *host_[at].pool.Create(s);

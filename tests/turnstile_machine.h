@@ -41,11 +41,11 @@ namespace turnstile {
 using S = TurnstileDef::State;
 using E = TurnstileDef::Event;
 inline bool PaidEnough(const Turnstile&, const int& value) { return value >= 2; }
-inline void TakeCoin(Turnstile& t, const int&, fsm::StepOf<TurnstileDef>&) {
+inline void TakeCoin(Turnstile& t, const int&, fsm::EventsOf<TurnstileDef>&) {
   ++t.coins;
   if (t.log) t.log->push_back("take#" + std::to_string(t.id));
 }
-void Pass(Turnstile& t, const int&, fsm::StepOf<TurnstileDef>& step);
+void Pass(Turnstile& t, const int&, fsm::EventsOf<TurnstileDef>& events);
 inline constexpr fsm::Guard<TurnstileDef> kPaidEnough{"PaidEnough", &PaidEnough};
 inline constexpr fsm::Action<TurnstileDef> kTakeCoin{"TakeCoin", &TakeCoin};
 inline constexpr fsm::Action<TurnstileDef> kPass{"Pass", &Pass};
@@ -64,11 +64,11 @@ inline constexpr auto kTable = fsm::MakeTable<TurnstileDef>({
 using TurnstileMachine = fsm::Machine<TurnstileDef, turnstile::kTable>;
 
 namespace turnstile {
-inline void Pass(Turnstile& t, const int&, fsm::StepOf<TurnstileDef>& step) {
+inline void Pass(Turnstile& t, const int&, fsm::EventsOf<TurnstileDef>& events) {
   ++t.passes;
   if (t.log) t.log->push_back("pass#" + std::to_string(t.id));
   // Run to completion: the partner's coin runs after this transition ends.
-  if (t.partner != nullptr) step.Raise<TurnstileMachine>(*t.partner, E::kCoin, 5);
+  if (t.partner != nullptr) events.Raise<TurnstileMachine>(*t.partner, E::kCoin, 5);
 }
 }  // namespace turnstile
 

@@ -39,7 +39,7 @@ namespace dgram {
 
 using cartage::car::Car;
 using cartage::car::CarSignal;
-using cartage::car::CarStep;
+using cartage::car::CarEvents;
 using cartage::car::RecvEvent;
 using cartage::car::RecvMachine;
 using cartage::car::SendEvent;
@@ -126,14 +126,14 @@ class DgramMethod final : public methods::Method {
   // VC operations. Each finds the method and the peer through the VC it was
   // called through (methods::MethodOf, methods::PeerOf).
   static const cartage::car::Vc kOps;
-  static void StartEager(Car& c, CarStep& step);
-  static void StartRendezvous(Car& c, CarStep& step);
-  static void StartData(Car& c, CarStep& step);
-  static void SendCts(Car& c, CarStep& step);
-  static void SendAck(Car& c, CarStep& step);
-  static void FailAtOnce(Car& c, CarStep& step) {
+  static void StartEager(Car& c, CarEvents& events);
+  static void StartRendezvous(Car& c, CarEvents& events);
+  static void StartData(Car& c, CarEvents& events);
+  static void SendCts(Car& c, CarEvents& events);
+  static void SendAck(Car& c, CarEvents& events);
+  static void FailAtOnce(Car& c, CarEvents& events) {
     const int peer = methods::PeerOf(c);
-    cartage::car::CarActions::RaiseError(c, step, Of(c).peers_[static_cast<std::size_t>(peer)].error);
+    cartage::car::CarActions::RaiseError(c, events, Of(c).peers_[static_cast<std::size_t>(peer)].error);
   }
 
   Header Make(Type t, const Car* c) const;
@@ -291,9 +291,9 @@ const cartage::car::Vc DgramMethod::kOps{.name = "dgram",
                                          .send_ack = &SendAck};
 
 // The VC operations run inside a CAR's transition: they queue what they
-// cannot send and raise events through `step`, never dispatching the CAR.
+// cannot send and raise events through `events`, never dispatching the CAR.
 // An eager send raises local_done only once its datagram is with the kernel.
-void DgramMethod::StartEager(Car& c, CarStep& step) {
+void DgramMethod::StartEager(Car& c, CarEvents& events) {
   DgramMethod& m = Of(c);
   const int peer = methods::PeerOf(c);
   if (c.spec().synchronous) m.wire_.Register(c);
@@ -305,7 +305,7 @@ void DgramMethod::StartEager(Car& c, CarStep& step) {
   c.Gather(0, o.payload.data(), o.payload.size());  // copied: the user's buffer is free
   Peer& p = m.peers_[static_cast<std::size_t>(peer)];
   if (p.queue.empty() && m.Try(peer, o.h, o.payload.data(), o.payload.size()) == 1) {
-    step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+    events.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
   o.car = &c;
@@ -313,7 +313,7 @@ void DgramMethod::StartEager(Car& c, CarStep& step) {
   ++m.backlog_;
 }
 
-void DgramMethod::StartRendezvous(Car& c, CarStep&) {
+void DgramMethod::StartRendezvous(Car& c, CarEvents&) {
   DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kRts, &c);
@@ -322,7 +322,7 @@ void DgramMethod::StartRendezvous(Car& c, CarStep&) {
   m.Post(methods::PeerOf(c), std::move(o));
 }
 
-void DgramMethod::StartData(Car& c, CarStep&) {
+void DgramMethod::StartData(Car& c, CarEvents&) {
   DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kData, nullptr);
@@ -333,7 +333,7 @@ void DgramMethod::StartData(Car& c, CarStep&) {
   ++m.backlog_;
 }
 
-void DgramMethod::SendCts(Car& c, CarStep&) {
+void DgramMethod::SendCts(Car& c, CarEvents&) {
   DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kCts, nullptr);
@@ -342,7 +342,7 @@ void DgramMethod::SendCts(Car& c, CarStep&) {
   m.Post(methods::PeerOf(c), std::move(o));
 }
 
-void DgramMethod::SendAck(Car& c, CarStep&) {
+void DgramMethod::SendAck(Car& c, CarEvents&) {
   DgramMethod& m = Of(c);
   Outgoing o;
   o.h = m.Make(kAck, nullptr);

@@ -27,7 +27,7 @@ namespace cartage::methods::ofi {
 
 using car::Car;
 using car::CarSignal;
-using car::CarStep;
+using car::CarEvents;
 using car::RecvEvent;
 using car::RecvMachine;
 using car::RecvState;
@@ -167,7 +167,7 @@ ssize_t OfiMethod::Issue(OfiOp* op) {
   return -FI_EINVAL;
 }
 
-void OfiMethod::Post(OfiOp* op, CarStep* step) {
+void OfiMethod::Post(OfiOp* op, CarEvents* events) {
   std::deque<OfiOp*>& q = QueueOf(op);
   if (!q.empty()) {  // behind earlier operations of its kind: never overtake them
     q.push_back(op);
@@ -178,14 +178,14 @@ void OfiMethod::Post(OfiOp* op, CarStep* step) {
     q.push_back(op);
     return;
   }
-  Posted(op, rc, step);
+  Posted(op, rc, events);
 }
 
-void OfiMethod::Posted(OfiOp* op, ssize_t rc, CarStep* step) {
+void OfiMethod::Posted(OfiOp* op, ssize_t rc, CarEvents* events) {
   if (rc != 0) {
-    Finish(op, absl::UnavailableError(absl::StrFormat("ofi: posting to rank %d: %s", op->peer, FiError(rc))), step);
+    Finish(op, absl::UnavailableError(absl::StrFormat("ofi: posting to rank %d: %s", op->peer, FiError(rc))), events);
   } else if (op->inject) {
-    Finish(op, absl::OkStatus(), step);
+    Finish(op, absl::OkStatus(), events);
   } else {
     live_.insert(op);
   }
@@ -193,7 +193,7 @@ void OfiMethod::Posted(OfiOp* op, ssize_t rc, CarStep* step) {
 
 // An injected send is done once posted; a post that failed outright fails
 // its CAR.
-void OfiMethod::Finish(OfiOp* op, const absl::Status& error, CarStep* step) {
+void OfiMethod::Finish(OfiOp* op, const absl::Status& error, CarEvents* events) {
   Car* c = op->car;
   const bool send = op->kind == OfiOp::Kind::kSend;
   if (c != nullptr) {
@@ -204,16 +204,16 @@ void OfiMethod::Finish(OfiOp* op, const absl::Status& error, CarStep* step) {
   FreeOp(op);
   if (c == nullptr) return;
   if (!error.ok()) {
-    if (step != nullptr) {
-      car::CarActions::RaiseError(*c, *step, error);
+    if (events != nullptr) {
+      car::CarActions::RaiseError(*c, *events, error);
     } else {
       FailCar(*c, error);
     }
     return;
   }
   if (!send) return;
-  if (step != nullptr) {
-    step->Raise<SendMachine>(*c, SendEvent::kLocalDone);
+  if (events != nullptr) {
+    events->Raise<SendMachine>(*c, SendEvent::kLocalDone);
   } else {
     (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
   }
@@ -241,7 +241,7 @@ const car::Vc OfiMethod::kOps{.name = "ofi",
                               .unpost_recv = &UnpostRecv,
                               .send_ack = &SendAck};
 
-void OfiMethod::StartSend(Car& c, CarStep& step) {
+void OfiMethod::StartSend(Car& c, CarEvents& events) {
   OfiCarState& st = StateOf(c);
   OfiMethod& m = MethodOf<OfiMethod>(c);
   const int peer = PeerOf(c);
@@ -256,7 +256,7 @@ void OfiMethod::StartSend(Car& c, CarStep& step) {
     ack->tag = want.tag;
     ack->ignore = want.ignore;
     st.ack = ack;
-    m.Post(ack, &step);
+    m.Post(ack, &events);
   }
   OfiOp* op = m.NewOp(OfiOp::Kind::kSend, &c, peer);
   const std::byte* from = c.ContiguousSource();
@@ -271,10 +271,10 @@ void OfiMethod::StartSend(Car& c, CarStep& step) {
   op->tag = m.layout().Send(env.context_id, m.rank_, env.tag, sync);
   op->inject = bytes <= m.provider_.inject_size;
   st.op = op;
-  m.Post(op, &step);
+  m.Post(op, &events);
 }
 
-void OfiMethod::PostRecv(Car& c, CarStep& step) {
+void OfiMethod::PostRecv(Car& c, CarEvents& events) {
   OfiCarState& st = StateOf(c);
   OfiMethod& m = MethodOf<OfiMethod>(c);
   const car::Envelope& env = c.envelope();
@@ -294,10 +294,10 @@ void OfiMethod::PostRecv(Car& c, CarStep& step) {
   op->addr = env.rank >= 0 && m.layout().source_in_data() ? m.addrs_[static_cast<std::size_t>(env.rank)]
                                                             : FI_ADDR_UNSPEC;
   st.op = op;
-  m.Post(op, &step);
+  m.Post(op, &events);
 }
 
-void OfiMethod::UnpostRecv(Car& c, CarStep&) {
+void OfiMethod::UnpostRecv(Car& c, CarEvents&) {
   // Cancel() took it back from the provider; one still queued is dropped.
   OfiCarState& st = StateOf(c);
   if (st.op != nullptr) {
@@ -311,18 +311,18 @@ void OfiMethod::UnpostRecv(Car& c, CarStep&) {
   }
 }
 
-void OfiMethod::SendAck(Car& c, CarStep& step) {
+void OfiMethod::SendAck(Car& c, CarEvents& events) {
   OfiMethod& m = MethodOf<OfiMethod>(c);
   const int peer = PeerOf(c);
   OfiOp* op = m.NewOp(OfiOp::Kind::kAckSend, nullptr, peer);
   op->addr = m.addrs_[static_cast<std::size_t>(peer)];
   op->tag = m.layout().Ack(c.envelope().context_id, m.rank_, StateOf(c).tag);
   op->inject = true;
-  m.Post(op, &step);
+  m.Post(op, &events);
 }
 
-void OfiMethod::FailAtOnce(Car& c, CarStep& step) {
-  car::CarActions::RaiseError(c, step, MethodOf<OfiMethod>(c).peers_[static_cast<std::size_t>(PeerOf(c))].error);
+void OfiMethod::FailAtOnce(Car& c, CarEvents& events) {
+  car::CarActions::RaiseError(c, events, MethodOf<OfiMethod>(c).peers_[static_cast<std::size_t>(PeerOf(c))].error);
 }
 
 absl::Status OfiMethod::Cancel(Car& c) {

@@ -145,11 +145,11 @@ class OfiMethod final : public Method {
   // VC operations (car::Vc); the VC's context is the method. The provider
   // matches, so posting a receive is the method's operation, not the agent's.
   static const car::Vc kOps;
-  static void StartSend(car::Car& c, car::CarStep& step);
-  static void PostRecv(car::Car& c, car::CarStep& step);
-  static void UnpostRecv(car::Car& c, car::CarStep& step);
-  static void SendAck(car::Car& c, car::CarStep& step);
-  static void FailAtOnce(car::Car& c, car::CarStep& step);
+  static void StartSend(car::Car& c, car::CarEvents& events);
+  static void PostRecv(car::Car& c, car::CarEvents& events);
+  static void UnpostRecv(car::Car& c, car::CarEvents& events);
+  static void SendAck(car::Car& c, car::CarEvents& events);
+  static void FailAtOnce(car::Car& c, car::CarEvents& events);
 
   static OfiCarState& StateOf(car::Car& c) { return *static_cast<OfiCarState*>(c.method_private()); }
 
@@ -170,14 +170,14 @@ class OfiMethod final : public Method {
   OfiOp* NewOp(OfiOp::Kind kind, car::Car* car, int peer);
   void FreeOp(OfiOp* op);
   // Hands `op` to the provider, or queues it behind earlier ones; what
-  // finishes at once (inject, a hard error) goes through `step` inside a
-  // CAR's operation, or is dispatched directly (step null).
-  void Post(OfiOp* op, car::CarStep* step);
+  // finishes at once (inject, a hard error) goes through `events` inside a
+  // CAR's operation, or is dispatched directly (events null).
+  void Post(OfiOp* op, car::CarEvents* events);
   ssize_t Issue(OfiOp* op);
   // What follows a post that did not wait (`rc` from Issue): the provider
   // holds it, or it finished at once (inject, a hard error).
-  void Posted(OfiOp* op, ssize_t rc, car::CarStep* step);
-  void Finish(OfiOp* op, const absl::Status& error, car::CarStep* step);  // inject done / failed at posting
+  void Posted(OfiOp* op, ssize_t rc, car::CarEvents* events);
+  void Finish(OfiOp* op, const absl::Status& error, car::CarEvents* events);  // inject done / failed at posting
   int RetryQueued();
   // Reads the completion queue until it is empty (or `max_rounds` reads).
   int Drain();

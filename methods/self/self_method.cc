@@ -9,7 +9,7 @@ namespace cartage::methods::self {
 
 using car::Car;
 using car::CarSignal;
-using car::CarStep;
+using car::CarEvents;
 
 const car::Vc SelfMethod::kOps{.name = "self", .start_eager = &StartEager, .send_ack = &SendAck};
 
@@ -41,7 +41,7 @@ std::vector<ParamInfo> NoParams() { return {}; }
 const Descriptor kDescriptor{"self", "the rank itself: in-process, one copy, every size eager",
                              &SelfMethod::Caps, &NoParams, &Open};
 
-void SelfMethod::StartEager(Car& send, CarStep& step) {
+void SelfMethod::StartEager(Car& send, CarEvents& events) {
   SelfMethod& m = MethodOf<SelfMethod>(send);
   const car::Envelope& e = send.envelope();
   const car::Envelope incoming{e.context_id, m.rank_, e.tag};
@@ -61,23 +61,23 @@ void SelfMethod::StartEager(Car& send, CarStep& step) {
   if (Car* r = m.host_->MatchIncoming(incoming)) {
     m.Bind(*r, m.rank_);
     StateOf(*r).sender = sender;
-    step.Raise<car::RecvMachine>(*r, car::RecvEvent::kEager, sig);
+    events.Raise<car::RecvMachine>(*r, car::RecvEvent::kEager, sig);
   } else {
     absl::StatusOr<Car*> u = m.host_->NewUnexpected(incoming, sig.bytes);
     if (!u.ok()) {
-      car::CarActions::RaiseError(send, step, u.status());
+      car::CarActions::RaiseError(send, events, u.status());
       return;
     }
     m.Bind(**u, m.rank_);
     StateOf(**u).sender = sender;
-    step.Raise<car::UnexpectedMachine>(**u, car::UnexpectedEvent::kEager, sig);
+    events.Raise<car::UnexpectedMachine>(**u, car::UnexpectedEvent::kEager, sig);
   }
   // The bytes are copied while the raised events run, before this post returns.
-  step.Raise<car::SendMachine>(send, car::SendEvent::kLocalDone);
+  events.Raise<car::SendMachine>(send, car::SendEvent::kLocalDone);
 }
 
-void SelfMethod::SendAck(Car& recv, CarStep& step) {
-  if (Car* sender = StateOf(recv).sender) step.Raise<car::SendMachine>(*sender, car::SendEvent::kAck);
+void SelfMethod::SendAck(Car& recv, CarEvents& events) {
+  if (Car* sender = StateOf(recv).sender) events.Raise<car::SendMachine>(*sender, car::SendEvent::kAck);
 }
 
 }  // namespace cartage::methods::self

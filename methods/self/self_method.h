@@ -44,8 +44,8 @@ class SelfMethod final : public Method {
   // VC operations (car::Vc); the VC's context is the method. No
   // rendezvous: every size is eager.
   static const car::Vc kOps;
-  static void StartEager(car::Car& c, car::CarStep& step);
-  static void SendAck(car::Car& c, car::CarStep& step);
+  static void StartEager(car::Car& c, car::CarEvents& events);
+  static void SendAck(car::Car& c, car::CarEvents& events);
 
   static SelfCarState& StateOf(car::Car& c) { return *static_cast<SelfCarState*>(c.method_private()); }
 

@@ -28,7 +28,7 @@ namespace cartage::methods::shm {
 
 using car::Car;
 using car::CarSignal;
-using car::CarStep;
+using car::CarEvents;
 using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
@@ -254,8 +254,8 @@ const car::Vc ShmMethod::kFailingOps{.name = "shm",
                                      .send_cts = &SendCts,
                                      .send_ack = &SendAck};
 
-void ShmMethod::FailAtOnce(Car& c, CarStep& step) {
-  car::CarActions::RaiseError(c, step, MethodOf<ShmMethod>(c).broken_[static_cast<std::size_t>(PeerOf(c))]);
+void ShmMethod::FailAtOnce(Car& c, CarEvents& events) {
+  car::CarActions::RaiseError(c, events, MethodOf<ShmMethod>(c).broken_[static_cast<std::size_t>(PeerOf(c))]);
 }
 
 void ShmMethod::Park(Car& c, ParkedAs why) {
@@ -264,17 +264,17 @@ void ShmMethod::Park(Car& c, ParkedAs why) {
   ++backlog_;
 }
 
-void ShmMethod::StartEager(Car& c, CarStep& step) {
+void ShmMethod::StartEager(Car& c, CarEvents& events) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
   if (c.spec().synchronous) m.wire_.Register(c);
   if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.TryEager(c)) {
-    step.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
+    events.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
     return;
   }
   m.Park(c, kParkedEager);
 }
 
-void ShmMethod::StartRendezvous(Car& c, CarStep&) {
+void ShmMethod::StartRendezvous(Car& c, CarEvents&) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
   m.wire_.Register(c);
   StateOf(c).awaiting_cts = true;
@@ -283,22 +283,22 @@ void ShmMethod::StartRendezvous(Car& c, CarStep&) {
   m.Park(c, kParkedRts);
 }
 
-void ShmMethod::StartData(Car& c, CarStep& step) {
+void ShmMethod::StartData(Car& c, CarEvents& events) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
   if (StateOf(c).wire.remote == 0) {  // the receiver already copied it (CMA)
-    step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+    events.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
   const auto peer = static_cast<std::size_t>(PeerOf(c));
   if (m.streams_[peer].empty() && m.PumpStream(c)) {
-    step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+    events.Raise<SendMachine>(c, SendEvent::kLocalDone);
     return;
   }
   m.streams_[peer].PushBack(&c);
   ++m.backlog_;
 }
 
-void ShmMethod::SendCts(Car& c, CarStep& step) {
+void ShmMethod::SendCts(Car& c, CarEvents& events) {
   ShmCarState& s = StateOf(c);
   ShmMethod& m = MethodOf<ShmMethod>(c);
   const int source = PeerOf(c);
@@ -328,7 +328,7 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
       const absl::Status why = absl::UnavailableError(absl::StrFormat(
           "process_vm_readv from rank %d failed: %s", source, std::strerror(errno)));
       m.SendControl(source, {kRecCts, s.wire.remote, 0, 2});
-      car::CarActions::RaiseError(c, step, why);
+      car::CarActions::RaiseError(c, events, why);
       return;
     }
     done += static_cast<uint64_t>(got);
@@ -337,10 +337,10 @@ void ShmMethod::SendCts(Car& c, CarStep& step) {
   m.SendControl(source, {kRecCts, s.wire.remote, 0, 1});
   CarSignal data;
   data.bytes = total;  // all of it is accounted; what did not fit was not read
-  step.Raise<RecvMachine>(c, RecvEvent::kData, data);
+  events.Raise<RecvMachine>(c, RecvEvent::kData, data);
 }
 
-void ShmMethod::SendAck(Car& c, CarStep&) {
+void ShmMethod::SendAck(Car& c, CarEvents&) {
   MethodOf<ShmMethod>(c).SendControl(PeerOf(c), {kRecAck, StateOf(c).wire.remote, 0, 0});
 }
 

@@ -133,11 +133,11 @@ class ShmMethod final : public Method {
   void Close() override;
 
   // VC operations (car::Vc); the VC's context is the method.
-  static void StartEager(car::Car& c, car::CarStep& step);
-  static void StartRendezvous(car::Car& c, car::CarStep& step);
-  static void StartData(car::Car& c, car::CarStep& step);
-  static void SendCts(car::Car& c, car::CarStep& step);
-  static void SendAck(car::Car& c, car::CarStep& step);
+  static void StartEager(car::Car& c, car::CarEvents& events);
+  static void StartRendezvous(car::Car& c, car::CarEvents& events);
+  static void StartData(car::Car& c, car::CarEvents& events);
+  static void SendCts(car::Car& c, car::CarEvents& events);
+  static void SendAck(car::Car& c, car::CarEvents& events);
 
   static ShmCarState& StateOf(car::Car& c) { return *static_cast<ShmCarState*>(c.method_private()); }
   // The job segment (diagnostics and tests that write the rings directly).
@@ -156,7 +156,7 @@ class ShmMethod final : public Method {
   // A VC's operations, connected and in the error state.
   static const car::Vc kConnectedOps, kFailingOps;
   // In the error state: every CAR fails at once.
-  static void FailAtOnce(car::Car& c, car::CarStep& step);
+  static void FailAtOnce(car::Car& c, car::CarEvents& events);
   // Queues a send whose record did not fit the ring, behind its peer's others.
   void Park(car::Car& c, ParkedAs why);
   // Publishes the record reserved in `peer`'s ring, then lets its writer see

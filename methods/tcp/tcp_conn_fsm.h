@@ -32,15 +32,15 @@ struct ConnActions {
   // Guards.
   static bool PeerWins(const TcpConn& conn, const ConnSignal& s);  // the peer's rank is lower: its connection wins
   // Actions.
-  static void StartConnect(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void SendHello(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void Adopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void Refuse(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void Welcomed(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void DropOwn(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void Fail(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
-  static void Shut(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step);
+  static void StartConnect(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void SendHello(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void Adopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void Refuse(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void Welcomed(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void DropOwn(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void Fail(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void Shut(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
 };
 
 struct ConnDef {

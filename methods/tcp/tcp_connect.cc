@@ -203,32 +203,32 @@ void TcpMethod::DropConnection(TcpConn& conn) {
 
 namespace {
 // An action that finds the connection unusable raises `lost` (run to completion).
-void RaiseLost(TcpConn& conn, fsm::Step<TcpConn, ConnSignal>& step, absl::Status why) {
+void RaiseLost(TcpConn& conn, fsm::EventQueue<TcpConn, ConnSignal>& events, absl::Status why) {
   ConnSignal lost;
   lost.error = std::move(why);
-  step.Raise<ConnMachine>(conn, ConnEvent::kLost, lost);
+  events.Raise<ConnMachine>(conn, ConnEvent::kLost, lost);
 }
 }  // namespace
 
 bool ConnActions::PeerWins(const TcpConn& conn, const ConnSignal&) { return conn.peer < conn.method->rank_; }
 
-void ConnActions::StartConnect(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>& step) {
+void ConnActions::StartConnect(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>& events) {
   TcpMethod& m = *conn.method;
   absl::StatusOr<sockaddr_in> to = m.AddressOf(conn.peer);
-  if (!to.ok()) return RaiseLost(conn, step, to.status());
+  if (!to.ok()) return RaiseLost(conn, events, to.status());
   conn.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   if (conn.fd >= 0) ::setsockopt(conn.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   if (conn.fd < 0 || (::connect(conn.fd, reinterpret_cast<const sockaddr*>(&*to), sizeof(*to)) != 0 &&
                     errno != EINPROGRESS)) {
-    return RaiseLost(conn, step,
+    return RaiseLost(conn, events,
                      absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", conn.peer,
                                                             Ipv4(to->sin_addr), ntohs(to->sin_port), std::strerror(errno))));
   }
   m.Watch(conn.fd, EPOLLOUT, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
 }
 
-void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>& step) {
+void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>& events) {
   TcpMethod& m = *conn.method;
   Hello hello{};
   hello.magic = kHelloMagic;
@@ -239,50 +239,50 @@ void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn,
   std::memcpy(hello.key, m.job_key_.data(), m.job_key_.size());
   conn.reply_got = 0;
   if (!SendSmall(conn.fd, &hello, sizeof(hello))) {
-    return RaiseLost(conn, step,
+    return RaiseLost(conn, events,
                      absl::UnavailableError(absl::StrFormat("tcp: greeting rank %d: %s", conn.peer, std::strerror(errno))));
   }
   m.Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
 }
 
-void ConnActions::Adopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step) {
+void ConnActions::Adopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events) {
   conn.fd = s.fd;
   const HelloReply reply{kHelloMagic, kWelcome};
   if (!SendSmall(conn.fd, &reply, sizeof(reply))) {
-    return RaiseLost(conn, step,
+    return RaiseLost(conn, events,
                      absl::UnavailableError(absl::StrFormat("tcp: answering rank %d: %s", conn.peer, std::strerror(errno))));
   }
   conn.method->Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
   conn.method->BecomeConnected(conn);
 }
 
-void ConnActions::DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>& step) {
+void ConnActions::DropOwnAndAdopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events) {
   conn.method->DropConnection(conn);
-  Adopt(conn, s, step);
+  Adopt(conn, s, events);
 }
 
-void ConnActions::Refuse(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>&) {
+void ConnActions::Refuse(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>&) {
   const HelloReply reply{kHelloMagic, kDuplicate};
   (void)SendSmall(s.fd, &reply, sizeof(reply));
   conn.method->CloseFd(s.fd);
 }
 
-void ConnActions::Welcomed(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+void ConnActions::Welcomed(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>&) {
   conn.method->BecomeConnected(conn);
 }
 
-void ConnActions::DropOwn(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+void ConnActions::DropOwn(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>&) {
   conn.method->DropConnection(conn);
 }
 
-void ConnActions::Fail(TcpConn& conn, const ConnSignal& s, fsm::Step<TcpConn, ConnSignal>&) {
+void ConnActions::Fail(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>&) {
   conn.method->DropConnection(conn);
   conn.error = s.error.ok() ? absl::UnavailableError(absl::StrFormat("tcp: connection to rank %d lost", conn.peer))
                           : s.error;
   SwapOps(conn.vc, TcpMethod::kFailingOps);
 }
 
-void ConnActions::Shut(TcpConn& conn, const ConnSignal&, fsm::Step<TcpConn, ConnSignal>&) {
+void ConnActions::Shut(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>&) {
   conn.method->DropConnection(conn);
   conn.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", conn.peer));
   SwapOps(conn.vc, TcpMethod::kFailingOps);

@@ -25,7 +25,7 @@ namespace cartage::methods::tcp {
 
 using car::Car;
 using car::CarSignal;
-using car::CarStep;
+using car::CarEvents;
 using car::SendEvent;
 using car::SendMachine;
 
@@ -151,7 +151,7 @@ bool TcpMethod::PeerGone(int peer) {
 // ---- VC operations, by state -----------------------------------------------------
 
 namespace {
-void NobodyToTell(Car&, CarStep&) {}  // an ACK for a peer that is gone: the receive completed
+void NobodyToTell(Car&, CarEvents&) {}  // an ACK for a peer that is gone: the receive completed
 }  // namespace
 
 // The VC's operations in each state of tcp_connection (SwapOps keeps the
@@ -175,8 +175,8 @@ const car::Vc TcpMethod::kFailingOps{.name = "tcp",
                                      .send_cts = &FailAtOnce,
                                      .send_ack = &NobodyToTell};
 
-void TcpMethod::FailAtOnce(Car& c, CarStep& step) {
-  car::CarActions::RaiseError(c, step, MethodOf<TcpMethod>(c).conn(PeerOf(c)).error);
+void TcpMethod::FailAtOnce(Car& c, CarEvents& events) {
+  car::CarActions::RaiseError(c, events, MethodOf<TcpMethod>(c).conn(PeerOf(c)).error);
 }
 
 FrameHeader TcpMethod::EnvelopeFrame(Car& c, bool rendezvous) {
@@ -225,7 +225,7 @@ void TcpMethod::QueueControl(TcpConn& conn, const FrameHeader& h) {
   Queue(conn, h, nullptr);
 }
 
-void TcpMethod::QueueEager(Car& c, CarStep&) {
+void TcpMethod::QueueEager(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   TcpConn& conn = m.conn(PeerOf(c));
@@ -233,7 +233,7 @@ void TcpMethod::QueueEager(Car& c, CarStep&) {
   m.Conn(conn, ConnEvent::kSend);
 }
 
-void TcpMethod::QueueRendezvous(Car& c, CarStep&) {
+void TcpMethod::QueueRendezvous(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   TcpConn& conn = m.conn(PeerOf(c));
@@ -241,7 +241,7 @@ void TcpMethod::QueueRendezvous(Car& c, CarStep&) {
   m.Conn(conn, ConnEvent::kSend);
 }
 
-void TcpMethod::StartEager(Car& c, CarStep& step) {
+void TcpMethod::StartEager(Car& c, CarEvents& events) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   TcpConn& conn = m.conn(PeerOf(c));
@@ -266,7 +266,7 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
       n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (n == static_cast<ssize_t>(sizeof(h) + h.length)) {
-      step.Raise<SendMachine>(c, SendEvent::kLocalDone);
+      events.Raise<SendMachine>(c, SendEvent::kLocalDone);
       return;
     }
     OutFrame& f = m.Queue(conn, h, &c);
@@ -277,16 +277,16 @@ void TcpMethod::StartEager(Car& c, CarStep& step) {
     return;
   }
   m.Queue(conn, h, &c);
-  m.Flush(conn, &step);
+  m.Flush(conn, &events);
 }
 
-void TcpMethod::StartRendezvous(Car& c, CarStep&) {
+void TcpMethod::StartRendezvous(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   m.QueueControl(m.conn(PeerOf(c)), m.EnvelopeFrame(c, true));
 }
 
-void TcpMethod::StartData(Car& c, CarStep& step) {
+void TcpMethod::StartData(Car& c, CarEvents& events) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   TcpConn& conn = m.conn(PeerOf(c));
@@ -296,10 +296,10 @@ void TcpMethod::StartData(Car& c, CarStep& step) {
   h.a = StateOf(c).wire.remote;
   h.b = 0;
   m.Queue(conn, h, &c);  // the payload stays in the user's buffer when it is one run
-  m.Flush(conn, &step);
+  m.Flush(conn, &events);
 }
 
-void TcpMethod::SendCts(Car& c, CarStep&) {
+void TcpMethod::SendCts(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   FrameHeader h{};
@@ -309,7 +309,7 @@ void TcpMethod::SendCts(Car& c, CarStep&) {
   m.QueueControl(m.conn(PeerOf(c)), h);
 }
 
-void TcpMethod::SendAck(Car& c, CarStep&) {
+void TcpMethod::SendAck(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);
   FrameHeader h{};
@@ -320,22 +320,22 @@ void TcpMethod::SendAck(Car& c, CarStep&) {
 
 // ---- Writing -------------------------------------------------------------------
 
-void TcpMethod::Complete(OutFrame& f, CarStep* step) {
+void TcpMethod::Complete(OutFrame& f, CarEvents* events) {
   if (f.car == nullptr) return;
   if (f.h.type == kFrameData) {
     // The last the peer hears of this send: its handle goes now (the CAR is
     // done once the event below runs).
     wire_.Forget(*f.car);
   }
-  if (step != nullptr) {
-    step->Raise<SendMachine>(*f.car, SendEvent::kLocalDone);
+  if (events != nullptr) {
+    events->Raise<SendMachine>(*f.car, SendEvent::kLocalDone);
   } else {
     (void)SendMachine::Dispatch(*f.car, SendEvent::kLocalDone);
     wire_.FinishIfFinal(*f.car);
   }
 }
 
-int TcpMethod::Flush(TcpConn& conn, CarStep* step) {
+int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
   int done = 0;
   while (!conn.out.empty() && ConnMachine::StateOf(conn) == ConnState::kConnected) {
     iovec iov[kMaxIov];
@@ -379,7 +379,7 @@ int TcpMethod::Flush(TcpConn& conn, CarStep* step) {
       if (f.sent < sizeof(FrameHeader) + f.payload_bytes) break;
       OutFrame finished = std::move(f);
       conn.out.pop_front();
-      Complete(finished, step);
+      Complete(finished, events);
       ++done;
     }
     if (static_cast<uint64_t>(n) < want) break;  // the socket is full

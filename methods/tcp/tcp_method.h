@@ -131,14 +131,14 @@ class TcpMethod final : public Method {
   void Close() override;
 
   // Vc operations, by VC state.
-  static void QueueEager(car::Car& c, car::CarStep& step);       // not connected yet
-  static void QueueRendezvous(car::Car& c, car::CarStep& step);
-  static void StartEager(car::Car& c, car::CarStep& step);       // connected
-  static void StartRendezvous(car::Car& c, car::CarStep& step);
-  static void StartData(car::Car& c, car::CarStep& step);
-  static void SendCts(car::Car& c, car::CarStep& step);
-  static void SendAck(car::Car& c, car::CarStep& step);
-  static void FailAtOnce(car::Car& c, car::CarStep& step);       // error
+  static void QueueEager(car::Car& c, car::CarEvents& events);       // not connected yet
+  static void QueueRendezvous(car::Car& c, car::CarEvents& events);
+  static void StartEager(car::Car& c, car::CarEvents& events);       // connected
+  static void StartRendezvous(car::Car& c, car::CarEvents& events);
+  static void StartData(car::Car& c, car::CarEvents& events);
+  static void SendCts(car::Car& c, car::CarEvents& events);
+  static void SendAck(car::Car& c, car::CarEvents& events);
+  static void FailAtOnce(car::Car& c, car::CarEvents& events);       // error
 
   static TcpCarState& StateOf(car::Car& c) { return *static_cast<TcpCarState*>(c.method_private()); }
   TcpConn& conn(int peer) { return conns_[static_cast<std::size_t>(peer)]; }
@@ -176,10 +176,10 @@ class TcpMethod final : public Method {
   FrameHeader EnvelopeFrame(car::Car& c, bool rendezvous);
   OutFrame& Queue(TcpConn& conn, const FrameHeader& h, car::Car* payload_of);
   void QueueControl(TcpConn& conn, const FrameHeader& h);
-  // Writes what the socket takes; completions through `step` (inside a CAR
+  // Writes what the socket takes; completions through `events` (inside a CAR
   // operation) or dispatched directly (progress). Returns frames completed.
-  int Flush(TcpConn& conn, car::CarStep* step);
-  void Complete(OutFrame& f, car::CarStep* step);
+  int Flush(TcpConn& conn, car::CarEvents* events);
+  void Complete(OutFrame& f, car::CarEvents* events);
   // Receiving.
   int PumpRx(TcpConn& conn);
   void Parse(TcpConn& conn);

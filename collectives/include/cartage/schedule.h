@@ -88,7 +88,7 @@ struct Edge {
 struct Vertex {
   VertexKind kind = VertexKind::kFence;
   int peer = -1;       // send, recv: the rank of the communicator
-  int step = 0;        // send, recv: the n-th message to / from this peer in the schedule
+  int ordinal = 0;     // send, recv: the n-th message to / from this peer in the schedule
   Buf src;             // send: what; reduce: the incoming operand; copy, pack, unpack: from
   Buf dst;             // recv: where; reduce: the accumulator; copy, pack, unpack: to
   uint64_t bytes = 0;  // packed bytes moved or reduced
@@ -319,8 +319,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
     const std::vector<VertexId>& fused = fused_[v];
     return fused.empty() ? v : static_cast<std::size_t>(fused.back());
   }
-  static void LaunchVertex(car::Car& car, car::CarStep& step);
-  void Launch(VertexId v, car::Car& car, car::CarStep& step);
+  static void LaunchVertex(car::Car& car, car::CarEvents& events);
+  void Launch(VertexId v, car::Car& car, car::CarEvents& events);
   // Starts the request of send or receive `v`, prepared for this run's
   // buffer (at its first run, and again when RebindUser moved the buffer),
   // and runs the loose steps if `v` is their host. `counted`: its CAR
@@ -351,8 +351,8 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   absl::Status RunFused(VertexId v);
   // `st` naming vertex `v` (Describe); the run's error if it is its first.
   absl::Status Fail(VertexId v, const absl::Status& st);
-  static void DrainVertex(car::Car& car, car::CarStep& step);
-  void Drain(VertexId v, car::Car& car, car::CarStep& step);
+  static void DrainVertex(car::Car& car, car::CarEvents& events);
+  void Drain(VertexId v, car::Car& car, car::CarEvents& events);
   // Sends or receives the empty message that settles send or receive `v`
   // with its peer in place of its data (reqs_[v].drain). Still in flight:
   // nullopt, and TakeFinished finishes it (draining_); else how the attempt
