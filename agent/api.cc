@@ -6,11 +6,16 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
+#include "car/car.h"
 #include "cartage/cartage.h"
+#include "cartage/engine.h"
 
 namespace cartage {
 
 using agent::Runtime;
+
+// The user's wildcards are the CARs' own.
+static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 
 // ---- Agent ---------------------------------------------------------------------
 
@@ -50,6 +55,8 @@ int Request::CommRank(int world) const {
 
 int Request::source() const { return CommRank(done_.source); }
 
+absl::string_view Request::state() const { return car_ != nullptr ? car_->state_name() : absl::string_view(); }
+
 absl::Status Request::Wait() {
   if (!in_flight_) return done_.status;
   runtime_->WaitUntil([this] { return done_.done(); });
@@ -81,14 +88,6 @@ absl::Status Request::Start() {
   return runtime_->Post(this);
 }
 
-absl::Status Request::StartCounted(base::Completion* counter) {
-  if (car_ == nullptr || in_flight_) {
-    return absl::FailedPreconditionError("start: not an idle persistent send or receive");
-  }
-  CARTAGE_RETURN_IF_ERROR(Rearm(counter));
-  return runtime_->PostCar(*car_);
-}
-
 absl::Status Request::Rearm(base::Completion* counter) {
   if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
     const bool send = car_->kind() == car::CarKind::kSend;
@@ -100,10 +99,6 @@ absl::Status Request::Rearm(base::Completion* counter) {
   car_->Recount(counter);
   runtime_->Rebind(*car_, peer_);
   return absl::OkStatus();
-}
-
-void Request::CapEager(uint64_t bytes) {
-  if (car_ != nullptr) car_->CapEager(bytes);
 }
 
 absl::Status Request::BeginActivity() {
@@ -318,10 +313,6 @@ absl::Status Comm::RecvInit(void* buf, std::size_t bytes, int source, int tag, R
   return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req, Persistence::kRegistered);
 }
 
-absl::Status Comm::StepInit(bool send, void* buf, std::size_t bytes, int peer, int tag, Request* req) const {
-  return Start(send, false, {buf, Bytes(bytes), nullptr}, peer, tag, req, Persistence::kUnregistered);
-}
-
 absl::Status Comm::Isend(const void* buf, int64_t count, const Datatype& type, int dest, int tag,
                          Request* req) const {
   return Start(true, false, {const_cast<void*>(buf), count, &type}, dest, tag, req);
@@ -402,48 +393,9 @@ absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   return *found;
 }
 
-absl::Status Comm::Launch(std::shared_ptr<Activity> activity, bool persistent, Request* req) const {
-  if (req == nullptr || req->active() || req->persistent()) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("collective: the request is %s",
-                        req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
-  }
-  if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
-  req->runtime_ = rt_;
-  req->group_ = group_;
-  req->type_.reset();
-  req->activity_ = std::move(activity);
-  req->persistent_ = persistent;
-  if (persistent) return absl::OkStatus();  // runs at Request::Start()
-  absl::Status s = req->BeginActivity();
-  if (!s.ok()) req->activity_.reset();
-  return s;
-}
-
-absl::Status Comm::RunActivity(Activity& activity) const {
-  CARTAGE_RETURN_IF_ERROR(activity.Begin());
-  int work = 0;
-  std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
-  if (!outcome.has_value()) {
-    // A round: the methods, then the activity, whose own work (a step that
-    // finished, the next one started) counts as progress as the methods' does.
-    rt_->WaitUntil([&] { return outcome.has_value(); },
-                   [&] {
-                     int round = rt_->Progress();
-                     outcome = activity.Poll(&round);
-                     return round;
-                   });
-  }
-  return *std::move(outcome);
-}
-
-uint32_t Comm::NextScheduleSequence() const { return rt_->NextSequence(context_ | 1u); }
-
 bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }
 
 bool Comm::Crowded() const { return rt_->crowded(); }
-
-void* Comm::AgentState(const void* key, std::shared_ptr<void> (*make)()) const { return rt_->State(key, make); }
 
 absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
   if (peer < 0 || peer >= size_) {

@@ -192,9 +192,9 @@ void Runtime::GiveBack(std::byte* p) {
 Runtime::~Runtime() {
   // What the layers above keep per agent (cached collective schedules, with
   // their CARs and registrations) goes first, while the pool and methods live.
-  states_.clear();
-  last_state_key_ = nullptr;
-  last_state_ = nullptr;
+  extensions_.clear();
+  last_extension_key_ = nullptr;
+  last_extension_ = nullptr;
   // A runtime whose set-up failed part-way (a method that did not open, a
   // plugin that did not load) has nothing to finalize with its peers.
   const bool up = matcher_ != nullptr;

@@ -19,12 +19,12 @@
 #include "agent/matcher.h"
 #include "car/car.h"
 #include "car/car_pool.h"
+#include "cartage/engine.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/registry.h"
 
 namespace cartage {
-class Activity;
 class Request;
 }  // namespace cartage
 
@@ -60,24 +60,26 @@ class Runtime : public methods::MethodHost {
   uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
   // Polls `activity` every round of progress until it finishes, then
   // completes `req` with its outcome.
-  void Watch(Activity* activity, Request* req) { activities_.push_back({activity, req}); }
-  // Comm::AgentState: the object kept under `key`, made by `make` the first time.
-  void* State(const void* key, std::shared_ptr<void> (*make)()) {
-    if (key == last_state_key_) return last_state_;
-    void* found = nullptr;
-    for (auto& [k, v] : states_) {
+  void Watch(engine::Activity* activity, Request* req) { activities_.push_back({activity, req}); }
+  // engine::ExtensionOf: the extension kept under `key`, made by `make` the
+  // first time. The last one asked for is remembered: a blocking
+  // collective asks at every call.
+  engine::Extension& ExtensionAt(const void* key, engine::internal::MakeExtension make) {
+    if (key == last_extension_key_) return *last_extension_;
+    engine::Extension* found = nullptr;
+    for (auto& [k, v] : extensions_) {
       if (k == key) {
         found = v.get();
         break;
       }
     }
     if (found == nullptr) {
-      states_.emplace_back(key, make());
-      found = states_.back().second.get();
+      extensions_.emplace_back(key, make());
+      found = extensions_.back().second.get();
     }
-    last_state_key_ = key;
-    last_state_ = found;
-    return found;
+    last_extension_key_ = key;
+    last_extension_ = found;
+    return *found;
   }
 
   // Completes `spec` (counter, VC, owner, eager limit) and builds the
@@ -231,15 +233,15 @@ class Runtime : public methods::MethodHost {
   uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {
-    Activity* activity;
+    engine::Activity* activity;
     Request* req;
   };
   std::vector<Running> activities_;       // collectives in flight, polled every round
-  // Per-agent state of the layers above (Comm::AgentState), by key; dropped
-  // first when the runtime finalizes.
-  std::vector<std::pair<const void*, std::shared_ptr<void>>> states_;
-  const void* last_state_key_ = nullptr;  // State's last answer
-  void* last_state_ = nullptr;
+  // Per-agent state of the engine layers (engine::ExtensionOf), by key;
+  // dropped first when the runtime finalizes.
+  std::vector<std::pair<const void*, std::unique_ptr<engine::Extension>>> extensions_;
+  const void* last_extension_key_ = nullptr;  // ExtensionAt's last answer
+  engine::Extension* last_extension_ = nullptr;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
 };

@@ -95,7 +95,7 @@ struct CacheKey {
   }
 };
 
-class ScheduleCache {
+class ScheduleCache : public engine::Extension {
  public:
   struct Entry {
     CacheKey key;
@@ -160,9 +160,7 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
 absl::Status RunCached(const Comm& comm, const CallView& view) {
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
-  static const char kCacheKey = 0;
-  auto* cache = static_cast<ScheduleCache*>(
-      comm.AgentState(&kCacheKey, []() -> std::shared_ptr<void> { return std::make_shared<ScheduleCache>(); }));
+  ScheduleCache* cache = &engine::ExtensionOf<ScheduleCache>(comm);
   // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
   const bool in_place = view.send == kInPlace || view.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);

@@ -56,7 +56,7 @@ const char* EdgeKindName(EdgeKind k) {
 // ---- Builder -------------------------------------------------------------------
 
 ScheduleBuilder::ScheduleBuilder(const Comm& comm, std::string name)
-    : comm_(comm.CollectiveChannel()),
+    : comm_(engine::CollectiveChannel(comm)),
       rank_(comm.rank()),
       size_(comm.size()),
       name_(std::move(name)),
@@ -358,7 +358,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> ScheduleBuilder::Build() {
   s->name_ = name_;
   s->rank_ = rank_;
   s->size_ = size_;
-  s->sequence_ = sequence_.has_value() ? *sequence_ : comm_.has_value() ? comm_->NextScheduleSequence() : 0;
+  s->sequence_ = sequence_.has_value() ? *sequence_ : comm_.has_value() ? engine::NextScheduleSequence(*comm_) : 0;
   s->vertices_ = vertices_;
   s->temp_sizes_ = temps_;
   s->temp_lenders_ = lenders_;

@@ -123,7 +123,7 @@ absl::Status Schedule::NotRunnable() const {
 
 absl::Status Schedule::Submit(bool persistent, Request* req) {
   CARTAGE_RETURN_IF_ERROR(Runnable());
-  return comm_->Launch(shared_from_this(), persistent, req);
+  return engine::Launch(*comm_, shared_from_this(), persistent, req);
 }
 
 absl::Status Schedule::Start(Request* req) { return Submit(/*persistent=*/false, req); }
@@ -136,7 +136,7 @@ absl::Status Schedule::Run() {
   // locked instruction waits for every earlier store to land, the previous
   // message's ring line included (bench/RESULTS.md).
   CARTAGE_RETURN_IF_ERROR(Runnable());
-  return comm_->RunActivity(*this);
+  return engine::RunActivity(*comm_, *this);
 }
 
 absl::Status Schedule::Begin() {
@@ -283,7 +283,7 @@ void Schedule::RunLast() {
 
 void Schedule::NameCountedFailure() {
   const auto named = [&](VertexId v) {
-    const car::Car* c = reqs_[v].req.car_;
+    const car::Car* c = engine::CarOf(reqs_[v].req);
     if (c == nullptr) return false;  // never prepared: EndAlone named it
     absl::Status st = c->status();
     const Vertex& x = vertices_[static_cast<std::size_t>(v)];
@@ -317,9 +317,9 @@ void Schedule::NameCountedFailure() {
 void Schedule::RunFusedOfEnded(int* work) {
   // Started, each CAR exists: a receive that could not start left the list (EndAlone).
   TakeEnded(
-      fused_pending_, work, [&](VertexId v) { return car::RecvMachine::IsFinal(*reqs_[v].req.car_); },
+      fused_pending_, work, [&](VertexId v) { return car::RecvMachine::IsFinal(*engine::CarOf(reqs_[v].req)); },
       [&](VertexId v) {
-        const car::Car& c = *reqs_[v].req.car_;
+        const car::Car& c = *engine::CarOf(reqs_[v].req);
         // A receive that failed or came short runs nothing (the run's end
         // names it), nor does one of a run that failed.
         bool well = !failed_.has_value() && c.status().ok() &&
@@ -377,11 +377,11 @@ inline absl::Status Schedule::StartRequest(VertexId v, bool counted) {
     if (!r.persistent() || prepared != buf) {
       if (r.persistent()) CARTAGE_RETURN_IF_ERROR(r.Free());  // fails while still active, as a restart would
       prepared = buf;
-      CARTAGE_RETURN_IF_ERROR(comm_->StepInit(send, buf, x.bytes, x.peer, TagOf(x), &r));
-      if (single_copy_[static_cast<std::size_t>(v)]) r.CapEager(kBurstEagerCap);
+      CARTAGE_RETURN_IF_ERROR(engine::PrepareStep(*comm_, send, buf, x.bytes, x.peer, TagOf(x), &r));
+      if (single_copy_[static_cast<std::size_t>(v)]) engine::CapEager(r, kBurstEagerCap);
     }
   }
-  CARTAGE_RETURN_IF_ERROR(counted ? r.StartCounted(&done_) : r.Start());
+  CARTAGE_RETURN_IF_ERROR(counted ? engine::StartCounted(r, &done_) : r.Start());
   if (v == loose_host_) RunLoose();
   return absl::OkStatus();
 }

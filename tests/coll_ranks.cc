@@ -24,6 +24,7 @@
 #include "cartage/cartage.h"
 #include "tests/rank_check.h"
 #include "cartage/collectives.h"
+#include "cartage/engine.h"
 #include "cartage/xfer.h"
 
 namespace {
@@ -755,7 +756,7 @@ void Selection(const Comm& w) {
 // (point-to-point, on another context) keeps a faster rank's next
 // collective from sending meanwhile.
 void ExpectNothingLeft(const Comm& w, const char* after) {
-  const auto left = w.CollectiveChannel().Iprobe(cartage::kAnySource, cartage::kAnyTag);
+  const auto left = cartage::engine::CollectiveChannel(w).Iprobe(cartage::kAnySource, cartage::kAnyTag);
   EXPECT(left.ok() && !left->has_value(), "after %s: a message of %d bytes from rank %d (tag %d) left unreceived",
          after, left.ok() && left->has_value() ? static_cast<int>((*left)->bytes) : -1,
          left.ok() && left->has_value() ? (*left)->source : -1, left.ok() && left->has_value() ? (*left)->tag : -1);

@@ -1,6 +1,8 @@
 // cartage: point-to-point communication between the ranks of a job started
 // with `cartage run`. Every operation is a CAR run by its state machine
-// (diagrams/); this header is all a program needs.
+// (diagrams/). This header is the user's API: with cartage/collectives.h
+// (MPI's collectives) and cartage/schedule.h (schedules built by hand), it
+// is all a program needs.
 //
 //   auto agent = cartage::Agent::FromEnvironment();
 //   if (!agent.ok()) { std::cerr << agent.status() << "\n"; return 1; }
@@ -29,49 +31,41 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "car/car.h"
 #include "base/check.h"
+#include "base/completion.h"
+#include "datatype/datatype.h"
 
 namespace cartage {
 
 namespace agent {
 class Runtime;
+class EngineAccess;  // cartage/engine.h's way in
 }  // namespace agent
+namespace car {
+class Car;
+}  // namespace car
+namespace engine {
+class Activity;
+}  // namespace engine
 
 // Wildcards for receives and probes.
-inline constexpr int kAnySource = car::kAnySource;
-inline constexpr int kAnyTag = car::kAnyTag;
+inline constexpr int kAnySource = -1;
+inline constexpr int kAnyTag = -1;
 // The largest tag.
 inline constexpr int kMaxTag = (1 << 30) - 1;
 
 // Datatypes: any memory layout (halo faces, columns, structs), built with
-// MPI's constructors (datatype/datatype.h). The typed forms of Comm's operations send
-// and receive `count` elements of one; the data travels packed, so sender and
-// receiver may use different types with the same type signature.
+// MPI's constructors (datatype/datatype.h). The typed forms of Comm's
+// operations send and receive `count` elements of one; the data travels
+// packed, so sender and receiver may use different types with the same type
+// signature.
 //
 //   auto column = cartage::Datatype::Vector(rows, 1, cols, cartage::Datatype::Basic(cartage::BasicType::kDouble));
 //   world.Send(&matrix[0][3], 1, *column, /*dest=*/1, /*tag=*/0);
 using Datatype = datatype::Datatype;
 using BasicType = datatype::BasicType;
-
-class Request;
-class Schedule;
-
-// Work the progress engine drives besides single messages: a collective
-// schedule (collectives/). Comm::Launch binds one to a request; from then on
-// every round of progress polls it until it reports its outcome, which
-// completes the request.
-class Activity {
- public:
-  virtual ~Activity() = default;
-  // Starts one run (Launch, and Request::Start for a persistent one). An
-  // error leaves the request inactive.
-  virtual absl::Status Begin() = 0;
-  // Advances what it can without waiting and adds the work done to `*work`;
-  // returns the outcome once the run finished (it is not polled again).
-  virtual std::optional<absl::Status> Poll(int* work) = 0;
-};
 
 // An operation in flight. Not copyable or movable while active: its CAR
 // counts down the completion it holds.
@@ -97,10 +91,12 @@ class Request {
   // Releases a persistent request (not while active).
   absl::Status Free();
 
+  // Whether it was started and has not been finished by Wait or Test.
   bool active() const { return in_flight_; }
+  // Whether it was made by SendInit or RecvInit (and not freed).
   bool persistent() const { return persistent_; }
   // Whether it has completed, without progressing (Test and Wait then
-  // return at once): for an Activity polling the requests it started.
+  // return at once).
   bool completed() const { return !in_flight_ || done_.done(); }
   // For a completed receive: who sent it (a rank of the communicator), with
   // which tag, how many bytes.
@@ -111,30 +107,21 @@ class Request {
   const absl::Status& status() const { return done_.status; }
   // The state of its CAR in the CAR's machine ("posted", "eager_in_flight",
   // "done": car_send, car_recv), for inspection; empty without one.
-  absl::string_view state() const { return car_ != nullptr ? car_->state_name() : absl::string_view(); }
+  absl::string_view state() const;
 
  private:
   friend class Comm;
   friend class agent::Runtime;
-  friend class Schedule;  // StartCounted, and the CAR of a step so started
+  friend class agent::EngineAccess;
   friend absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests);
   friend std::optional<std::size_t> TestAny(absl::Span<Request* const> requests);
   friend absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests);
   void Finish();  // once completed: returns the CAR (kept if persistent)
   int CommRank(int world) const;  // a world rank's rank in the communicator (-1: not in it)
   absl::Status BeginActivity();  // runs activity_ once and has the runtime poll it
-  // A persistent send or receive, started with its CAR counting down
-  // `counter` (a schedule's completion, which its other steps count down
-  // too) instead of the request's own: the request stays inactive, and the
-  // counter's owner learns of the end with no poll of the step's own.
-  absl::Status StartCounted(base::Completion* counter);
-  // What both starts do first: fail if the peer is gone, else re-arm the
-  // CAR to count down `counter` and bind it to the peer's method again.
+  // What a start does first: fail if the peer is gone, else re-arm the CAR
+  // to count down `counter` and bind it to the peer's method again.
   absl::Status Rearm(base::Completion* counter);
-  // A persistent send: a message of more than `bytes` goes by rendezvous,
-  // whatever its method's eager limit (a schedule's burst of large sends,
-  // which a single-copy method moves with one copy instead of two).
-  void CapEager(uint64_t bytes);
   agent::Runtime* runtime_ = nullptr;
   car::Car* car_ = nullptr;
   base::Completion done_;
@@ -145,7 +132,7 @@ class Request {
   uint64_t registration_ = 0;                  // the method's registration of the buffer (or kUnregistered)
   std::optional<datatype::Datatype> type_;          // a non-contiguous layout the CAR's segment points to
   std::shared_ptr<const std::vector<int>> group_;  // communicator rank -> world rank
-  std::shared_ptr<Activity> activity_;         // a collective: what the progress engine polls
+  std::shared_ptr<engine::Activity> activity_;  // a collective: what the progress engine polls
 };
 
 // Waits for every request; returns the first error.
@@ -196,6 +183,7 @@ class Comm {
   // the request with kOutOfRange and writes nothing past the buffer.
   absl::Status Irecv(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
 
+  // Blocking send and synchronous send.
   absl::Status Send(const void* buf, std::size_t bytes, int dest, int tag) const;
   absl::Status Ssend(const void* buf, std::size_t bytes, int dest, int tag) const;
   // Blocking receive; `status` (optional) gets source, tag and byte count.
@@ -234,39 +222,6 @@ class Comm {
   absl::Status SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const;
   absl::Status RecvInit(void* buf, std::size_t bytes, int source, int tag, Request* req) const;
 
-  // A persistent send or receive of `bytes` bytes for one step of a
-  // collective schedule: SendInit or RecvInit on this communicator, except
-  // that the buffer is not registered with the method (every start hands it
-  // over as Isend or Irecv would), so a step whose buffer moved is freed and
-  // prepared again at no registration cost. A schedule prepares each send
-  // and receive step once and starts it at every run.
-  absl::Status StepInit(bool send, void* buf, std::size_t bytes, int peer, int tag, Request* req) const;
-
-  // Runs `activity` (a collective schedule) under `req`: Begin() now, then
-  // polled by every round of progress until it finishes; `req` keeps it
-  // alive while it runs. A persistent request keeps it until Free() and
-  // runs it again at every Request::Start().
-  absl::Status Launch(std::shared_ptr<Activity> activity, bool persistent, Request* req) const;
-  // Runs `activity` to its end on this thread (a blocking collective):
-  // Begin(), then rounds of progress, polling it, until it finishes. No
-  // request: the caller holds the activity throughout.
-  absl::Status RunActivity(Activity& activity) const;
-
-  // This communicator on its collective context: the same ranks, traffic
-  // that never matches point-to-point traffic (schedules send on it).
-  Comm CollectiveChannel() const { return Comm(rt_, rank_, size_, context_ | 1u, group_); }
-  // The next number of this communicator's sequence of collective
-  // schedules. Every rank builds its schedules in the same order, so the
-  // same schedule gets the same number everywhere (its tags derive from it).
-  uint32_t NextScheduleSequence() const;
-
-  // State a layer above the agent keeps per agent (the collectives: their
-  // cache of built schedules): the object under `key`, made by `make` on
-  // first use. It lives until the agent finalizes, and goes before the
-  // agent's CARs and methods do; a new agent starts with none. Every
-  // communicator of one agent sees the same object.
-  void* AgentState(const void* key, std::shared_ptr<void> (*make)()) const;
-
   // The method that reaches `peer` (a rank of this communicator) and what
   // it offers; an error for a rank that does not exist.
   absl::StatusOr<PathInfo> PathTo(int peer) const;
@@ -295,6 +250,7 @@ class Comm {
 
  private:
   friend class Agent;
+  friend class agent::EngineAccess;
   Comm(agent::Runtime* rt, int rank, int size, uint32_t context,
        std::shared_ptr<const std::vector<int>> group = nullptr)
       : rt_(rt), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
@@ -305,7 +261,7 @@ class Comm {
     const Datatype* type;
   };
   // What Start makes: an operation posted now, or a persistent one (whose
-  // buffer is registered with the method, or not: StepInit).
+  // buffer is registered with the method, or not: engine::PrepareStep).
   enum class Persistence : uint8_t { kNone, kRegistered, kUnregistered };
   absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
                      Persistence persistence = Persistence::kNone, uint32_t context = kOwnContext) const;

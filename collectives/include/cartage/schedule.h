@@ -20,7 +20,7 @@
 //   std::cout << (*schedule)->ToDot();
 //
 // Traffic: a schedule sends on its communicator's collective context, with
-// tags made of the schedule's sequence number (Comm::NextScheduleSequence)
+// tags made of the schedule's sequence number (engine::NextScheduleSequence)
 // and a per-peer step number, so schedules in flight at once on one
 // communicator, and point-to-point traffic, never match each other's
 // messages. Every rank must build its schedules in the same order.
@@ -41,6 +41,7 @@
 #include "car/car_pool.h"
 #include "datatype/op.h"
 #include "cartage/cartage.h"
+#include "cartage/engine.h"
 
 namespace cartage {
 
@@ -180,7 +181,7 @@ class ScheduleBuilder {
 };
 
 // A built, validated schedule: an Activity the progress engine drives.
-class Schedule : public Activity, public std::enable_shared_from_this<Schedule> {
+class Schedule : public engine::Activity, public std::enable_shared_from_this<Schedule> {
  public:
   ~Schedule() override;
 
@@ -324,7 +325,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   // Starts the request of send or receive `v`, prepared for this run's
   // buffer (at its first run, and again when RebindUser moved the buffer),
   // and runs the loose steps if `v` is their host. `counted`: its CAR
-  // counts down done_ itself (Request::StartCounted; a step that runs
+  // counts down done_ itself (engine::StartCounted; a step that runs
   // alone), not its request's completion.
   // Inlined into its two callers: StartAlone runs it for every step that runs
   // alone at every call.
@@ -424,7 +425,7 @@ class Schedule : public Activity, public std::enable_shared_from_this<Schedule> 
   uint64_t CountedBytes() const { return counted_bytes_ + (started_last_ ? last_bytes_ : 0); }
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
-  // Per vertex: its send or receive, persistent (Comm::StepInit) and
+  // Per vertex: its send or receive, persistent (engine::PrepareStep) and
   // started at every run, and the buffer it was prepared on.
   struct StepRequest {
     Request req;

@@ -1,0 +1,114 @@
+// cartage/engine.h over the Runtime: what engine layers need of the agent
+// beyond the user's API.
+#include "cartage/engine.h"
+
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "agent/runtime.h"
+#include "car/car.h"
+
+namespace cartage::agent {
+
+// The one way into Comm and Request that engine layers have.
+class EngineAccess {
+ public:
+  static Runtime& RuntimeOf(const Comm& c) { return *c.rt_; }
+
+  static absl::Status Launch(const Comm& c, std::shared_ptr<engine::Activity> activity, bool persistent,
+                             Request* req) {
+    if (req == nullptr || req->active() || req->persistent()) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("collective: the request is %s",
+                          req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
+    }
+    if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
+    req->runtime_ = c.rt_;
+    req->group_ = c.group_;
+    req->type_.reset();
+    req->activity_ = std::move(activity);
+    req->persistent_ = persistent;
+    if (persistent) return absl::OkStatus();  // runs at Request::Start()
+    absl::Status s = req->BeginActivity();
+    if (!s.ok()) req->activity_.reset();
+    return s;
+  }
+
+  static absl::Status RunActivity(const Comm& c, engine::Activity& activity) {
+    CARTAGE_RETURN_IF_ERROR(activity.Begin());
+    int work = 0;
+    std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
+    if (!outcome.has_value()) {
+      // A round: the methods, then the activity, whose own work (a step that
+      // finished, the next one started) counts as progress as the methods' does.
+      Runtime& rt = *c.rt_;
+      rt.WaitUntil([&] { return outcome.has_value(); },
+                   [&] {
+                     int round = rt.Progress();
+                     outcome = activity.Poll(&round);
+                     return round;
+                   });
+    }
+    return *std::move(outcome);
+  }
+
+  static absl::Status PrepareStep(const Comm& c, bool send, void* buf, std::size_t bytes, int peer, int tag,
+                                  Request* req) {
+    return c.Start(send, false, {buf, static_cast<int64_t>(bytes), nullptr}, peer, tag, req,
+                   Comm::Persistence::kUnregistered);
+  }
+
+  static absl::Status StartCounted(Request& r, base::Completion* counter) {
+    if (r.car_ == nullptr || r.in_flight_) {
+      return absl::FailedPreconditionError("start: not an idle persistent send or receive");
+    }
+    CARTAGE_RETURN_IF_ERROR(r.Rearm(counter));
+    return r.runtime_->PostCar(*r.car_);
+  }
+
+  static car::Car* CarOf(const Request& r) { return r.car_; }
+
+  static void CapEager(Request& r, uint64_t bytes) {
+    if (r.car_ != nullptr) r.car_->CapEager(bytes);
+  }
+
+  static Comm CollectiveChannel(const Comm& c) { return Comm(c.rt_, c.rank_, c.size_, c.context_ | 1u, c.group_); }
+  static uint32_t NextScheduleSequence(const Comm& c) { return c.rt_->NextSequence(c.context_ | 1u); }
+};
+
+}  // namespace cartage::agent
+
+namespace cartage::engine {
+
+using agent::EngineAccess;
+
+absl::Status Launch(const Comm& comm, std::shared_ptr<Activity> activity, bool persistent, Request* req) {
+  return EngineAccess::Launch(comm, std::move(activity), persistent, req);
+}
+
+absl::Status RunActivity(const Comm& comm, Activity& activity) { return EngineAccess::RunActivity(comm, activity); }
+
+absl::Status PrepareStep(const Comm& comm, bool send, void* buf, std::size_t bytes, int peer, int tag,
+                         Request* req) {
+  return EngineAccess::PrepareStep(comm, send, buf, bytes, peer, tag, req);
+}
+
+absl::Status StartCounted(Request& req, base::Completion* counter) {
+  return EngineAccess::StartCounted(req, counter);
+}
+
+car::Car* CarOf(const Request& req) { return EngineAccess::CarOf(req); }
+
+void CapEager(Request& req, uint64_t bytes) { EngineAccess::CapEager(req, bytes); }
+
+Comm CollectiveChannel(const Comm& comm) { return EngineAccess::CollectiveChannel(comm); }
+
+uint32_t NextScheduleSequence(const Comm& comm) { return EngineAccess::NextScheduleSequence(comm); }
+
+namespace internal {
+Extension& ExtensionAt(const Comm& comm, const void* key, MakeExtension make) {
+  return EngineAccess::RuntimeOf(comm).ExtensionAt(key, make);
+}
+}  // namespace internal
+
+}  // namespace cartage::engine
