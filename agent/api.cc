@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "agent/bootstrap.h"
 #include "agent/runtime.h"
 #include "car/car.h"
 #include "cartage/cartage.h"
@@ -20,7 +21,8 @@ static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 // ---- Agent ---------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create());
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::Bootstrap> boot, agent::Bootstrap::FromEnvironment());
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot)));
   return std::unique_ptr<Agent>(new Agent(std::move(rt)));
 }
 Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) {}
@@ -29,9 +31,9 @@ Comm Agent::World() const { return Comm(rt_.get(), rt_->rank(), rt_->size(), 0);
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
 int Agent::Progress() { return rt_->Progress(); }
-int Agent::registered_buffers() const { return rt_->registered(); }
+int Agent::registered_buffers() const { return rt_->routes().registered(); }
 std::string Agent::method_for(int rank) const {
-  return rank >= 0 && rank < rt_->size() ? std::string(rt_->MethodFor(rank).name()) : std::string();
+  return rank >= 0 && rank < rt_->size() ? std::string(rt_->routes().MethodFor(rank).name()) : std::string();
 }
 
 // ---- Request -------------------------------------------------------------------
@@ -126,7 +128,7 @@ absl::Status Request::Free() {
     return absl::OkStatus();
   }
   if (car_ == nullptr) return absl::OkStatus();
-  if (registration_ != kUnregistered) runtime_->Unregister(registration_);
+  if (registration_ != kUnregistered) runtime_->routes().Unregister(registration_);
   runtime_->Release(car_);
   car_ = nullptr;
   persistent_ = false;
@@ -247,8 +249,8 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
                                                   rt_->PeerStatus(world).message()));
   }
   const uint32_t ctx = context == kOwnContext ? context_ : context;
-  if (!rt_->EnvelopeFits(world, ctx, any_tag ? 0 : tag)) {
-    const absl::Status fits = rt_->CheckEnvelope(world, ctx, any_tag ? 0 : tag);
+  if (!rt_->routes().EnvelopeFits(world, ctx, any_tag ? 0 : tag)) {
+    const absl::Status fits = rt_->routes().CheckEnvelope(world, ctx, any_tag ? 0 : tag);
     return absl::Status(fits.code(), absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag, fits.message()));
   }
   car::CarSpec spec;
@@ -278,7 +280,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   }
   if (persistence == Persistence::kRegistered) {
     req->persistent_ = true;
-    absl::StatusOr<uint64_t> token = rt_->Register(any_source ? -1 : world, span_start, span);
+    absl::StatusOr<uint64_t> token = rt_->routes().Register(any_source ? -1 : world, span_start, span);
     if (!token.ok()) {
       rt_->Release(req->car_);
       req->car_ = nullptr;
@@ -401,7 +403,7 @@ absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
   if (peer < 0 || peer >= size_) {
     return absl::InvalidArgumentError(absl::StrFormat("path: no rank %d in a communicator of %d", peer, size_));
   }
-  const methods::Method& m = rt_->MethodFor(WorldRank(peer));
+  const methods::Method& m = rt_->routes().MethodFor(WorldRank(peer));
   const methods::Capabilities& c = m.caps();
   return PathInfo{.method = std::string(m.name()),
                   .eager_limit = c.eager_limit,
