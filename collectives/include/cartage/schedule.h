@@ -45,6 +45,10 @@
 
 namespace cartage {
 
+namespace internal {
+struct ScheduleGraph;
+}  // namespace internal
+
 using Op = datatype::Op;
 using OpKind = datatype::OpKind;
 
@@ -164,6 +168,7 @@ class ScheduleBuilder {
   absl::StatusOr<std::shared_ptr<Schedule>> Build();
 
  private:
+  friend class Schedule;  // SetUp reads what was built
   VertexId Add(Vertex v, absl::Span<const VertexId> after);
   VertexId Message(VertexKind kind, Buf at, uint64_t bytes, int peer, absl::Span<const VertexId> after);
   VertexId Typed(VertexKind kind, Buf src, Buf dst, int64_t count, const Datatype& type,
@@ -178,6 +183,14 @@ class ScheduleBuilder {
   std::vector<int> sends_to_;        // per peer: sends so far (the next step number)
   std::vector<int> recvs_from_;
   std::optional<uint32_t> sequence_;
+  // Build's validation (schedule_validate.cc): an error naming the schedule
+  // and vertex `v`; one buffer's bounds; every vertex; the dependency order
+  // (no cycle); reads of temporary buffers covered by earlier writes.
+  absl::Status Bad(std::size_t v, const std::string& why) const;
+  absl::Status CheckBuf(std::size_t v, const Buf& b, uint64_t bytes, const char* role) const;
+  absl::Status CheckVertices() const;
+  absl::StatusOr<internal::ScheduleGraph> Order() const;
+  absl::Status CheckTempReads(const internal::ScheduleGraph& g) const;
 };
 
 // A built, validated schedule: an Activity the progress engine drives.
@@ -298,6 +311,8 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
  private:
   friend class ScheduleBuilder;
   Schedule() = default;
+  // Build's engine set-up of a validated graph (schedule_setup.cc).
+  static absl::StatusOr<std::shared_ptr<Schedule>> SetUp(const ScheduleBuilder& b, const internal::ScheduleGraph& g);
   std::byte* Resolve(const Buf& b) const;
   std::string Describe(VertexId v) const;
   // Hands the schedule to `req` through its communicator (Start, Bind),
