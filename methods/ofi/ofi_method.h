@@ -43,19 +43,10 @@
 #include "car/car.h"
 #include "methods/host.h"
 #include "methods/method.h"
-#include "methods/ofi/ofi_tag.h"
+#include "methods/ofi/ofi_options.h"
+#include "methods/ofi/ofi_wire.h"
 
 namespace cartage::methods::ofi {
-
-// Parameters, each overridable by CARTAGE_OFI_<NAME> (see Params()).
-struct OfiOptions {
-  std::vector<std::string> include;  // providers to consider (empty: all)
-  std::vector<std::string> exclude;  // providers never to use
-  TagMode tag_mode = TagMode::kAuto;
-  int events = 100;                  // completions read per fi_cq_read
-  static absl::StatusOr<OfiOptions> FromEnvironment();
-};
-std::vector<ParamInfo> Params();
 
 // The provider libfabric offers first after the include/exclude lists, and
 // what the method will make of it.

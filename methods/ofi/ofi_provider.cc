@@ -1,8 +1,7 @@
-// The ofi method's set-up: its parameters, the provider libfabric offers
-// first after the include/exclude lists, the capabilities and `cartage info`
-// lines that follow from it, the registry's descriptor, and opening and
-// closing the endpoint (fabric, domain, completion queue, address vector,
-// the exchange of endpoint names). ofi_method.cc moves CARs.
+// The ofi method's provider: the one libfabric offers first after the
+// include/exclude lists, and opening and closing its endpoint (fabric,
+// domain, completion queue, address vector, the exchange of endpoint names).
+// ofi_options.cc has the parameters and what they make of the provider.
 #include "methods/ofi/ofi_method.h"
 
 #include <dlfcn.h>
@@ -14,9 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -54,44 +51,11 @@ void RestoreFatalSignals() {
 // Runs once libfabric and its libraries are loaded, before main.
 [[gnu::constructor]] void RestoreFatalSignalsAtLoad() { RestoreFatalSignals(); }
 
-std::vector<std::string> List(const char* v) {
-  std::vector<std::string> out;
-  for (absl::string_view p : absl::StrSplit(v, absl::ByAnyChar(", "), absl::SkipEmpty())) out.emplace_back(p);
-  return out;
-}
-
 }  // namespace
 
 std::string FiError(ssize_t rc) { return fi_strerror(static_cast<int>(-rc)); }
 
-// ---- Options and provider choice ---------------------------------------------------
-
-std::vector<ParamInfo> Params() {
-  return {
-      {"PROVIDER_INCLUDE", "", "providers to consider, comma-separated (\"tcp;ofi_rxm\", or a part: \"shm\"); "
-                               "default: all, in libfabric's order"},
-      {"PROVIDER_EXCLUDE", "", "providers never to use, comma-separated"},
-      {"TAG_MODE", "auto", "envelope layout in the 64-bit tag: auto, ofi_tag_1, ofi_tag_2, ofi_tag_full"},
-      {"EVENTS", "100", "completions read per fi_cq_read (progress reads until the queue is empty)"},
-  };
-}
-
-absl::StatusOr<OfiOptions> OfiOptions::FromEnvironment() {
-  OfiOptions o;
-  if (const char* v = std::getenv("CARTAGE_OFI_PROVIDER_INCLUDE")) o.include = List(v);
-  if (const char* v = std::getenv("CARTAGE_OFI_PROVIDER_EXCLUDE")) o.exclude = List(v);
-  if (const char* v = std::getenv("CARTAGE_OFI_TAG_MODE")) {
-    absl::StatusOr<TagMode> m = ParseTagMode(v);
-    if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat("CARTAGE_OFI_TAG_MODE: ", m.status().message()));
-    o.tag_mode = *m;
-  }
-  if (const char* v = std::getenv("CARTAGE_OFI_EVENTS")) {
-    if (!absl::SimpleAtoi(v, &o.events) || o.events < 1 || o.events > 4096) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_EVENTS=%s: need a number 1..4096", v));
-    }
-  }
-  return o;
-}
+// ---- Provider choice --------------------------------------------------------------
 
 void FiInfoDeleter::operator()(fi_info* info) const { fi_freeinfo(info); }
 
@@ -168,47 +132,6 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
       "_EXCLUDE=%s)",
       absl::StrJoin(seen, ", "), absl::StrJoin(options.include, ","), absl::StrJoin(options.exclude, ",")));
 }
-
-Capabilities CapsOf(const ProviderChoice* p) {
-  Capabilities c;
-  // Every message is one tagged operation: the provider picks eager or its
-  // own rendezvous, so the agent never splits one into RTS/CTS/DATA.
-  c.eager_limit = std::numeric_limits<uint64_t>::max();
-  c.tag_matching = true;
-  c.reach = Reach::kNetwork;
-  if (p != nullptr) {
-    c.max_message = p->max_message;
-    c.reach = p->host_only ? Reach::kHost : Reach::kNetwork;
-    c.max_context = p->layout.max_context();
-    c.max_tag = p->layout.max_tag();
-    c.max_rank = p->layout.max_source();
-  }
-  return c;
-}
-
-Capabilities OfiMethod::Caps(const OfiOptions& o) {
-  absl::StatusOr<ProviderChoice> p = ChooseProvider(o);
-  return CapsOf(p.ok() ? &*p : nullptr);
-}
-
-namespace {
-
-std::vector<std::string> Details() {
-  absl::StatusOr<OfiOptions> o = OfiOptions::FromEnvironment();
-  if (!o.ok()) return {std::string(o.status().message())};
-  absl::StatusOr<ProviderChoice> p = ChooseProvider(*o);
-  if (!p.ok()) return {std::string(p.status().message())};
-  return {absl::StrFormat("provider %s (fabric %s, domain %s): inject %d B, max message %d B%s", p->name, p->fabric,
-                          p->domain, p->inject_size, p->max_message, p->rma ? ", FI_RMA" : ""),
-          absl::StrCat("tag layout ", p->layout.Describe())};
-}
-
-}  // namespace
-
-const Descriptor kDescriptor{"ofi",
-                             "libfabric's tagged messaging on a reliable-datagram endpoint: the provider matches",
-                             &CapsFromEnvironment<OfiMethod, OfiOptions>, &Params,
-                             &OpenFromEnvironment<OfiMethod, OfiOptions>, &Details};
 
 // ---- Opening ---------------------------------------------------------------------
 

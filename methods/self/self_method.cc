@@ -20,26 +20,7 @@ SelfMethod::SelfMethod(MethodHost* host, int rank) : host_(host), rank_(rank) {
   host_->InstallAgentOps(vc_);
 }
 
-Capabilities SelfMethod::Caps() {
-  Capabilities c;
-  c.eager_limit = std::numeric_limits<uint64_t>::max();
-  c.max_message = std::numeric_limits<uint64_t>::max();
-  c.reach = Reach::kProcess;
-  c.needs_polling = false;
-  return c;
-}
-
 void SelfMethod::Bind(Car& car, int) { new (car.method_private()) SelfCarState(); }
-
-namespace {
-absl::StatusOr<std::unique_ptr<Method>> Open(const OpenArgs& args) {
-  return std::make_unique<SelfMethod>(args.host, args.exchange->rank());
-}
-std::vector<ParamInfo> NoParams() { return {}; }
-}  // namespace
-
-const Descriptor kDescriptor{"self", "the rank itself: in-process, one copy, every size eager",
-                             &SelfMethod::Caps, &NoParams, &Open};
 
 void SelfMethod::StartEager(Car& send, CarEvents& events) {
   SelfMethod& m = MethodOf<SelfMethod>(send);

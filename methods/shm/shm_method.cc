@@ -8,12 +8,9 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <limits>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
@@ -111,19 +108,6 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
 }
 
 ShmMethod::~ShmMethod() = default;
-
-Capabilities ShmMethod::Caps(const ShmOptions& o) {
-  Capabilities c;
-  c.eager_limit = o.eager_limit;
-  c.max_message = std::numeric_limits<uint64_t>::max();
-  c.reach = Reach::kHost;
-  c.single_copy = o.cma;  // CMA; an open method says so only where its probe reached every peer
-  return c;
-}
-
-const Descriptor kDescriptor{
-    "shm", "the other ranks on this host: lock-free rings, eager records, pipelined or CMA rendezvous",
-    &CapsFromEnvironment<ShmMethod, ShmOptions>, &Params, &OpenFromEnvironment<ShmMethod, ShmOptions>};
 
 void ShmMethod::Bind(Car& c, int) { new (c.method_private()) ShmCarState(); }
 

@@ -1,5 +1,7 @@
-// shm's parameters and their reading from the environment (CARTAGE_SHM_*).
+// shm's parameters and their reading from the environment (CARTAGE_SHM_*),
+// the capabilities they give, and the registry's entry.
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -113,5 +115,18 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnvironment() {
   }
   return o;
 }
+
+Capabilities ShmMethod::Caps(const ShmOptions& o) {
+  Capabilities c;
+  c.eager_limit = o.eager_limit;
+  c.max_message = std::numeric_limits<uint64_t>::max();
+  c.reach = Reach::kHost;
+  c.single_copy = o.cma;  // CMA; an open method says so only where its probe reached every peer
+  return c;
+}
+
+const Descriptor kDescriptor{
+    "shm", "the other ranks on this host: lock-free rings, eager records, pipelined or CMA rendezvous",
+    &CapsFromEnvironment<ShmMethod, ShmOptions>, &Params, &OpenFromEnvironment<ShmMethod, ShmOptions>};
 
 }  // namespace cartage::methods::shm

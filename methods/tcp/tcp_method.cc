@@ -8,11 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <limits>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
@@ -40,39 +37,6 @@ bool IsConnecting(ConnState s) {
 }
 
 }  // namespace
-
-// ---- Options -----------------------------------------------------------------
-
-std::vector<ParamInfo> Params() {
-  return {
-      {"EAGER_LIMIT", "65536", "largest message sent eagerly; larger ones go by rendezvous (RTS, CTS, DATA)"},
-      {"IF", "", "listen on this interface only (e.g. eth0); default: every interface, loopback for "
-                 "ranks in the same network namespace"},
-  };
-}
-
-absl::StatusOr<TcpOptions> TcpOptions::FromEnvironment() {
-  TcpOptions o;
-  if (const char* v = std::getenv("CARTAGE_TCP_EAGER_LIMIT")) {
-    if (!absl::SimpleAtoi(v, &o.eager_limit) || o.eager_limit > (std::size_t{64} << 20)) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_TCP_EAGER_LIMIT=%s: need a number <= 64 MiB", v));
-    }
-  }
-  if (const char* v = std::getenv("CARTAGE_TCP_IF")) o.interface = v;
-  return o;
-}
-
-Capabilities TcpMethod::Caps(const TcpOptions& o) {
-  Capabilities c;
-  c.eager_limit = o.eager_limit;
-  c.max_message = std::numeric_limits<uint64_t>::max();
-  c.reach = Reach::kNetwork;
-  return c;
-}
-
-const Descriptor kDescriptor{
-    "tcp", "ranks anywhere on the network: one lazy TCP connection per pair, epoll, eager and rendezvous",
-    &CapsFromEnvironment<TcpMethod, TcpOptions>, &Params, &OpenFromEnvironment<TcpMethod, TcpOptions>};
 
 absl::Status RegisterTcpMachines(fsm::Registry& registry) { return registry.Register(ConnMachine::Describe()); }
 
@@ -451,36 +415,6 @@ void TcpMethod::FailCars(TcpConn& conn) {
   conn.data_car = nullptr;
   conn.data_left = 0;
   wire_.FailWaiting(conn.peer, conn.error);
-}
-
-// ---- Progress ----------------------------------------------------------------
-
-int TcpMethod::Progress() {
-  int work = 0;
-  if (failed_later_) {
-    failed_later_ = false;
-    for (TcpConn& conn : conns_) {
-      if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed) FailCars(conn);
-    }
-  }
-  for (std::size_t i = live_.size(); i-- > 0;) {
-    if (i >= live_.size()) continue;
-    TcpConn& conn = *live_[i];
-    if (!conn.out.empty()) work += Flush(conn, nullptr);
-    if (conn.live) work += PumpRx(conn);
-  }
-  // Connections being made and accepted: every round while some are under
-  // way, else now and then (a peer may connect at any time; rarely once
-  // connections are up, since each epoll_wait delays the next read).
-  if (connecting_ > 0 || !pending_.empty() || (++tick_ & (live_.empty() ? 15 : 127)) == 0) work += PollEvents(0);
-  return work;
-}
-
-void TcpMethod::Block(int timeout_us) {
-  epoll_event evs[16];
-  const int ms = std::max(1, (timeout_us + 999) / 1000);
-  // Level-triggered: what this reports is still there for Progress.
-  (void)::epoll_wait(epoll_fd_, evs, 16, ms);
 }
 
 }  // namespace cartage::methods::tcp

@@ -41,18 +41,11 @@
 #include "methods/common/wire_cars.h"
 #include "methods/host.h"
 #include "methods/method.h"
+#include "methods/tcp/tcp_options.h"
 #include "methods/tcp/tcp_conn_fsm.h"
 #include "methods/tcp/tcp_wire.h"
 
 namespace cartage::methods::tcp {
-
-// Parameters, each overridable by CARTAGE_TCP_<NAME> (see Params()).
-struct TcpOptions {
-  std::size_t eager_limit = 65536;  // larger messages go by rendezvous
-  std::string interface;            // "": listen on every interface; else this one (e.g. eth0)
-  static absl::StatusOr<TcpOptions> FromEnvironment();
-};
-std::vector<ParamInfo> Params();
 
 // What the method keeps in a CAR's method-private area: how the CAR and its
 // peer's CAR name each other on the wire.

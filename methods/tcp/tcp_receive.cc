@@ -1,7 +1,9 @@
-// The tcp method's receiving half: reading a VC's socket (straight into a
-// receive buffer while a DATA stream lands), cutting frames, checking every
-// field from the wire, and handing each frame to the CAR it names.
-// tcp_method.cc sends and progresses; tcp_connect.cc makes connections.
+// The tcp method's progress and receiving half: each round writes what
+// waits and reads every connected peer's socket (straight into a receive
+// buffer while a DATA stream lands), cuts frames, checks every field from
+// the wire, and hands each frame to the CAR it names. tcp_method.cc sends;
+// tcp_connect.cc makes connections.
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -24,6 +26,36 @@ using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
+
+// ---- Progress ----------------------------------------------------------------
+
+int TcpMethod::Progress() {
+  int work = 0;
+  if (failed_later_) {
+    failed_later_ = false;
+    for (TcpConn& conn : conns_) {
+      if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed) FailCars(conn);
+    }
+  }
+  for (std::size_t i = live_.size(); i-- > 0;) {
+    if (i >= live_.size()) continue;
+    TcpConn& conn = *live_[i];
+    if (!conn.out.empty()) work += Flush(conn, nullptr);
+    if (conn.live) work += PumpRx(conn);
+  }
+  // Connections being made and accepted: every round while some are under
+  // way, else now and then (a peer may connect at any time; rarely once
+  // connections are up, since each epoll_wait delays the next read).
+  if (connecting_ > 0 || !pending_.empty() || (++tick_ & (live_.empty() ? 15 : 127)) == 0) work += PollEvents(0);
+  return work;
+}
+
+void TcpMethod::Block(int timeout_us) {
+  epoll_event evs[16];
+  const int ms = std::max(1, (timeout_us + 999) / 1000);
+  // Level-triggered: what this reports is still there for Progress.
+  (void)::epoll_wait(epoll_fd_, evs, 16, ms);
+}
 
 // ---- Reading -------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-#include "methods/ofi/ofi_tag.h"
+#include "methods/ofi/ofi_wire.h"
 
 #include <algorithm>
 

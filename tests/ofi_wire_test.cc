@@ -1,8 +1,8 @@
-// The envelope in libfabric's 64-bit tag (methods/ofi/ofi_tag.h): every
+// The envelope in libfabric's 64-bit tag (methods/ofi/ofi_wire.h): every
 // layout's field widths and maxima, packing and unpacking at the limits,
 // receive masks for each wildcard, the protocol bits, provider-reserved
 // bits, and the CQ data word.
-#include "methods/ofi/ofi_tag.h"
+#include "methods/ofi/ofi_wire.h"
 
 #include <cstdint>
 

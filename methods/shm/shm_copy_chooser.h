@@ -13,8 +13,8 @@
 //   const bool cma = ch.UseCma();          // for this message
 //   ... move it, timing from the decision to the last byte ...
 //   ch.Observe(cma, bytes, elapsed_ns);
-#ifndef CARTAGE_METHODS_SHM_COPY_CHOOSER_H_
-#define CARTAGE_METHODS_SHM_COPY_CHOOSER_H_
+#ifndef CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_
+#define CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -94,4 +94,4 @@ class CopyChooser {
 
 }  // namespace cartage::methods::shm
 
-#endif  // CARTAGE_METHODS_SHM_COPY_CHOOSER_H_
+#endif  // CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_

@@ -28,8 +28,8 @@
 // A receive ignores the sync bit (a synchronous send matches an ordinary
 // receive) but requires the ack bit clear, so acknowledgements only ever
 // match the receive its sender posted for them.
-#ifndef CARTAGE_METHODS_OFI_OFI_TAG_H_
-#define CARTAGE_METHODS_OFI_OFI_TAG_H_
+#ifndef CARTAGE_METHODS_OFI_OFI_WIRE_H_
+#define CARTAGE_METHODS_OFI_OFI_WIRE_H_
 
 #include <cstdint>
 #include <string>
@@ -112,4 +112,4 @@ class TagLayout {
 
 }  // namespace cartage::methods::ofi
 
-#endif  // CARTAGE_METHODS_OFI_OFI_TAG_H_
+#endif  // CARTAGE_METHODS_OFI_OFI_WIRE_H_

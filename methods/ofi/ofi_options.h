@@ -1,0 +1,27 @@
+// The ofi method's parameters and CARTAGE_OFI_* overrides (ofi_options.cc;
+// `cartage info` prints the table).
+#ifndef CARTAGE_METHODS_OFI_OFI_OPTIONS_H_
+#define CARTAGE_METHODS_OFI_OFI_OPTIONS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "methods/method.h"
+#include "methods/ofi/ofi_wire.h"
+
+namespace cartage::methods::ofi {
+
+// Parameters, each overridable by CARTAGE_OFI_<NAME> (see Params()).
+struct OfiOptions {
+  std::vector<std::string> include;  // providers to consider (empty: all)
+  std::vector<std::string> exclude;  // providers never to use
+  TagMode tag_mode = TagMode::kAuto;
+  int events = 100;                  // completions read per fi_cq_read
+  static absl::StatusOr<OfiOptions> FromEnvironment();
+};
+std::vector<ParamInfo> Params();
+
+}  // namespace cartage::methods::ofi
+
+#endif  // CARTAGE_METHODS_OFI_OFI_OPTIONS_H_
