@@ -1,5 +1,6 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -20,13 +21,26 @@ static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 
 // ---- Agent ---------------------------------------------------------------------
 
+namespace {
+// Agents alive in this process: one per program (tests make more through
+// agent::NewAgentForTesting).
+std::atomic<int> g_agents{0};
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
+  if (g_agents.load() > 0) {
+    return absl::FailedPreconditionError(
+        "Agent::FromEnvironment: this process has an agent already (one per program; destroy it first)");
+  }
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::Bootstrap> boot, agent::Bootstrap::FromEnvironment());
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot)));
   return std::unique_ptr<Agent>(new Agent(std::move(rt)));
 }
-Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) {}
-Agent::~Agent() = default;
+Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) { ++g_agents; }
+Agent::~Agent() {
+  rt_.reset();
+  --g_agents;
+}
 Comm Agent::World() const { return Comm(rt_.get(), rt_->rank(), rt_->size(), 0); }
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
+#include "agent/testing.h"
 #include "car/car.h"
 
 namespace cartage::agent {
@@ -72,9 +73,18 @@ class EngineAccess {
     if (r.car_ != nullptr) r.car_->CapEager(bytes);
   }
 
+  static absl::StatusOr<std::unique_ptr<Agent>> NewAgent(std::unique_ptr<methods::Exchange> exchange) {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(exchange)));
+    return std::unique_ptr<Agent>(new Agent(std::move(rt)));
+  }
+
   static Comm CollectiveChannel(const Comm& c) { return Comm(c.rt_, c.rank_, c.size_, c.context_ | 1u, c.group_); }
   static uint32_t NextScheduleSequence(const Comm& c) { return c.rt_->NextSequence(c.context_ | 1u); }
 };
+
+absl::StatusOr<std::unique_ptr<Agent>> NewAgentForTesting(std::unique_ptr<methods::Exchange> exchange) {
+  return EngineAccess::NewAgent(std::move(exchange));
+}
 
 }  // namespace cartage::agent
 

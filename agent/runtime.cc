@@ -20,6 +20,8 @@ using car::CarKind;
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
   rt->exchange_ = std::move(exchange);
+  rt->rank_ = rt->exchange_->rank();
+  rt->size_ = rt->exchange_->size();
   rt->InstallAgentOps(rt->agent_any_vc_);
   rt->agent_any_vc_.name = "any";
   // Oversubscription steers choices every rank must make alike (the
@@ -208,12 +210,19 @@ void Runtime::ReleaseUnexpected(Car* u) {
 }
 
 Car* Runtime::MatchIncoming(car::Envelope envelope) {
+  // A rank no job has matches nothing: NewUnexpected refuses it by name.
+  if (ABSL_PREDICT_FALSE(static_cast<uint32_t>(envelope.rank) >= static_cast<uint32_t>(size_))) return nullptr;
   Car* r = matcher_->MatchIncoming(envelope);
   if (r != nullptr) r->Rebind(routes_.VcFor(envelope.rank));  // a wildcard receive learns its VC
   return r;
 }
 
 absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) {
+  if (envelope.rank < 0 || envelope.rank >= size_) {
+    return absl::DataLossError(absl::StrFormat(
+        "a message arrived naming sender rank %d in a job of %d ranks (a method delivers the sender's world rank)",
+        envelope.rank, size_));
+  }
   car::CarSpec spec;
   spec.kind = CarKind::kUnexpected;
   spec.flags = car::CarFlag::kRecvData;

@@ -36,8 +36,8 @@ class Runtime : public methods::MethodHost {
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange);
   ~Runtime() override;
 
-  int rank() const { return exchange_->rank(); }
-  int size() const { return exchange_->size(); }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
   // Whether the job counts as oversubscribed (methods::JobOversubscribed).
   bool oversubscribed() const { return oversubscribed_; }
   // Whether it crowds the CPUs: oversubscribed, three or more ranks a CPU
@@ -158,6 +158,8 @@ class Runtime : public methods::MethodHost {
   bool CrowdedCpu();
 
   std::unique_ptr<methods::Exchange> exchange_;
+  int rank_ = 0;
+  int size_ = 1;
   std::unique_ptr<car::CarPool> pool_;
   std::unique_ptr<Matcher> matcher_;
   Routes routes_;

@@ -1,7 +1,8 @@
-// Two (or more) ranks of one job inside a test process: a shared key-value
-// exchange with a fence, and a MethodHost that matches nothing (every
-// arriving message becomes an unexpected CAR with a temporary buffer). Lets a
-// method's tests drive real method instances against each other.
+// The ranks of one job inside a test process: a shared key-value exchange
+// with a fence (for real method instances driven against each other, or
+// whole agents on threads: agent/testing.h), and a MethodHost that matches
+// nothing (every arriving message becomes an unexpected CAR with a
+// temporary buffer).
 #ifndef CARTAGE_TESTS_IN_PROCESS_JOB_H_
 #define CARTAGE_TESTS_IN_PROCESS_JOB_H_
 
@@ -21,8 +22,9 @@
 
 namespace cartage::methods {
 
-// A job of two ranks inside this process: a shared map and a barrier.
+// A job of `size` ranks inside this process: a shared map and a barrier.
 struct SharedJob {
+  int size = 2;
   std::mutex mu;
   std::condition_variable cv;
   absl::flat_hash_map<std::string, std::string> values;
@@ -35,7 +37,7 @@ class InProcessExchange : public Exchange {
  public:
   InProcessExchange(SharedJob* job, int rank) : job_(job), rank_(rank) {}
   int rank() const override { return rank_; }
-  int size() const override { return 2; }
+  int size() const override { return job_->size; }
   const std::string& job_id() const override { return job_->id; }
   absl::Status Put(absl::string_view key, absl::string_view value) override {
     std::lock_guard<std::mutex> l(job_->mu);
@@ -45,7 +47,7 @@ class InProcessExchange : public Exchange {
   absl::Status Fence() override {
     std::unique_lock<std::mutex> l(job_->mu);
     const uint64_t gen = job_->generation;
-    if (++job_->arrived == 2) {
+    if (++job_->arrived == job_->size) {
       job_->arrived = 0;
       ++job_->generation;
       job_->cv.notify_all();

@@ -2,11 +2,11 @@
 # Two ranks on the tcp method in two network namespaces joined by a veth
 # pair, so that every byte crosses a real interface instead of loopback: the
 # ranks find each other's address on the shared subnet (no loopback between
-# namespaces), run the point-to-point `sizes` case (0 B to 64 MiB both ways,
+# namespaces), run the kit's `sizes` case (0 B to 64 MiB both ways,
 # every byte checked), and the veth counters must show the traffic.
 # Exits 77 (ctest: skipped) with the reason where the machine forbids
 # namespaces (not root, no `ip`, no CAP_NET_ADMIN).
-# usage: netns_test.sh CARTAGE_BIN P2P_RANKS_BIN
+# usage: netns_test.sh CARTAGE_BIN KIT_RANKS_BIN
 set -uo pipefail
 cartage=$1
 ranks=$2

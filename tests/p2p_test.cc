@@ -1,6 +1,7 @@
-// Point-to-point through real processes: each case runs tests/p2p_ranks.cc
-// in one mode under `cartage run`, on the shm method's variants (CMA on and
-// off); the default configuration of every method runs in the conformance kit.
+// Point-to-point through real processes: kit cases (kit/cases.h, the rank
+// program cartage-kit-ranks) under `cartage run` on the shm method's own
+// variants (CMA at every size or never, direct stores); every method's
+// default configuration runs the whole kit (tests/conformance/).
 #include <filesystem>
 #include <string>
 #include <vector>

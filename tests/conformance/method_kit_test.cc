@@ -1,26 +1,15 @@
-// The conformance kit: every method runs the same cases, each a real job of
-// processes under `cartage run` (tests/p2p_ranks.cc holds the rank side),
-// with CARTAGE_METHODS naming the method alone (self still carries a rank's
-// messages to itself). A method is supported when every case passes for it.
-//
-//   ordering, wildcards, unexpected messages, 0 B to 64 MiB both ways at once
-//   (every byte checked), truncation, cancel, synchronous send, probe,
-//   communicator isolation, bad arguments, persistent requests, wait
-//   variants, split, datatypes, 10k operations outstanding, resource
-//   exhaustion that must queue, a peer that exits, a peer that dies
-//   mid-transfer, and a VC in the error state failing new operations at once.
-//
-// method_kit_test runs the built-in methods (the registry's generated list);
+// The conformance kit (kit/cases.h) against every built-in method, each case
+// a job of real processes run by `cartage kit` as a user would run it.
 // example_method_kit_test, this file built with EXAMPLE_METHOD_SO, runs the
-// out-of-tree example method (examples/method) loaded by path.
+// out-of-tree example method (examples/method) loaded by its path.
 #include <array>
-#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kit/cases.h"
 #include "methods/registry.h"
 #include "tests/run_command.h"
 
@@ -29,37 +18,22 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct KitCase {
-  const char* mode;
-  int ranks;
-};
-
-// Cases for methods that reach other ranks.
-constexpr KitCase kCases[] = {
-    {"order", 2},      {"wildcard", 2},     {"unexpected", 2},  {"anytag", 4},     {"sizes", 2},
-    {"truncation", 2}, {"cancel", 2},       {"ssend", 2},       {"probe", 2},      {"dup", 3},
-    {"badargs", 2},    {"persistent", 2},   {"waitvariants", 2}, {"split", 5},     {"datatypes", 2},
-    {"outstanding", 2}, {"exhaustion", 2},  {"earlyexit", 2},   {"peerdies", 2},   {"vcerror", 3},
-};
-// Cases for a method that reaches only the rank itself.
-constexpr KitCase kOneRankCases[] = {{"self", 1}, {"datatypes", 1}, {"outstanding", 1}};
-
 struct KitParam {
   std::string method;
-  std::string plugin;  // a CARTAGE_METHOD_PATH entry, or ""
-  KitCase c;
-  std::string variant;              // "" or what the extra settings choose (ofi: the provider)
-  std::vector<std::string> env;     // extra settings for the variant
+  std::string plugin;              // a plugin's path, or ""
+  const kit::Case* c;
+  std::string variant;             // "" or what the extra settings choose (ofi: the provider)
+  std::vector<std::string> env;    // extra settings for the variant
 };
 
 void PrintTo(const KitParam& p, std::ostream* os) {
-  *os << p.c.mode << " on " << p.c.ranks << " ranks through " << p.method;
+  *os << p.c->name << " on " << p.c->ranks << " ranks through " << p.method;
   if (!p.variant.empty()) *os << " (" << p.variant << ")";
 }
 
 // The ofi method runs the kit on the libfabric provider that works on a
 // machine without RDMA hardware (Debian's libfabric 1.17: tcp;ofi_rxm; see
-// the README for shm and udp;ofi_rxd), in its automatic layout
+// methods/ofi/README.md for shm and udp;ofi_rxd), in its automatic layout
 // (ofi_tag_full) and in ofi_tag_1, where the source rank rides in the tag.
 // (ofi_tag_2's 20-bit tags cannot carry the kit's largest tag: refused.)
 struct Variant {
@@ -81,8 +55,9 @@ std::vector<KitParam> Params() {
     }
     if (variants.empty()) variants.push_back(nullptr);
     for (const Variant* v : variants) {
-      for (const KitCase& c : one_rank ? std::span<const KitCase>(kOneRankCases) : std::span<const KitCase>(kCases)) {
-        KitParam p{name, plugin, c, v != nullptr ? v->label : "", {}};
+      for (const kit::Case& c : kit::Cases()) {
+        if (c.one_rank != one_rank) continue;
+        KitParam p{name, plugin, &c, v != nullptr ? v->label : "", {}};
         if (v != nullptr) {
           for (const char* e : v->env) {
             if (e != nullptr) p.env.emplace_back(e);
@@ -93,8 +68,6 @@ std::vector<KitParam> Params() {
     }
   };
 #ifdef EXAMPLE_METHOD_SO
-  // example_method_kit_test: the out-of-tree example (built by the
-  // example_method_builds_out_of_tree fixture).
   add("dgram", EXAMPLE_METHOD_SO, false);
 #else
   for (const methods::Descriptor* d : methods::BuiltinMethods()) {
@@ -108,26 +81,38 @@ class MethodKit : public ::testing::TestWithParam<KitParam> {};
 
 TEST_P(MethodKit, Passes) {
   const KitParam& p = GetParam();
-  std::vector<std::string> env = {absl::StrCat("CARTAGE_METHODS=", p.method)};
-  if (!p.plugin.empty()) env.push_back(absl::StrCat("CARTAGE_METHOD_PATH=", p.plugin));
-  env.insert(env.end(), p.env.begin(), p.env.end());
-
-  // A bound for a hang, not a speed test. Through ofi (tcp;ofi_rxm), which
-  // matches in the provider, `unexpected` (100,000 messages received newest
-  // first) takes about 60 s alone, 90 % of the receiver's samples in one loop
-  // inside libfabric, and twice that beside other tests.
-  const CommandResult r = RunCommand(
-      {CARTAGE_BIN, "run", "-n", std::to_string(p.c.ranks), "--timeout", "300", RANKS_BIN, p.c.mode}, env);
+  std::vector<std::string> argv = {CARTAGE_BIN, "kit", "--case", p.c->name};
+  if (p.plugin.empty()) {
+    argv.insert(argv.end(), {"--method", p.method});
+  } else {
+    argv.insert(argv.end(), {"--plugin", p.plugin});
+  }
+  for (const std::string& e : p.env) argv.insert(argv.end(), {"--env", e});
+  const CommandResult r = RunCommand(argv);
   EXPECT_EQ(r.code, 0) << r.err << r.out;
-  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("PASS ", p.c.mode)));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("PASS ", p.c->name, " (")));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("kit: 1 of 1 cases passed for method ", p.method)));
 }
 
 std::string Name(const ::testing::TestParamInfo<KitParam>& param_info) {
   const KitParam& p = param_info.param;
-  return absl::StrCat(p.method, p.variant.empty() ? "" : "_", p.variant, "_", p.c.mode, "_np", p.c.ranks);
+  return absl::StrCat(p.method, p.variant.empty() ? "" : "_", p.variant, "_", p.c->name, "_np", p.c->ranks);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kit, MethodKit, ::testing::ValuesIn(Params()), Name);
+
+#ifdef EXAMPLE_METHOD_SO
+// The same example built to name the next rank as a datagram's sender
+// instead of its own: the kit says what is wrong instead of timing out.
+TEST(KitNamesTheRule, ASenderRankOffByOne) {
+  const CommandResult r =
+      RunCommand({CARTAGE_BIN, "kit", "--plugin", WRONG_RANK_METHOD_SO, "--case", "envelope", "--timeout", "60"});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("FAIL envelope"));
+  EXPECT_THAT(r.out, HasSubstr("a method must deliver each envelope with the sender's world rank"));
+  EXPECT_THAT(r.out, HasSubstr("kit: 0 of 1 cases passed for method dgram (failed: envelope)"));
+}
+#endif
 
 }  // namespace
 }  // namespace cartage::test

@@ -11,6 +11,7 @@
 #include "methods/tcp/tcp_method.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
+#include "tools/cartage/kit_cmd.h"
 #include "tools/cartage/launcher.h"
 #include "tools/cartage/schedule_cmd.h"
 
@@ -33,6 +34,9 @@ constexpr absl::string_view kUsage =
     "commands:\n"
     "  run -n N [--prefix] [--timeout S] program [args...]\n"
     "                                start N ranks of program on this host\n"
+    "  kit [--method NAME] [--plugin LIB.so] [--case A,B] [--list]\n"
+    "                                run the conformance kit against a method (built in, or\n"
+    "                                loaded from LIB.so): every case a job of real processes\n"
     "  info                          version, compiled-in methods, state machines, CAR size\n"
     "  diagrams [--out DIR] [--check]\n"
     "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && absl::string_view(argv[1]) == "run") {
     return cartage::tools::RunLauncher(argc - 2, argv + 2);
   }
+  if (argc >= 2 && absl::string_view(argv[1]) == "kit") return cartage::tools::RunKit(argc - 2, argv + 2);
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (a == "--help" || a == "-h" || a == "help") {

@@ -280,7 +280,8 @@ class Comm {
 class Agent {
  public:
   // Joins the job described by the launcher's environment (a job of one
-  // when started by hand) and sets up the methods.
+  // when started by hand) and sets up the methods. A second agent while the
+  // first lives is refused (kFailedPrecondition).
   static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment();
   // Finalize: waits for every rank to finalize, then detaches.
   ~Agent();
@@ -297,6 +298,7 @@ class Agent {
   int registered_buffers() const;
 
  private:
+  friend class agent::EngineAccess;
   explicit Agent(std::unique_ptr<agent::Runtime> rt);
   std::unique_ptr<agent::Runtime> rt_;
 };

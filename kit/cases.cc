@@ -1,0 +1,80 @@
+// The kit's list of cases, and what the cases share.
+#include "kit/cases.h"
+#include "kit/check.h"
+
+#include <csignal>
+
+namespace cartage::kit {
+
+namespace {
+
+// clang-format off
+constexpr Case kCases[] = {
+// name            ranks run                one_rank in_process checks
+  {"envelope",     3,    &Envelope,         false,   true,  "the sender's world rank in every envelope"},
+  {"order",        2,    &Order,            false,   true,  "100,096 messages in posting order"},
+  {"wildcard",     2,    &Wildcard,         false,   true,  "wildcard and specific receives: the earlier posted wins"},
+  {"unexpected",   2,    &Unexpected,       false,   true,  "100,000 unexpected messages taken newest first"},
+  {"anytag",       4,    &AnyTagAnySource,  false,   true,  "any source and tag from three ranks, each in order"},
+  {"sizes",        2,    &Sizes,            false,   true,  "0 B to 64 MiB both ways at once, every byte"},
+  {"truncation",   2,    &Truncation,       false,   true,  "a message longer than its receive: kOutOfRange, nothing past"},
+  {"cancel",       2,    &Cancel,           false,   true,  "a cancelled receive takes no message"},
+  {"ssend",        2,    &Ssend,            false,   true,  "a synchronous send waits for its match"},
+  {"probe",        2,    &ProbeThenRecv,    false,   true,  "probe, then receive what it found"},
+  {"dup",          3,    &DupIsolation,     false,   true,  "communicators never see each other's messages"},
+  {"badargs",      2,    &BadArguments,     false,   true,  "bad ranks, tags, buffers and requests refused by name"},
+  {"persistent",   2,    &Persistent,       false,   true,  "persistent requests, registered once, 1000 starts"},
+  {"waitvariants", 2,    &WaitVariants,     false,   true,  "WaitAny, WaitSome, TestAll, TestAny"},
+  {"split",        5,    &Split,            false,   true,  "split by color and key, a ring in each half"},
+  {"datatypes",    2,    &Datatypes,        false,   true,  "non-contiguous layouts on either side"},
+  {"outstanding",  2,    &Outstanding,      false,   true,  "10,000 operations outstanding each way"},
+  {"exhaustion",   2,    &Exhaustion,       false,   true,  "128 MiB sent to a receiver away: queued, never failed"},
+  {"earlyexit",    2,    &EarlyExit,        false,   false, "a peer that exits without finalizing is named"},
+  {"peerdies",     2,    &PeerDies,         false,   false, "a peer that dies mid-transfer fails the receive"},
+  {"vcerror",      3,    &VcError,          false,   false, "a VC in the error state fails new operations at once"},
+  // For a method that reaches only the rank itself.
+  {"self",         1,    &Self,             true,    true,  "a rank's messages to itself"},
+  {"datatypes",    1,    &Datatypes,        true,    true,  "non-contiguous layouts to oneself"},
+  {"outstanding",  1,    &Outstanding,      true,    true,  "10,000 operations outstanding to oneself"},
+};
+// The project's own tests' modes (tests/p2p_test.cc), not the kit's.
+constexpr Case kExtra[] = {
+  {"holdprobe",    2,    &HoldThenProbe,    false,   true,  "an envelope held unread is still found by Iprobe"},
+  {"self",         2,    &Self,             false,   true,  "a rank's messages to itself, beside other ranks"},
+  {"killself",     1,    &KillSelf,         false,   false, "the rank kills itself"},
+};
+// clang-format on
+
+}  // namespace
+
+absl::Span<const Case> Cases() { return kCases; }
+
+const Case* FindCase(absl::string_view name) {
+  for (const Case& c : kCases) {
+    if (name == c.name) return &c;
+  }
+  for (const Case& c : kExtra) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+void Ready(const Comm& w, int tag) {
+  char c = 'r';
+  if (w.rank() == 1) KIT_OK(w.Send(&c, 1, 0, tag));
+  if (w.rank() == 0) KIT_OK(w.Recv(&c, 1, 1, tag));
+}
+
+void Fill(std::vector<unsigned char>& v, uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b = static_cast<unsigned char>(x);
+  }
+}
+
+void KillSelf(const Comm&, Agent&) { std::raise(SIGKILL); }
+
+}  // namespace cartage::kit
