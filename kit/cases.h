@@ -33,6 +33,11 @@ struct Case {
   const char* checks;  // one line: what it checks
 };
 
+// The smallest eager limit the kit passes with: its cases, like many
+// programs, leave blocking sends of a few bytes for the receiver to take
+// later, which a rendezvous send would wait on for ever.
+inline constexpr uint64_t kMinEagerLimit = 8;
+
 // The kit, in the order it runs: every case a method must pass.
 absl::Span<const Case> Cases();
 // A case of the kit, or one of the extra modes the project's own tests use

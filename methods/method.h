@@ -119,12 +119,16 @@ class Method {
   virtual const Capabilities& caps() const = 0;
 
   // ---- Peers and VCs -----------------------------------------------------
-  // Whether this method can talk to world rank `peer` (after open).
+  // Whether this method can talk to world rank `peer` (after open). A
+  // rank's own rank is false, except for a method that carries a rank's
+  // messages to itself (self), or one that matches envelopes itself, which
+  // must carry every rank; the agent always has self for the rest.
   virtual bool Reaches(int peer) const = 0;
-  // The VC for `peer`: the operations CARs bound to it call. The method may
-  // change them at any time (and does, to express the VC's state). The
-  // returned pointer stays valid until the method closes. A VC connects
-  // lazily: on the first CAR it is given, not here.
+  // The VC for `peer`: the operations CARs bound to it call, its context
+  // this method and its peer `peer`. The method may change the operations
+  // at any time (and does, to express the VC's state). The returned pointer
+  // stays valid until the method is destroyed. A VC connects lazily: on the
+  // first CAR it is given, not here.
   virtual car::Vc* VcOf(int peer) = 0;
   virtual VcState StateOf(int peer) const = 0;
   // Why `peer`'s VC is in the error state (OK otherwise).
@@ -132,7 +136,9 @@ class Method {
   // Bytes of per-CAR state the method keeps in the CAR's private area.
   virtual std::size_t private_bytes() const = 0;
   // Prepares a CAR's private area for talking to `peer` (-1: not known yet,
-  // a wildcard receive; the method binds it again when it matches).
+  // a wildcard receive; the method binds it again when it matches). The
+  // agent binds every CAR it makes for this method; a method binds the
+  // receive an arriving envelope matched (DeliverEnvelope's `adopt`).
   virtual void Bind(car::Car& car, int peer) = 0;
 
   // ---- Moving CARs ---------------------------------------------------------
@@ -175,8 +181,14 @@ class Method {
   // or more share a CPU.
   virtual int RanksOnThisCpu() { return 0; }
   // Whether `peer` is known to be gone (exited, finalized, connection lost).
+  // The agent asks now and then while a rank waits, and fails what it holds
+  // for a peer that is gone.
   virtual bool PeerGone(int peer) = 0;
-  // Puts `peer`'s VC in the error state: every CAR on it completes with `why`.
+  // Puts `peer`'s VC in the error state: every CAR on it completes with
+  // `why`, and new ones fail at once. The agent calls it for a peer it found
+  // gone; a method calls its own for a connection it lost or a peer that
+  // sent something malformed (the agent sees StateOf's kError and fails the
+  // receives it holds from that peer).
   virtual void FailPeer(int peer, const absl::Status& why) = 0;
   // Called once every rank has reached finalize (after the job's fence).
   virtual void Close() = 0;

@@ -16,31 +16,25 @@ std::vector<ParamInfo> Params() {
   return {
       {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two; where ranks "
                               "outnumber CPUs the default grows to 524288 while the job's rings stay within "
-                              "32 MiB (8 ranks), so that messages up to 64 KiB need no handshake"},
+                              "32 MiB, so that messages up to 64 KiB need no handshake"},
       {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous (default: an eighth "
-                              "of the ring)"},
-      {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where it works; off: "
-                      "pipelined copy through the rings"},
-      {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA; below it the receiver "
-                              "chooses (CMA_CHOOSE_MIN). On this VM kind's AMD hosts the pipelined copy "
-                              "measured faster up to 64 MiB in the near vCPU placement; CMA frees the "
-                              "sender's CPU, so where ranks outnumber CPUs the default is 65536. When set, "
-                              "it holds everywhere"},
-      {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes (by default "
-                              "all of them) go by whichever of CMA and the pipelined copy moved a byte faster "
-                              "lately with their sender (timed per peer, the other way tried three messages in "
-                              "a row every 256): which wins depends on the CPU, on where its two vCPUs sit and "
-                              "on whether the sender's buffer was just written (bench/RESULTS.md); 0: never "
-                              "choose; ignored when CMA_MIN is set"},
+                              "of the ring; 65536 where ranks outnumber CPUs)"},
+      {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where the start-up probe finds it "
+                      "works; off: the pipelined copy through the rings"},
+      {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA (65536 where ranks outnumber "
+                              "CPUs, since CMA frees the sender's CPU); below it the receiver chooses "
+                              "(CMA_CHOOSE_MIN). When set, it holds everywhere"},
+      {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes go by whichever "
+                              "of CMA and the pipelined copy moved a byte faster lately with their sender "
+                              "(timed per peer, the other way tried three messages in a row every 256); "
+                              "0: never choose; ignored when CMA_MIN is set"},
       {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
                                      "has a rendezvous send of its own waiting for its CTS (an exchange)"},
-      {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a "
-                             "control record) with one 64-byte direct store (MOVDIR64B; refused on a CPU "
-                             "without it), so the sender never waits to own the line its receiver polls. On "
-                             "this VM kind it wins where a cache-line hand-off is slow (the far vCPU "
-                             "placement) and loses 2-3x where it is fast (bench/RESULTS.md); no: ordinary stores; "
-                             "auto: direct stores for the records of an exchange while a timed ordinary store "
-                             "(one in 256) takes over 120 ns, ordinary stores otherwise and for a stream"},
+      {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a control "
+                             "record) with one 64-byte direct store (MOVDIR64B; refused on a CPU without it), "
+                             "which wins where a cache-line hand-off between CPUs is slow and loses where it "
+                             "is fast (cartage-bench pingpong); auto: direct stores for an exchange's records "
+                             "while a timed ordinary store (one in 256) takes over 120 ns"},
   };
 }
 

@@ -1,13 +1,14 @@
 // `cartage info`: what this build contains.
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "agent/params.h"
 #include "car/car.h"
 #include "car/car_pool.h"
 #include "cartage/collectives.h"
 #include "cartage/config.h"
 #include "fsm/registry.h"
-#include "absl/strings/ascii.h"
 #include "methods/registry.h"
 
 namespace cartage::tools {
@@ -34,6 +35,11 @@ void PrintInfo(const fsm::Registry& reg) {
                                      *p.default_value ? p.default_value : "(none)", p.help);
       }
     }
+  }
+  std::cout << "\nagent:\n";
+  for (const methods::ParamInfo& p : agent::Params()) {
+    std::cout << absl::StrFormat("  %-23s default %-12s %s\n", p.name, *p.default_value ? p.default_value : "(none)",
+                                 p.help);
   }
   std::cout << "\noptional method dependencies found at configure time:\n";
   std::cout << absl::StrFormat("  %-6s %-11s %s\n", "ofi", "libfabric",

@@ -175,7 +175,13 @@ int RunKit(int argc, char** argv) {
               << "\n";
     return 2;
   }
-  const bool one_rank = d->caps().reach == methods::Reach::kProcess;
+  const methods::Capabilities caps = d->caps();
+  const bool one_rank = caps.reach == methods::Reach::kProcess;
+  if (!one_rank && caps.eager_limit < kit::kMinEagerLimit) {
+    std::cout << "kit: " << o.method << "'s eager limit is " << caps.eager_limit << " bytes; the kit's cases, like "
+              << "many programs, leave blocking sends of up to " << kit::kMinEagerLimit
+              << " bytes for the receiver to take later, which needs them eager\n";
+  }
   std::vector<std::string> env = {absl::StrCat("CARTAGE_METHODS=", o.method)};
   if (!o.plugin.empty()) env.push_back(absl::StrCat("CARTAGE_METHOD_PATH=", o.plugin));
   env.insert(env.end(), o.env.begin(), o.env.end());

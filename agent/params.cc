@@ -1,0 +1,22 @@
+#include "agent/params.h"
+
+namespace cartage::agent {
+
+std::vector<methods::ParamInfo> Params() {
+  return {
+      {"CARTAGE_METHODS", "self,shm,tcp",
+       "methods to use, in order of preference; each peer goes by the first that reaches it (self is added "
+       "when missing); every rank must be given the same"},
+      {"CARTAGE_METHOD_PATH", "", "out-of-tree methods to load: shared libraries, colon-separated"},
+      {"CARTAGE_OVERSUBSCRIBED", "auto",
+       "auto: the job counts as oversubscribed where its ranks outnumber the host's CPUs; yes or no say so "
+       "(every rank must agree). It sets the wait's spin, shm's defaults and the collectives' choices"},
+      {"CARTAGE_WAIT_SPIN", "2000",
+       "idle progress rounds before a waiting rank yields its CPU (20 where ranks outnumber CPUs, 4 where "
+       "three or more share each CPU or this rank's); when set, it holds whatever the placement"},
+      {"CARTAGE_WAIT_YIELD_US", "2000", "then how long it yields before it blocks on what its methods can wake "
+                                        "it with; 0: block at once"},
+  };
+}
+
+}  // namespace cartage::agent
