@@ -1,5 +1,5 @@
-// Matching of receives and incoming messages (seed 002, DESIGN.md), behind
-// one API so the structures can change freely:
+// Matching of receives and incoming messages (seed 002,
+// docs/architecture.md), behind one API so the structures can change freely:
 //   - posted receives from one source for one tag, bucketed by (context,
 //     source, tag), FIFO within a bucket, so that a long posted queue costs
 //     one hash lookup per arrival, not a walk (bench/compare's match_posted);
@@ -97,7 +97,7 @@ class Matcher {
   // found for each source (a direct-mapped cache of 16 entries, by source
   // rank, inside the matcher). A message from the same source and tag as the
   // last one (a ping-pong, a schedule run again, each source of an alltoall
-  // up to 16 ranks) then costs no hashing, 60-80 instructions a lookup.
+  // up to 16 ranks) then costs no hashing.
   // Every insert of a new key and every erase may move the buckets, so it
   // forgets every entry.
   class Buckets {

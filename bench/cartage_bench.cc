@@ -29,7 +29,7 @@
 // max. Before each size the two ranks measure a cache-line hand-off (one
 // writes a flag the other polls, through their own shared page) so that
 // small-message latency can be read in hand-offs, whatever the placement of
-// the VM's vCPUs (see ../shared/anchors/RESULTS.md section 6).
+// the VM's vCPUs (bench/README.md, "Placement").
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>

@@ -11,7 +11,7 @@
 // On a bare-metal host or a hardware-virtualised guest, populated and
 // populated_read come out alike; under a hypervisor that shadows the guest's
 // page tables, a populated page still costs the hypervisor a fault at its
-// first access from user space (bench/RESULTS.md). BM_Ready times the
+// first access from user space. BM_Ready times the
 // readying itself (per 64 KiB).
 #include <sys/mman.h>
 #include <unistd.h>

@@ -16,10 +16,10 @@ endif()
 
 # Link-time optimisation (Release, no sanitizers): a message crosses the
 # agent, the CAR tables, the method and the collectives' engine, each its own
-# library, in a few thousand instructions; inlining across them takes 3-11 %
-# off a 2-rank 8-byte call on this VM kind (bench/RESULTS.md). The
-# libraries keep native code beside their LTO IR (-ffat-lto-objects), so that
-# a program or method built out of tree without LTO still links them.
+# library, and inlining across them pays (cartage-bench pingpong and barrier,
+# 2 ranks). The libraries keep native code beside their LTO IR
+# (-ffat-lto-objects), so that a program or method built out of tree without
+# LTO still links them.
 set(CARTAGE_LIBRARY_OPTIONS "")  # what cartage_library adds to every library
 if(CARTAGE_LTO AND CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT CARTAGE_SANITIZE)
   include(CheckIPOSupported)

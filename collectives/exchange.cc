@@ -326,8 +326,7 @@ absl::Status AlltoallLinear(Ctx& c) {
 // walks it column by column) and sends each rank its column, n blocks,
 // straight into its receive buffer (see BarrierStar). Rank 0's own column
 // is copied last. (Sending each rank the whole matrix instead, for it to
-// take its column, took twice the time at 1 KiB blocks and 1.5 times at
-// 256 bytes; bench/RESULTS.md.)
+// take its column, is slower: cartage-bench alltoall.)
 absl::Status AlltoallStar(Ctx& c) {
   const int n = c.n;
   const uint64_t block = c.Bytes(c.count);

@@ -36,10 +36,8 @@ absl::Status BarrierLinear(Ctx& c) {
 
 // Star: every other rank tells rank 0, which answers each once it has heard
 // from all. Two rounds, but two messages a rank (2(n - 1) at rank 0) where
-// linear has 2(n - 1) at every rank: where several ranks share each CPU,
-// the messages' work, not the rounds, is what the CPUs spend a call on
-// (bench/RESULTS.md, "Two rounds through rank 0 where ranks crowd the
-// CPUs").
+// linear has 2(n - 1) at every rank: where several ranks share each CPU, a
+// call costs the messages' work, not its rounds (cartage-bench barrier).
 absl::Status BarrierStar(Ctx& c) {
   if (c.r != 0) {
     c.b.Send(Buf{}, 0, 0);
@@ -91,7 +89,7 @@ absl::Status BcastTree(Ctx& c, int parent, const std::vector<int>& children, uin
 // children, farthest first; pipelined in chunks where ranks forward (n > 2)
 // and every rank has a CPU. Where ranks outnumber CPUs each piece goes whole:
 // a chunk's rendezvous waits for its peer to be scheduled, so fewer
-// messages win (4 ranks on 2 CPUs, 1 MiB: 200-280 against 310-360 us).
+// messages win (cartage-bench bcast 1 MiB, 4 ranks on 2 CPUs).
 absl::Status BcastBinomial(Ctx& c) {
   const int vr = (c.r - c.root + c.n) % c.n;
   int parent = kNoPeer;
@@ -116,8 +114,7 @@ absl::Status BcastBinomial(Ctx& c) {
 // that outnumber the CPUs round-robin, relative neighbours run on
 // different CPUs: the first hops cross to the other CPUs and the later ones
 // run on every CPU at once, where binomial's first hops (n/2 away) stay on
-// the root's CPU (8 ranks on 2 CPUs, 1 MiB: 385 against 494 us;
-// bench/RESULTS.md). Pieces are chunked as binomial's.
+// the root's CPU (cartage-bench bcast). Pieces are chunked as binomial's.
 absl::Status BcastBinomialNear(Ctx& c) {
   const int vr = (c.r - c.root + c.n) % c.n;
   int parent = kNoPeer;

@@ -56,10 +56,9 @@ absl::StatusOr<std::shared_ptr<Schedule>> Schedule::SetUp(const ScheduleBuilder&
   // Schedule::kBurstEagerCap that wait for nothing, so start together as the
   // run begins (a linear alltoall or allgather of large blocks from 4 ranks,
   // a binomial bcast's root from 8).
-  // Each goes by rendezvous where its path moves one with a single copy.
-  // Eager, the sender copies into the method's memory and the receiver out
-  // again, and a burst's copies outgrow the caches (bench/RESULTS.md); a
-  // chain's one send at a time stays eager, sparing a handshake.
+  // Each goes by rendezvous where its path moves one with a single copy:
+  // eager, a burst's two copies each outgrow the caches (cartage-bench
+  // alltoall 64 KiB); a chain's one send at a time stays eager.
   s->single_copy_.assign(n, false);
   std::vector<std::size_t> burst;
   for (std::size_t v = 0; v < n; ++v) {

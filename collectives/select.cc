@@ -132,44 +132,10 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // whole buffer for bcast, reduce, allreduce, reduce_scatter(_block), scan
 // and exscan, one rank's block for the others (the average for allgatherv,
 // 0 for the v forms whose counts differ by rank); `total` is bytes x ranks.
-// Measured (bench/RESULTS.md):
-// - Where ranks outnumber cores ("Collectives: one round where ranks
-//   outnumber cores"; 4, 8 and 12 ranks on 2 CPUs): the one-round linear
-//   algorithms beat every multi-round one (barrier, allgather and alltoall
-//   at every size, allreduce below 8 KiB); binomial
-//   bcast sends each piece whole (Ctx::oversubscribed) and beats the chain
-//   and scatter_allgather from 64 KiB ("Collectives: exchanges read with
-//   CMA, bcast where ranks outnumber cores"); recursive doubling allreduce
-//   beats Rabenseifner up to 128 KiB at 4 and 8 ranks. The linear bcast
-//   beats the binomial below 2 KiB ("The root sends to all where ranks
-//   outnumber cores", ninth session): nobody waits for a
-//   forwarder to be scheduled.
-// - With a CPU per rank ("Collectives with a CPU per rank"; 4 to 16 ranks
-//   on 16 CPUs): dissemination barrier, recursive doubling allreduce below
-//   64 KiB (below 128 KiB at 4 ranks) and allgather up to 80 KiB in all,
-//   then Rabenseifner and the linear allgather; the chain bcast from 64 KiB
-//   up to 16 ranks; the linear alltoall at every size up to 16 ranks.
-// - Where ranks crowd the CPUs, 3 or more a CPU ("Two rounds through rank 0
-//   where ranks crowd the CPUs", tenth session; 4 to 8 ranks on 2 CPUs): the
-//   star algorithms (two messages a rank, 2(n - 1) at rank 0, whose answers
-//   start last) beat the linear ones from 6 ranks: barrier, allreduce (up
-//   to 64 KiB measured, where it beat recursive doubling too), allgather
-//   below 4 KiB blocks (level at 8 KiB), alltoall up to 256-byte blocks
-//   (1.06 at 1 KiB). At 4 ranks they lost (1.3-1.5 times linear's time), at
-//   5 they were level: the rules ask for 3 ranks a CPU (crowded). Measured
-//   on 2 CPUs only, and up to 16 ranks.
-// - Where ranks outnumber CPUs the launcher pins them round-robin, and the
-//   binomial tree grown by doubling (binomial_near: first hops to the next
-//   ranks, which run on other CPUs) beat the one grown by halving from 5
-//   ranks at every size from 4 KiB and at 4 ranks above 64 KiB, and beat
-//   scatter_allgather above 64 KiB at 12 and 16 ranks (1 MiB: 611 against
-//   1179 us at 12, 854 / 1659 at 16); at 4 ranks up to 64 KiB binomial
-//   stays (4 KiB 1.05 / 1.64 us, 64 KiB 13.3 / 14.9), and at 3 ranks they
-//   were level ("Ranks pinned round-robin, and a tree that crosses CPUs
-//   first", thirteenth session). Measured on 2 CPUs up to 16 ranks.
-// - Bruck's alltoall beat pairwise up to 256-byte blocks where ranks
-//   outnumber cores ("Collectives: algorithms side by side"); it stays past
-//   16 ranks, where the rules are first guesses.
+// Which rules win was measured with cartage-bench and bench/compare on 2
+// CPUs (2 to 16 ranks) and on 16 CPUs (4 to 16 ranks); collectives/README.md
+// says why each family wins where it does. Past 16 ranks the rules are the
+// textbook choices, unmeasured.
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               star                   ranks=-17 crowded
 barrier               linear                 ranks=3-17 oversubscribed

@@ -64,7 +64,7 @@ template <class Def, const auto& kTable>
 class Machine;
 
 // The byte that holds an instance's state. Anyone may read it; only the
-// dispatcher writes it (DESIGN.md: "only the dispatcher writes a state").
+// dispatcher writes it (docs/architecture.md, "State machines").
 class StateWord {
  public:
   constexpr StateWord() = default;
@@ -188,13 +188,9 @@ class EventQueue {
     payloads_.push_back(payload);
   }
   // The same with no payload: the event's actions see an empty one. Most
-  // raised events carry nothing, so the queue's entries hold none: an entry
-  // is four words, copied in and out with no constructor or destructor (a
-  // 2-rank barrier runs 2.8% fewer instructions than with the payload in
-  // the entry), and the payloads of the few that carry one wait apart, four
-  // of them inline: a receive meeting a message that came before it raises
-  // three (the match, the envelope, the data), which spilled to the heap, a
-  // malloc and a free a message, when one was kept inline.
+  // raised events carry nothing, so the queue's entries hold none (four
+  // words, no constructor or destructor); the few payloads wait apart, four
+  // inline, since a receive meeting an earlier message raises three.
   template <class M>
   void Raise(Ctx& target, typename M::Event event) {
     pending_.emplace_back(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
@@ -233,10 +229,8 @@ class EventQueue {
  private:
   static constexpr std::size_t kNoPayload = ~std::size_t{0};
   // Constructed in place (emplace_back), field by field: an entry built on
-  // the stack and copied in was read back with 16-byte loads that span the
-  // stores that built it, which wait for those stores to land (a
-  // store-forwarding stall on every raised event: three quarters of the
-  // queue's samples in an 8-rank bcast, perf).
+  // the stack and copied in is read back with loads that span the stores
+  // that built it, which wait for them to land (a store-forwarding stall).
   struct Pending {
     Pending(Ctx* c, DispatchFn f, uint8_t e, std::size_t p) : ctx(c), fn(f), event(e), payload(p) {}
     Ctx* ctx;
@@ -341,9 +335,8 @@ class Machine {
   // Compiled from the table: one function per (state, event), its rows
   // unrolled in declared order with their guards and actions called
   // directly, so the compiler can inline them. A dispatch makes one indirect
-  // call (kFire, indexed by state and event). Walking the rows with a guard
-  // and an action called through pointers cost 2.8 times a hand-written
-  // switch, this 2.4 (bench/fsm_bench.cc, bench/RESULTS.md).
+  // call (kFire, indexed by state and event), where walking the rows and
+  // calling through pointers cost more (bench/fsm_bench.cc).
   using FireFn = absl::Status (*)(Context&, const Payload&, EventsOf<Def>&);
 
   template <TraceMode kMode, std::size_t kKey, uint16_t kRow>

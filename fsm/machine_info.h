@@ -17,7 +17,7 @@
 
 namespace cartage::fsm {
 
-// Where an event comes from (DESIGN.md "State machines").
+// Where an event comes from (docs/architecture.md, "State machines").
 enum class EventKind : uint8_t { kUser, kWire, kBuffer, kProgress, kTimer };
 
 // "user", "wire", "buffer", "progress", "timer".

@@ -1,6 +1,6 @@
 // What a method sees of the agent: the key-value exchange it sets up with,
 // and the matching hooks it calls when envelopes arrive. A method never
-// includes agent internals (DESIGN.md "Layers").
+// includes agent internals (docs/architecture.md, "Layers").
 #ifndef CARTAGE_METHODS_HOST_H_
 #define CARTAGE_METHODS_HOST_H_
 
@@ -39,8 +39,7 @@ inline absl::StatusOr<bool> JobOversubscribed(int ranks) {
 // Whether a job of `ranks` on this host crowds its CPUs: three or more
 // ranks a CPU. Then every rank of a call is scheduled about once a call
 // whatever the algorithm, and a call's time is the CPU work of all its
-// ranks added up (bench/RESULTS.md, "Two rounds through rank 0 where ranks
-// crowd the CPUs"): the collectives' star algorithms turn on it. Every rank
+// ranks added up: the collectives' star algorithms turn on it. Every rank
 // of a one-host job finds the same.
 inline bool JobCrowded(int ranks) {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);

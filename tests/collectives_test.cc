@@ -405,7 +405,7 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
     const char* algorithm;
   };
   const Case kCases[] = {
-      // A CPU per rank (bench/RESULTS.md, "Collectives with a CPU per rank").
+      // A CPU per rank.
       {Collective::kAllreduce, 8, 4, true, false, "recursive_doubling"},
       {Collective::kAllreduce, 8, 2, true, false, "recursive_doubling"},
       {Collective::kAllreduce, 8, 9, true, false, "recursive_doubling"},
@@ -439,11 +439,10 @@ TEST(Collectives, SelectionPicksByBytesAndRanks) {
       {Collective::kAlltoall, 8, 17, true, false, "bruck"},
       {Collective::kAlltoall, 1 << 20, 17, true, false, "pairwise"},
       {Collective::kAlltoall, 8, 2, true, false, "pairwise"},
-      // Where ranks outnumber CPUs (bench/RESULTS.md, "Collectives: one round
-      // where ranks outnumber cores"): one-round algorithms from 3 to 16 ranks,
+      // Where ranks outnumber CPUs: one-round algorithms from 3 to 16 ranks,
       // binomial bcast with whole pieces (grown by doubling from 5 ranks, and
       // above 64 KiB at 4), and no chain; where ranks crowd the
-      // CPUs ("Two rounds through rank 0 where ranks crowd the CPUs"), the
+      // CPUs, the
       // star algorithms for small calls from 6 ranks.
       {Collective::kAllreduce, 8, 4, true, true, "linear"},
       {Collective::kAllreduce, 8, 5, true, true, "linear"},

@@ -3,7 +3,7 @@
  * one cache line; the one-way hand-off time says how the VM placed its two
  * vCPUs at that moment (on this machine kind about 60 ns "near" or about
  * 190 ns "far", which moves small-message latency about 3x; see
- * ../shared/anchors/RESULTS.md section 6).
+ * bench/README.md, "Placement").
  *
  * Prints one JSON line: {"handoff_ns": median, "min": ..., "max": ...} over
  * `reps` runs of 20,000 round trips (default 5).

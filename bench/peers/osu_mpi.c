@@ -24,7 +24,7 @@
  * counts; collectives calibrate theirs so that a repetition takes about
  * -T seconds (oversubscribed MPICH takes milliseconds per call).
  * "DONE" is printed before MPI_Finalize, which does not always return when
- * MPICH over UCX tcp is oversubscribed (../shared/anchors/RESULTS.md §7).
+ * MPICH over UCX tcp is oversubscribed.
  *
  * usage: mpirun -n 2 osu-mpi TEST [-s 8,65536,...] [-r 5] [-T 0.05] */
 #include <mpi.h>

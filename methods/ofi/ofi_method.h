@@ -22,7 +22,7 @@
 //
 // A method that matches envelopes itself must see every message a receive
 // could match, so it carries every rank of the job, self included, and the
-// wildcard receives (the agent refuses a mix: DESIGN.md "Methods").
+// wildcard receives (the agent refuses a mix: docs/architecture.md, "Methods").
 #ifndef CARTAGE_METHODS_OFI_OFI_METHOD_H_
 #define CARTAGE_METHODS_OFI_OFI_METHOD_H_
 

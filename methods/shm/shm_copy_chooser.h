@@ -2,10 +2,8 @@
 // by the receiver with process_vm_readv (CMA), or the pipelined copy through
 // the ring (the sender copies in, the receiver out, both at once). Which is
 // faster depends on how quickly the two CPUs hand cache lines over, and on
-// these VMs that changes while a job runs (bench/RESULTS.md: a 1 MiB bcast
-// takes 52-63 µs pipelined against 97-131 µs by CMA where a hand-off takes
-// 50-150 ns, and 131-134 µs pipelined against 103-107 µs by CMA where it
-// takes 500-800 ns). So the receiver times both ways per peer and takes the
+// some VMs that changes while a job runs (cartage-bench bcast 1 MiB under
+// each placement). So the receiver times both ways per peer and takes the
 // one that moved a byte faster lately (the median of its last three
 // messages), trying the other one now and then to notice a change.
 //
@@ -31,9 +29,8 @@ class CopyChooser {
   // kExplore messages kBurst in a row the other way (the first of them pays
   // for cold caches and page tables, as a single try would, which is not
   // what that way costs once in use). Both calls stay out of line: inlined
-  // into the receive path (OnData, itself inlined into the progress sweep)
-  // they made a 2-rank 1 MiB bcast 10-15 % slower, the choice switched off
-  // included.
+  // into the receive path they slow it down, the choice switched off
+  // included (cartage-bench bcast 1 MiB, 2 ranks).
   [[gnu::noinline]] bool UseCma() {
     if (times_[kPipelined].n == 0) return false;
     if (times_[kCma].n == 0) return true;

@@ -86,8 +86,7 @@ int ShmMethod::ReadRing(Probe& probe) {
   // After the first record, an envelope nobody waits for yet stays in the
   // ring until the next sweep: its receive is often posted by then. With
   // no receive posted at all it stays unread (a bcast's stream, where the
-  // next message is in the ring before its receive is posted: reading it
-  // only to leave it cost a few dozen instructions a message). The loop
+  // next message is in the ring before its receive is posted). The loop
   // ends on a Peek (32 records at most), which, finding the ring empty,
   // publishes the head for a producer waiting for room: the probe alone
   // will not look again until a record comes. The first record, an

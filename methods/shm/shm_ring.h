@@ -172,11 +172,9 @@ class RingWriter {
   // whenever the consumer has read everything before it. A ring much larger
   // than its steady traffic (sized so that large eager messages need no
   // handshake) then touches the pages and cache lines of a small one for
-  // small messages: on this VM kind, 8 ranks on 2 CPUs, an 8-byte allreduce
-  // took 2.5x as long with the traffic spread over 512 KiB rings. Large
-  // records go on into the rest of the ring, whose lines have long left the
-  // consumer's cache (a 64 KiB bcast took twice as long with them kept in
-  // the window too).
+  // small messages (cartage-bench allreduce 8 B, 8 ranks). Large records go
+  // on into the rest of the ring, whose lines have long left the consumer's
+  // cache (cartage-bench bcast 64 KiB).
   void set_window(std::size_t window) { window_ = std::min(window, bytes_); }
 
   // Writes records that fit one line with one 64-byte direct store
@@ -189,7 +187,7 @@ class RingWriter {
   // the line moves slowly between the two cores and one-line records go by
   // direct store. Records of a stream (AfterCommit) stay ordinary and are
   // not sampled: the writer asks ahead for their lines instead, which beats
-  // direct stores there (bench/RESULTS.md).
+  // direct stores there (cartage-bench bcast 8 B).
   void set_direct_auto(uint64_t slow_ticks) {
     auto_ = true;
     slow_ticks_ = slow_ticks;
@@ -258,9 +256,9 @@ class RingWriter {
   // consumer is likely behind: the writer then asks for the lines of the
   // record after next (as large as this one, kPrefetchLines at most) with the
   // intent to write them, so that taking them back from the consumer's cache
-  // overlaps the work until then. An ordinary store waits for its line
-  // (~200 ns on the far placement), and every store after it waits too
-  // (bench/RESULTS.md). Not when the two sides alternate (a ping-pong): there
+  // overlaps the work until then: an ordinary store waits for its line, and
+  // every store after it waits too (cartage-bench bcast and bw). Not when
+  // the two sides alternate (a ping-pong): there
   // the request would compete with the consumer's read of the record just
   // written. Only lines the consumer has released, as far as the writer last
   // saw its head. A one-line record written by a direct store needs no

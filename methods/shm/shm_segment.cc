@@ -124,21 +124,18 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
 }
 
 // A fresh segment's pages fault in as records first reach them. Where ranks
-// outnumber CPUs a rank that takes those faults mid-collective (a write fault
-// on shared memory allocates and clears a page) keeps its peers waiting for
-// it: at 8 ranks the first 64 KiB allgathers took 1.7 ms a call, 0.6 ms with
-// the rings faulted in first (bench/RESULTS.md). So each rank faults in the
+// outnumber CPUs a rank that takes those faults mid-collective keeps its
+// peers waiting for it (bench/first_touch_bench), so each rank faults in the
 // rings it writes and reads as it attaches. A /dev/shm too small for them
 // fails here, with a message, rather than with a SIGBUS at the first record
 // that reaches a page it cannot have. Before Linux 5.14 (no
 // MADV_POPULATE_WRITE, EINVAL) the reads below fault them in.
 //
 // Then it reads a word of every page from user space. Under a hypervisor
-// that shadows the guest's page tables (this VM kind), a page the kernel has
-// mapped still costs the hypervisor a fault of its own, about 3 µs, at its
-// first access from user space: 7 MiB of rings at 8 ranks is 1,800 of them,
-// which the first 64 KiB collectives took mid-call (3-7 ms calls, against 0.25
-// ms once warm). Elsewhere the reads cost a TLB walk a page. One read is
+// that shadows the guest's page tables, a page the kernel has mapped still
+// costs the hypervisor a fault of its own at its first access from user
+// space (bench/first_touch_bench); elsewhere the reads cost a TLB walk a
+// page. One read is
 // enough: the hypervisor's entry follows the kernel's, writable and dirty
 // after the populate. Reading is safe while peers write the rings already.
 // (FaultInPages does both; Populate names the rank and the segment.)

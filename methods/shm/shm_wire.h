@@ -55,8 +55,7 @@ struct AckBody {
 // from a header built on the stack. Built there by one store per field, it
 // is read back with 16-byte loads, and a load that spans several stores
 // cannot take its bytes from them: it waits until they have landed (a
-// store-forwarding stall, 12-15 cycles). In a linear bcast's root that wait
-// was half of TryEager's samples (perf, 8 ranks on 2 CPUs; bench/RESULTS.md).
+// store-forwarding stall; cartage-bench bcast 8 B at 8 ranks, under perf).
 namespace internal {
 template <class V>
 inline void StoreAt(std::byte* to, std::size_t offset, V value) {

@@ -176,9 +176,8 @@ int RunLauncher(int argc, char** argv) {
   // Binding: a child inherits the launcher's CPU mask at spawn. By default
   // ranks that outnumber the CPUs are pinned round-robin: left to the
   // kernel, 4 ranks on 2 CPUs spent stretches three on one CPU and one on
-  // the other, where an 8-byte barrier took 3.9 µs against 2.3 two a CPU
-  // (bench/RESULTS.md). Ranks that fit stay unpinned, as before, unless
-  // --bind asks.
+  // the other, where a barrier is far slower (cartage-bench barrier, 4
+  // ranks, --no-bind). Ranks that fit stay unpinned unless --bind asks.
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   sched_getaffinity(0, sizeof(allowed), &allowed);

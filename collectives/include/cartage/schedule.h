@@ -246,7 +246,7 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   // car_vertex: Begin starts its request, whose CAR counts down the run's
   // completion itself, and StateOf shows that CAR's state (car_send,
   // car_recv). A vertex CAR would only add its start and complete
-  // events and a re-arm: 14 % of a 2-rank barrier's instructions.
+  // events and a re-arm (cartage-bench barrier, 2 ranks).
   bool RunsAlone(VertexId v) const;
   // Whether local step `v` runs as the run ends, once every step the run
   // counts has ended well, in dependency order with the others that do: it
@@ -284,10 +284,8 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   // sends of more than kBurstEagerCap bytes that wait for nothing and so
   // start together (a linear alltoall or allgather of 64 KiB blocks from 4
   // ranks, a binomial bcast's root from 8), and its path moves a rendezvous
-  // message with one copy (PathInfo::single_copy) where eager takes two. At
-  // 8 ranks on 2 CPUs such a burst's eager copies went through 28 MiB of
-  // rings; with one copy each the 64 KiB alltoall took 0.65 of the time, at
-  // 4 ranks 0.58 (bench/RESULTS.md).
+  // message with one copy (PathInfo::single_copy) where eager takes two
+  // (cartage-bench alltoall 64 KiB at 4 and 8 ranks).
   bool SendsSingleCopy(VertexId v) const;
   static constexpr std::size_t kBurstSends = 3;
   static constexpr uint64_t kBurstEagerCap = 32 * 1024;
