@@ -141,6 +141,26 @@ class Tables(unittest.TestCase):
         self.assertIn("| 8 B | 0.15 [0.15–0.15] | — | — | 0.2 [0.2–0.2] | 1.33 |", md)
 
 
+class Summary(unittest.TestCase):
+    def test_each_cell_is_cartage_and_the_better_peer_over_cartage_in_the_reference_placement(self):
+        lat = compare.Case("pingpong", "shm", 2, [8, 64])
+        rate = compare.Case("rate", "shm", 2, [8])
+        coll = compare.Case("barrier", "shm", 4, [0])
+        s = [sample("cartage", lat.id, [row(8, 0.4, 0.4, 0.4), row(64, 0.5, 0.5, 0.5)]),
+             sample("mpich", lat.id, [row(8, 0.6, 0.6, 0.6), row(64, 0.45, 0.45, 0.45)]),
+             sample("openmpi", lat.id, [row(8, 0.5, 0.5, 0.5), row(64, 0.1, 0.1, 0.1)], 50, 50),  # near: not counted
+             sample("cartage", rate.id, [row(8, 9e6, 9e6, 9e6, "median_msgs_per_s")]),
+             sample("mpich", rate.id, [row(8, 6e6, 6e6, 6e6, "median_msgs_per_s")]),
+             sample("openmpi", rate.id, [row(8, 12e6, 12e6, 12e6, "median_msgs_per_s")]),
+             sample("cartage", coll.id, [row(0, 2.0, 2.0, 2.0)]), sample("openmpi", coll.id, [row(0, 3.0, 3.0, 3.0)])]
+        md = compare.render_summary(dataset(s, [lat, rate, coll]))
+        self.assertIn("far placement", md)
+        self.assertIn("| 8 B | 0.4 (1.50) | 9,000,000 (0.75) |", md)  # Open MPI's near 0.5 is not the far cell
+        self.assertIn("| 64 B | 0.5 (0.90) | — |", md)
+        self.assertIn("| barrier, 4 ranks | 2 (1.50) |", md)
+        self.assertIn("[results/compare.md](results/compare.md)", md)
+
+
 class Results(unittest.TestCase):
     @staticmethod
     def write(path, text):
