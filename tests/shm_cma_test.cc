@@ -1,0 +1,288 @@
+// shm's rendezvous copies between two method instances in one process:
+// where the pipelined copy goes, where CMA reads with one copy (an exchange,
+// an oversubscribed job), how the receiver chooses between the two, and the
+// chooser alone.
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "car/car_pool.h"
+#include "car/recv_fsm.h"
+#include "car/send_fsm.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "methods/shm/shm_method.h"
+#include "methods/shm/shm_wire.h"
+#include "tests/in_process_job.h"
+
+namespace cartage::methods::shm {
+namespace {
+
+// A host whose receive is posted: it takes the first message that comes.
+class PostedHost : public TestHost {
+ public:
+  car::Car* MatchIncoming(car::Envelope) override { return std::exchange(posted, nullptr); }
+  car::Car* posted = nullptr;
+};
+
+// Rendezvous CMA thresholds. Rank 1 sends rank 0 a 96 KiB message, between
+// CMA_MIN_EXCHANGE (64 KiB) and CMA_MIN (64 MiB). Alone, rank 0 answers CTS
+// and waits for the pipelined copy. While rank 0's own rendezvous send to
+// rank 1 waits for its answer (an exchange), rank 0 reads the message at once
+// with process_vm_readv. Either way the bytes are the sender's.
+class ShmCmaTest : public ::testing::Test {
+ protected:
+  static constexpr std::size_t kBytes = 96 * 1024;
+  virtual ShmOptions Options() const { return ShmOptions(); }
+  void SetUp() override {
+    std::thread other([&] {
+      InProcessExchange ex(&job_, 1);
+      auto m = ShmMethod::Create(ex, &host_[1], Options());
+      ASSERT_TRUE(m.ok()) << m.status();
+      rank_[1] = std::move(*m);
+    });
+    InProcessExchange ex(&job_, 0);
+    auto m = ShmMethod::Create(ex, &host_[0], Options());
+    other.join();
+    ASSERT_TRUE(m.ok()) << m.status();
+    rank_[0] = std::move(*m);
+    if (!rank_[0]->cma(1)) GTEST_SKIP() << "process_vm_readv does not work here";
+    for (int r = 0; r < 2; ++r) {
+      for (std::size_t i = 0; i < kBytes; ++i) out_[r][i] = static_cast<char>(i * 7 + 3 + r);
+    }
+  }
+  // kBytes of `buf` to or from `peer` (tag 5), completing `done`.
+  static car::CarSpec Spec(bool send, int peer, char* buf, base::Completion* done) {
+    car::CarSpec s;
+    s.kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
+    s.flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
+    s.envelope = {0, peer, 5};
+    s.segment = car::Segment::Of(buf, kBytes, datatype::BasicType::kByte);
+    s.counter = done;
+    done->pending = 1;
+    return s;
+  }
+  // A rendezvous send of out_[from] to the other rank.
+  car::Car* Send(int from) {
+    const int to = 1 - from;
+    car::CarSpec s = Spec(true, to, out_[from].data(), &sent_[from]);
+    s.vc = rank_[from]->VcOf(to);
+    s.eager_limit = rank_[from]->eager_limit();
+    car::Car* c = *host_[from].pool.Create(s);
+    rank_[from]->Bind(*c, to);
+    EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    EXPECT_EQ(car::SendMachine::StateOf(*c), car::SendState::kRtsSent);
+    return c;
+  }
+  // Posts rank `at`'s receive into in_[at] (the matcher's part is PostedHost's).
+  void PostRecv(int at) {
+    const int from = 1 - at;
+    vc_[at] = *rank_[at]->VcOf(from);
+    vc_[at].post_recv = [](car::Car&, car::CarEvents&) {};
+    car::CarSpec s = Spec(false, from, in_[at].data(), &got_[at]);
+    s.vc = &vc_[at];
+    car::Car* r = *host_[at].pool.Create(s);
+    rank_[at]->Bind(*r, from);
+    EXPECT_TRUE(car::RecvMachine::Dispatch(*r, car::RecvEvent::kPost).ok());
+    host_[at].posted = r;
+  }
+  // Both ranks progress until `c` is done (at most 1000 rounds).
+  void Drain(const base::Completion& c) {
+    for (int i = 0; i < 1000 && !c.done(); ++i) {
+      rank_[0]->Progress();
+      rank_[1]->Progress();
+    }
+  }
+
+  SharedJob job_;
+  PostedHost host_[2];
+  std::unique_ptr<ShmMethod> rank_[2];
+  car::Vc vc_[2];
+  std::vector<char> out_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
+  std::vector<char> in_[2] = {std::vector<char>(kBytes), std::vector<char>(kBytes)};
+  base::Completion sent_[2], got_[2];
+};
+
+TEST_F(ShmCmaTest, OneWayGoesByThePipelinedCopy) {
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();  // matches the RTS, answers CTS
+  EXPECT_FALSE(got_[0].done()) << "below CMA_MIN a lone receive waits for the streamed DATA";
+  Drain(got_[0]);
+  ASSERT_TRUE(got_[0].done());
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+}
+
+TEST_F(ShmCmaTest, AnExchangeReadsWithOneCopyEachWay) {
+  PostRecv(0);
+  PostRecv(1);
+  Send(0);
+  Send(1);
+  rank_[0]->Progress();  // rank 0's own RTS is out: it reads rank 1's message at once
+  ASSERT_TRUE(got_[0].done()) << "with its own send waiting, rank 0 reads with CMA";
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+  rank_[1]->Progress();  // the same for rank 1, and rank 0's CTS completes rank 1's send
+  ASSERT_TRUE(got_[1].done()) << "rank 1's RTS was out too";
+  EXPECT_EQ(in_[1], out_[0]);
+  EXPECT_TRUE(sent_[1].done() && sent_[1].status.ok()) << sent_[1].status;
+  rank_[0]->Progress();
+  EXPECT_TRUE(sent_[0].done() && sent_[0].status.ok()) << sent_[0].status;
+}
+
+TEST_F(ShmCmaTest, AnAnsweredSendNoLongerMakesAnExchange) {
+  // Rank 0's send is answered and done; a receive after it is one-way again.
+  PostRecv(1);
+  Send(0);
+  Drain(sent_[0]);
+  ASSERT_TRUE(sent_[0].done() && sent_[0].status.ok()) << sent_[0].status;
+  Drain(got_[1]);
+  EXPECT_EQ(in_[1], out_[0]);
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();
+  EXPECT_FALSE(got_[0].done()) << "no send of rank 0 waits any more: the pipelined copy";
+  Drain(got_[0]);
+  ASSERT_TRUE(got_[0].done());
+  EXPECT_EQ(in_[0], out_[1]);
+}
+
+// A job that counts as oversubscribed (here by CARTAGE_OVERSUBSCRIBED, the
+// override the agent honours too) reads from 64 KiB with CMA even one way:
+// a pipelined copy would need the sender scheduled.
+class ShmCmaOversubscribedTest : public ShmCmaTest {
+ protected:
+  void SetUp() override {
+    ::setenv("CARTAGE_OVERSUBSCRIBED", "yes", 1);
+    ShmCmaTest::SetUp();
+    ::unsetenv("CARTAGE_OVERSUBSCRIBED");
+  }
+};
+
+TEST_F(ShmCmaOversubscribedTest, OneWayReadsWithCmaToo) {
+  PostRecv(0);
+  Send(1);
+  rank_[0]->Progress();
+  ASSERT_TRUE(got_[0].done()) << "oversubscribed, a lone 96 KiB receive reads with CMA at once";
+  EXPECT_TRUE(got_[0].status.ok()) << got_[0].status;
+  EXPECT_EQ(in_[0], out_[1]);
+}
+
+// Between CMA_CHOOSE_MIN (here 64 KiB) and CMA_MIN, the receiver moves the
+// first message from a sender by the pipelined copy and the second by CMA,
+// timing both, then takes whichever moved a byte faster, now and then the
+// other (CopyChooser). Every message arrives whole either way.
+class ShmCmaChoiceTest : public ShmCmaTest {
+ protected:
+  ShmOptions Options() const override {
+    ShmOptions o;
+    o.cma_choose_min = 64 * 1024;
+    return o;
+  }
+  // One message from rank 1 to rank 0; whether rank 0 read it with CMA
+  // (done at its first progress) and its bytes are the sender's.
+  bool OneMessage() {
+    std::fill(in_[0].begin(), in_[0].end(), 0);
+    PostRecv(0);
+    Send(1);
+    rank_[0]->Progress();
+    const bool cma = got_[0].done();
+    Drain(got_[0]);
+    Drain(sent_[1]);
+    EXPECT_TRUE(got_[0].done() && got_[0].status.ok()) << got_[0].status;
+    EXPECT_TRUE(sent_[1].done() && sent_[1].status.ok()) << sent_[1].status;
+    EXPECT_EQ(in_[0], out_[1]);
+    return cma;
+  }
+};
+
+TEST_F(ShmCmaChoiceTest, TriesBothWaysThenTakesTheFaster) {
+  const CopyChooser& ch = rank_[0]->chooser(1);
+  EXPECT_FALSE(OneMessage()) << "nothing timed yet: the pipelined copy first";
+  EXPECT_GT(ch.pipelined_ns_per_byte(), 0);
+  EXPECT_EQ(ch.cma_ns_per_byte(), 0);
+  EXPECT_TRUE(OneMessage()) << "then CMA, to time it";
+  EXPECT_GT(ch.cma_ns_per_byte(), 0);
+  // From here each message goes the way the timings favour, the other one
+  // now and then: over 2 * kExplore messages both are used.
+  int by_cma = 0;
+  for (uint32_t k = 1; k <= 2 * CopyChooser::kExplore; ++k) by_cma += OneMessage();
+  EXPECT_GT(by_cma, 0);
+  EXPECT_LT(by_cma, static_cast<int>(2 * CopyChooser::kExplore));
+  EXPECT_EQ(rank_[1]->chooser(0).pipelined_ns_per_byte(), 0) << "rank 1 received nothing";
+}
+
+// The choice itself: the way in use counts the median of its last three
+// times, so one slow message does not turn the choice and two do; the other
+// way's occasional time is all it keeps.
+TEST(CopyChooser, FollowsTheFasterWayAsSpeedsChange) {
+  CopyChooser ch;
+  constexpr uint64_t kMiB = 1 << 20;
+  auto per_byte = [](double us_a_mib) { return us_a_mib * 1000.0 / kMiB; };
+  auto pipelined = [&](double us) { ch.Observe(/*cma=*/false, kMiB, static_cast<uint64_t>(us * 1000)); };
+  auto cma = [&](double us) { ch.Observe(/*cma=*/true, kMiB, static_cast<uint64_t>(us * 1000)); };
+  EXPECT_FALSE(ch.UseCma()) << "nothing timed: the pipelined copy first";
+  pipelined(60);
+  EXPECT_TRUE(ch.UseCma()) << "then CMA, to time it";
+  cma(120);
+  int by_cma = 0;
+  for (uint32_t k = 0; k < CopyChooser::kExplore; ++k) by_cma += ch.UseCma();
+  EXPECT_EQ(by_cma, 1) << "the pipelined copy is faster: CMA once in kExplore...";
+  for (uint32_t k = 1; k < CopyChooser::kBurst; ++k) EXPECT_TRUE(ch.UseCma()) << "...and kBurst in a row";
+  EXPECT_FALSE(ch.UseCma());
+  pipelined(60);
+  pipelined(600);  // one message preempted
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
+  EXPECT_FALSE(ch.UseCma()) << "one slow message does not turn the choice";
+  for (int i = 0; i < 3; ++i) pipelined(60);  // the slow one leaves the last three
+  pipelined(140);  // the vCPUs moved
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
+  EXPECT_FALSE(ch.UseCma());
+  pipelined(140);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(140));
+  EXPECT_TRUE(ch.UseCma()) << "two slow messages do: CMA (120) is faster now";
+  cma(100);  // CMA in use: kept with its earlier time (the smaller of two)
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
+  pipelined(50);  // tried once: its newest time replaces the 140s
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(50));
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(/*cma=*/true, 0, 5);  // nothing moved: nothing learned
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
+}
+
+// A way tried in a burst is judged by its last, warm time: the first try of
+// CMA after a while pays for cold caches and page tables.
+TEST(CopyChooser, AWayTriedInABurstIsJudgedByItsWarmTime) {
+  CopyChooser ch;
+  constexpr uint64_t kMiB = 1 << 20;
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(/*cma=*/false, kMiB, 60'000);
+  EXPECT_TRUE(ch.UseCma());
+  ch.Observe(/*cma=*/true, kMiB, 500'000);  // cold
+  for (uint32_t k = 1; k < CopyChooser::kExplore; ++k) ASSERT_FALSE(ch.UseCma()) << k;
+  for (uint32_t k = 0; k < CopyChooser::kBurst; ++k) EXPECT_TRUE(ch.UseCma()) << k;
+  ch.Observe(true, kMiB, 500'000);  // cold again
+  EXPECT_FALSE(ch.UseCma());
+  ch.Observe(true, kMiB, 40'000);   // warm
+  ch.Observe(true, kMiB, 40'000);
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 40'000.0 / kMiB);
+  EXPECT_TRUE(ch.UseCma()) << "warm, CMA is the faster";
+}
+
+}  // namespace
+}  // namespace cartage::methods::shm
