@@ -19,7 +19,7 @@ using cartage::Comm;
 using cartage::Datatype;
 using cartage::Op;
 using cartage::OpKind;
-using cartage::test::g_rank;
+namespace kit = cartage::kit;
 namespace coll = cartage::test::coll;
 
 // One agent after another in one process: the collectives each runs must be
@@ -33,28 +33,28 @@ int Reinit() {
       return 1;
     }
     const Comm w = (*agent)->World();
-    g_rank = w.rank();
+    kit::t_rank = w.rank();
     const int n = w.size();
     for (int64_t count : {int64_t{1}, int64_t{1000}}) {
       std::vector<int32_t> buf(static_cast<std::size_t>(count));
       for (int64_t i = 0; i < count; ++i) buf[static_cast<std::size_t>(i)] = w.rank() == 0 ? round * 7 + static_cast<int32_t>(i) : -1;
-      OK(cartage::Bcast(w, buf.data(), count, Datatype::Basic(BasicType::kInt32), 0));
+      KIT_OK(cartage::Bcast(w, buf.data(), count, Datatype::Basic(BasicType::kInt32), 0));
       for (int64_t i = 0; i < count; ++i) {
-        EXPECT(buf[static_cast<std::size_t>(i)] == round * 7 + i, "reinit round %d bcast of %d: element %d is %d", round,
+        KIT_EXPECT(buf[static_cast<std::size_t>(i)] == round * 7 + i, "reinit round %d bcast of %d: element %d is %d", round,
                count, i, buf[static_cast<std::size_t>(i)]);
       }
       std::vector<int32_t> sum(static_cast<std::size_t>(count), 0);
       for (auto& x : buf) x = w.rank() + round;
-      OK(cartage::Allreduce(w, buf.data(), sum.data(), count, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
+      KIT_OK(cartage::Allreduce(w, buf.data(), sum.data(), count, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
       const int32_t want = n * (n - 1) / 2 + n * round;
       for (int64_t i = 0; i < count; ++i) {
-        EXPECT(sum[static_cast<std::size_t>(i)] == want, "reinit round %d allreduce of %d: element %d is %d, expected %d",
+        KIT_EXPECT(sum[static_cast<std::size_t>(i)] == want, "reinit round %d allreduce of %d: element %d is %d, expected %d",
                round, count, i, sum[static_cast<std::size_t>(i)], want);
       }
     }
-    OK(cartage::Barrier(w));
+    KIT_OK(cartage::Barrier(w));
   }
-  if (g_rank == 0) std::printf("PASS reinit\n");
+  if (kit::t_rank == 0) std::printf("PASS reinit\n");
   return 0;
 }
 
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const Comm w = (*agent)->World();
-  g_rank = w.rank();
+  kit::t_rank = w.rank();
   const std::string mode = argv[1];
   if (mode == "algorithms") {
     coll::Algorithms(w, argc > 2 ? argv[2] : "");
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "coll_ranks: unknown mode %s\n", mode.c_str());
     return 2;
   }
-  OK(cartage::Barrier(w));
+  KIT_OK(cartage::Barrier(w));
   if (w.rank() == 0) std::printf("PASS %s\n", mode.c_str());
   return 0;
 }

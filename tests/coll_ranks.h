@@ -19,7 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "datatype/segment_walk.h"
 #include "cartage/cartage.h"
-#include "tests/rank_check.h"
+#include "kit/check.h"
 #include "cartage/collectives.h"
 #include "cartage/engine.h"
 #include "cartage/xfer.h"
@@ -36,7 +36,7 @@ using cartage::OpKind;
 using cartage::Request;
 using Bytes = std::vector<unsigned char>;
 
-using cartage::test::g_rank;
+namespace kit = cartage::kit;
 
 // The affine map x -> a x + b (mod P), composed: (f op g)(x) = f(g(x)).
 // Associative, not commutative.

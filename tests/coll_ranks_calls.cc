@@ -31,19 +31,19 @@ void Persistent(const Comm& w) {
   std::vector<int32_t> in(kCount), out(kCount);
   const CollectiveCall call = SumCall(in.data(), out.data(), kCount, BasicType::kInt32);
   Request req;
-  OK(cartage::InitCollective(w, call, &req));
-  EXPECT(req.persistent(), "persistent");
+  KIT_OK(cartage::InitCollective(w, call, &req));
+  KIT_EXPECT(req.persistent(), "persistent");
   for (int it = 0; it < 1000; ++it) {
     for (int64_t i = 0; i < kCount; ++i) in[static_cast<std::size_t>(i)] = static_cast<int32_t>(it * 3 + w.rank() + i);
-    OK(req.Start());
-    OK(req.Wait());
+    KIT_OK(req.Start());
+    KIT_OK(req.Wait());
     for (int64_t i = 0; i < kCount; ++i) {
       const int32_t want = static_cast<int32_t>(n * (it * 3 + i) + n * (n - 1) / 2);
-      EXPECT(out[static_cast<std::size_t>(i)] == want, "start %d element %d: %d, expected %d", it, i,
+      KIT_EXPECT(out[static_cast<std::size_t>(i)] == want, "start %d element %d: %d, expected %d", it, i,
              out[static_cast<std::size_t>(i)], want);
     }
   }
-  OK(req.Free());
+  KIT_OK(req.Free());
 
   // Ring step by hand: receive from the left, send to the right, add.
   const int right = (w.rank() + 1) % n, left = (w.rank() + n - 1) % n;
@@ -54,13 +54,13 @@ void Persistent(const Comm& w) {
   const auto sv = b.Send(cartage::Buf::User(x.data(), "x"), 8 * sizeof(double), right);
   b.Reduce(t, cartage::Buf::User(x.data(), "x"), 8, Datatype::Basic(BasicType::kDouble), Op(OpKind::kSum), {rv, sv});
   auto schedule = b.Build();
-  OK(schedule.status());
+  KIT_OK(schedule.status());
   for (int it = 0; it < 1000; ++it) {
     for (int i = 0; i < 8; ++i) x[static_cast<std::size_t>(i)] = w.rank() * 10 + i + it;
-    OK((*schedule)->Run());
+    KIT_OK((*schedule)->Run());
     for (int i = 0; i < 8; ++i) {
       const double want = (w.rank() * 10 + i + it) + (left * 10 + i + it);
-      EXPECT(x[static_cast<std::size_t>(i)] == want, "ring step %d element %d: %g, expected %g", it, i,
+      KIT_EXPECT(x[static_cast<std::size_t>(i)] == want, "ring step %d element %d: %g, expected %g", it, i,
              x[static_cast<std::size_t>(i)], want);
     }
   }
@@ -86,32 +86,32 @@ void Persistent(const Comm& w) {
     cartage::VertexId pass = -1;
     if (w.rank() + 1 < n) pass = rb.Send(y, kBytes, w.rank() + 1, {last});
     auto relay = rb.Build();
-    OK(relay.status());
+    KIT_OK(relay.status());
     if (w.rank() > 0) {
-      EXPECT((*relay)->RunsWith(add) == 0 && (*relay)->RunsWith(last) == 0,
+      KIT_EXPECT((*relay)->RunsWith(add) == 0 && (*relay)->RunsWith(last) == 0,
              "relay: the add and the copy run with the receive (vertex 0), not %d and %d", (*relay)->RunsWith(add),
              (*relay)->RunsWith(last));
       // The receive releases nothing but the send, which starts as it ends
       // (ForwardsFrom): it runs alone, as its request's car_recv, whose
       // state its fused steps show too.
-      EXPECT((*relay)->RunsAlone(0), "relay: rank %d's receive does not run alone", w.rank());
-      EXPECT(pass < 0 || (*relay)->ForwardsFrom(pass) == 0, "relay: rank %d's send starts as %d ends", w.rank(),
+      KIT_EXPECT((*relay)->RunsAlone(0), "relay: rank %d's receive does not run alone", w.rank());
+      KIT_EXPECT(pass < 0 || (*relay)->ForwardsFrom(pass) == 0, "relay: rank %d's send starts as %d ends", w.rank(),
              (*relay)->ForwardsFrom(pass));
-      EXPECT((*relay)->StateOf(0) == "idle" && (*relay)->StateOf(add) == "idle",
+      KIT_EXPECT((*relay)->StateOf(0) == "idle" && (*relay)->StateOf(add) == "idle",
              "relay: before the first run the receive is idle, not %s", (*relay)->StateOf(0));
     }
     for (int it = 0; it < 500; ++it) {
       for (int64_t i = 0; i < 5; ++i) mine[static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 10 + i;
-      OK((*relay)->Run());
+      KIT_OK((*relay)->Run());
       const int64_t r1 = w.rank() + 1;
       for (int64_t i = 0; i < 5; ++i) {
         const int64_t want = r1 * (int64_t{it} * 1000 + i) + 10 * r1 * (r1 - 1) / 2;
-        EXPECT(sum[static_cast<std::size_t>(i)] == want, "relay run %d element %d: %d, expected %d", it, i,
+        KIT_EXPECT(sum[static_cast<std::size_t>(i)] == want, "relay run %d element %d: %d, expected %d", it, i,
                sum[static_cast<std::size_t>(i)], want);
       }
     }
     if (w.rank() > 0) {
-      EXPECT((*relay)->StateOf(0) == "done" && (*relay)->StateOf(add) == "done" && (*relay)->StateOf(last) == "done",
+      KIT_EXPECT((*relay)->StateOf(0) == "done" && (*relay)->StateOf(add) == "done" && (*relay)->StateOf(last) == "done",
              "relay: after the runs the receive and its steps are done, not %s, %s, %s", (*relay)->StateOf(0),
              (*relay)->StateOf(add), (*relay)->StateOf(last));
     }
@@ -125,32 +125,32 @@ void Persistent(const Comm& w) {
   if (n >= 3) {
     std::vector<int64_t> lin_in(4), lin_out(4);
     auto lin = cartage::BuildCollective(w, SumCall(lin_in.data(), lin_out.data(), 4, BasicType::kInt64, "linear"));
-    OK(lin.status());
+    KIT_OK(lin.status());
     std::vector<cartage::VertexId> reduces;
     for (std::size_t v = 0; v < (*lin)->vertices().size(); ++v) {
       const auto id = static_cast<cartage::VertexId>(v);
       if ((*lin)->vertices()[v].kind == cartage::VertexKind::kReduce) {
         reduces.push_back(id);
-        EXPECT((*lin)->RunsLast(id) || (*lin)->RunsWith(id) != id,
+        KIT_EXPECT((*lin)->RunsLast(id) || (*lin)->RunsWith(id) != id,
                "allreduce/linear: reduce %d neither runs last nor with a receive", id);
       } else {
-        EXPECT((*lin)->RunsAlone(id), "allreduce/linear: step %d does not run alone", id);
+        KIT_EXPECT((*lin)->RunsAlone(id), "allreduce/linear: step %d does not run alone", id);
       }
     }
-    EXPECT(static_cast<int>(reduces.size()) == n - 1 && (*lin)->StateOf(reduces.front()) == "idle",
+    KIT_EXPECT(static_cast<int>(reduces.size()) == n - 1 && (*lin)->StateOf(reduces.front()) == "idle",
            "allreduce/linear: %d reduces, the first %s before any run", reduces.size(),
            reduces.empty() ? "-" : (*lin)->StateOf(reduces.front()));
     for (int it = 0; it < 300; ++it) {
       for (int64_t i = 0; i < 4; ++i) lin_in[static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 7 + i;
-      OK((*lin)->Run());
+      KIT_OK((*lin)->Run());
       for (int64_t i = 0; i < 4; ++i) {
         const int64_t want = n * (int64_t{it} * 1000 + i) + 7 * n * (n - 1) / 2;
-        EXPECT(lin_out[static_cast<std::size_t>(i)] == want, "allreduce/linear run %d element %d: %d, expected %d", it,
+        KIT_EXPECT(lin_out[static_cast<std::size_t>(i)] == want, "allreduce/linear run %d element %d: %d, expected %d", it,
                i, lin_out[static_cast<std::size_t>(i)], want);
       }
     }
     for (cartage::VertexId v : reduces) {
-      EXPECT((*lin)->StateOf(v) == "done", "allreduce/linear: reduce %d is %s after the runs", v, (*lin)->StateOf(v));
+      KIT_EXPECT((*lin)->StateOf(v) == "done", "allreduce/linear: reduce %d is %s after the runs", v, (*lin)->StateOf(v));
     }
   }
 
@@ -170,28 +170,28 @@ void Persistent(const Comm& w) {
     const cartage::VertexId copy = cb.Copy(m, y, sizeof(mine));
     const cartage::VertexId add = cb.Reduce(got, y, 2, i64, Op(OpKind::kSum), {recv, copy});
     auto closing = cb.Build();
-    OK(closing.status());
-    EXPECT((*closing)->RunsLast(add) && (*closing)->RunsLast(copy) && (*closing)->RunsAlone(send) &&
+    KIT_OK(closing.status());
+    KIT_EXPECT((*closing)->RunsLast(add) && (*closing)->RunsLast(copy) && (*closing)->RunsAlone(send) &&
                (*closing)->RunsAlone(recv),
            "closing: the add and the copy run last, the send and the receive alone");
     const absl::Status st = (*closing)->Run();
     if (from == 0) {  // rank 1 (rank 0 itself with 1 rank)
-      EXPECT(st.code() == absl::StatusCode::kInvalidArgument &&
+      KIT_EXPECT(st.code() == absl::StatusCode::kInvalidArgument &&
                  absl::StrContains(st.message(), "closing (rank ") && absl::StrContains(st.message(), "vertex 1") &&
                  absl::StrContains(st.message(), "received 8 bytes, expected 16"),
              "closing on rank %d: %s", w.rank(), st.ToString());
-      EXPECT(sum[0] == -1 && sum[1] == -1, "closing on rank %d: the sum was written (%d %d)", w.rank(), sum[0],
+      KIT_EXPECT(sum[0] == -1 && sum[1] == -1, "closing on rank %d: the sum was written (%d %d)", w.rank(), sum[0],
              sum[1]);
-      EXPECT((*closing)->StateOf(copy) == "cancelled" && (*closing)->StateOf(add) == "cancelled",
+      KIT_EXPECT((*closing)->StateOf(copy) == "cancelled" && (*closing)->StateOf(add) == "cancelled",
              "closing: after the failed run the copy is %s, the add %s", (*closing)->StateOf(copy),
              (*closing)->StateOf(add));
     } else {
-      OK(st);
-      EXPECT(sum[0] == w.rank() + 1 + from + 1 && sum[1] == 100 * (w.rank() + 1 + from + 1),
+      KIT_OK(st);
+      KIT_EXPECT(sum[0] == w.rank() + 1 + from + 1 && sum[1] == 100 * (w.rank() + 1 + from + 1),
              "closing on rank %d: %d %d", w.rank(), sum[0], sum[1]);
-      EXPECT((*closing)->StateOf(add) == "done", "closing: after the run the add is %s", (*closing)->StateOf(add));
+      KIT_EXPECT((*closing)->StateOf(add) == "done", "closing: after the run the add is %s", (*closing)->StateOf(add));
     }
-    OK(cartage::Barrier(w));
+    KIT_OK(cartage::Barrier(w));
     ExpectNothingLeft(w, "the closing schedule");
   }
 
@@ -203,10 +203,10 @@ void Persistent(const Comm& w) {
   for (int it = 0; it < 300; ++it) {
     const auto k = static_cast<std::size_t>(it % 3);
     for (int64_t i = 0; i < kCount; ++i) ins[k][static_cast<std::size_t>(i)] = int64_t{it} * 1000 + w.rank() * 7 + i;
-    OK(cartage::Allreduce(w, ins[k].data(), outs[k].data(), kCount, i64, Op(OpKind::kSum)));
+    KIT_OK(cartage::Allreduce(w, ins[k].data(), outs[k].data(), kCount, i64, Op(OpKind::kSum)));
     for (int64_t i = 0; i < kCount; ++i) {
       const int64_t want = n * (int64_t{it} * 1000 + i) + 7 * n * (n - 1) / 2;
-      EXPECT(outs[k][static_cast<std::size_t>(i)] == want, "rebound call %d element %d: %d, expected %d", it, i,
+      KIT_EXPECT(outs[k][static_cast<std::size_t>(i)] == want, "rebound call %d element %d: %d, expected %d", it, i,
              outs[k][static_cast<std::size_t>(i)], want);
     }
   }
@@ -225,12 +225,12 @@ void Persistent(const Comm& w) {
       }
     }
     std::fill(a_outs[k].begin(), a_outs[k].end(), -1);
-    OK(cartage::Alltoall(w, a_ins[k].data(), a_outs[k].data(), kBlock, i64));
+    KIT_OK(cartage::Alltoall(w, a_ins[k].data(), a_outs[k].data(), kBlock, i64));
     for (int q = 0; q < n; ++q) {
       for (int64_t i = 0; i < kBlock; ++i) {
         const int64_t want = int64_t{it} * 100000 + q * 100 + w.rank() * 10 + i;
         const int64_t got = a_outs[k][static_cast<std::size_t>(q * kBlock + i)];
-        EXPECT(got == want, "rebound alltoall call %d block %d element %d: %d, expected %d", it, q, i, got, want);
+        KIT_EXPECT(got == want, "rebound alltoall call %d block %d element %d: %d, expected %d", it, q, i, got, want);
       }
     }
   }
@@ -241,10 +241,10 @@ void Persistent(const Comm& w) {
     std::vector<int64_t> mine(kCount), sum(kCount, -1);
     for (int64_t i = 0; i < kCount; ++i) mine[static_cast<std::size_t>(i)] = int64_t{it} * 100 + w.rank() + i;
     if (in_place) sum = mine;
-    OK(cartage::Reduce(w, in_place ? cartage::kInPlace : mine.data(), sum.data(), kCount, i64, Op(OpKind::kSum), 0));
+    KIT_OK(cartage::Reduce(w, in_place ? cartage::kInPlace : mine.data(), sum.data(), kCount, i64, Op(OpKind::kSum), 0));
     for (int64_t i = 0; w.rank() == 0 && i < kCount; ++i) {
       const int64_t want = n * (int64_t{it} * 100 + i) + n * (n - 1) / 2;
-      EXPECT(sum[static_cast<std::size_t>(i)] == want, "reduce call %d (root %s) element %d: %d, expected %d", it,
+      KIT_EXPECT(sum[static_cast<std::size_t>(i)] == want, "reduce call %d (root %s) element %d: %d, expected %d", it,
              in_place ? "in place" : "not in place", i, sum[static_cast<std::size_t>(i)], want);
     }
   }
@@ -265,29 +265,29 @@ void Concurrent(const Comm& w) {
   }
   const Datatype i32 = Datatype::Basic(BasicType::kInt32);
   Request r1, r2, r3, p2p_s, p2p_r;
-  OK(cartage::Iallreduce(w, a.data(), ra.data(), kBig, i32, Op(OpKind::kSum), &r1));
-  OK(cartage::Iallgather(d, g.data(), rg.data(), kSmall, i32, &r2));
-  OK(cartage::Iallreduce(w, s.data(), rs.data(), kSmall, i32, Op(OpKind::kMax), &r3));
+  KIT_OK(cartage::Iallreduce(w, a.data(), ra.data(), kBig, i32, Op(OpKind::kSum), &r1));
+  KIT_OK(cartage::Iallgather(d, g.data(), rg.data(), kSmall, i32, &r2));
+  KIT_OK(cartage::Iallreduce(w, s.data(), rs.data(), kSmall, i32, Op(OpKind::kMax), &r3));
   int token = w.rank(), got = -1;
-  OK(w.Irecv(&got, sizeof(got), (w.rank() + n - 1) % n, 0, &p2p_r));
-  OK(w.Isend(&token, sizeof(token), (w.rank() + 1) % n, 0, &p2p_s));
-  OK(cartage::WaitAll({&r3, &p2p_s, &p2p_r, &r2, &r1}));
+  KIT_OK(w.Irecv(&got, sizeof(got), (w.rank() + n - 1) % n, 0, &p2p_r));
+  KIT_OK(w.Isend(&token, sizeof(token), (w.rank() + 1) % n, 0, &p2p_s));
+  KIT_OK(cartage::WaitAll({&r3, &p2p_s, &p2p_r, &r2, &r1}));
   for (int64_t i = 0; i < kBig; ++i) {
     const int32_t want = static_cast<int32_t>(n * (i % 100) + n * (n - 1) / 2);
-    EXPECT(ra[static_cast<std::size_t>(i)] == want, "allreduce element %d: %d, expected %d", i,
+    KIT_EXPECT(ra[static_cast<std::size_t>(i)] == want, "allreduce element %d: %d, expected %d", i,
            ra[static_cast<std::size_t>(i)], want);
   }
   for (int q = 0; q < n; ++q) {
     for (int64_t i = 0; i < kSmall; ++i) {
-      EXPECT(rg[static_cast<std::size_t>(q * kSmall + i)] == q * 1000 + i, "allgather block %d element %d", q, i);
+      KIT_EXPECT(rg[static_cast<std::size_t>(q * kSmall + i)] == q * 1000 + i, "allgather block %d element %d", q, i);
     }
   }
-  for (int64_t i = 0; i < kSmall; ++i) EXPECT(rs[static_cast<std::size_t>(i)] == n, "max element %d", i);
-  EXPECT(got == (w.rank() + n - 1) % n, "point-to-point token %d", got);
+  for (int64_t i = 0; i < kSmall; ++i) KIT_EXPECT(rs[static_cast<std::size_t>(i)] == n, "max element %d", i);
+  KIT_EXPECT(got == (w.rank() + n - 1) % n, "point-to-point token %d", got);
   // Errors: a bad root and an unknown algorithm are refused on every rank, naming them.
   std::vector<int32_t> buf(4);
   absl::Status bad = cartage::Bcast(w, buf.data(), 4, i32, n);
-  EXPECT(bad.code() == absl::StatusCode::kInvalidArgument && bad.message().find("root") != std::string::npos,
+  KIT_EXPECT(bad.code() == absl::StatusCode::kInvalidArgument && bad.message().find("root") != std::string::npos,
          "%s", bad.ToString());
   CollectiveCall call;
   call.kind = Collective::kAllreduce;
@@ -298,12 +298,12 @@ void Concurrent(const Comm& w) {
   call.op = Op::User(&AffineOp, false);
   call.algorithm = "ring";
   bad = cartage::RunCollective(w, call);
-  EXPECT(bad.code() == absl::StatusCode::kInvalidArgument && bad.message().find("commutative") != std::string::npos,
+  KIT_EXPECT(bad.code() == absl::StatusCode::kInvalidArgument && bad.message().find("commutative") != std::string::npos,
          "%s", bad.ToString());
   call.algorithm = "no_such";
   bad = cartage::RunCollective(w, call);
-  EXPECT(bad.message().find("recursive_doubling") != std::string::npos, "%s", bad.ToString());
-  OK(cartage::Barrier(w));
+  KIT_EXPECT(bad.message().find("recursive_doubling") != std::string::npos, "%s", bad.ToString());
+  KIT_OK(cartage::Barrier(w));
   if (w.rank() == 0) std::printf("concurrent: 3 collectives and point-to-point at once\n");
 }
 
@@ -318,8 +318,8 @@ void Selection(const Comm& w) {
     std::exit(0);
   }
   if (w.rank() == 0) std::printf("selected %s\n", (*s)->name().c_str());
-  OK((*s)->Run());
-  EXPECT(out[0] == n * (n + 1) / 2 && out[1] == out[0], "allreduce: %d %d", out[0], out[1]);
+  KIT_OK((*s)->Run());
+  KIT_EXPECT(out[0] == n * (n + 1) / 2 && out[1] == out[0], "allreduce: %d %d", out[0], out[1]);
 }
 
 }  // namespace cartage::test::coll

@@ -20,17 +20,17 @@ namespace cartage::test::coll {
 // collective from sending meanwhile.
 void ExpectNothingLeft(const Comm& w, const char* after) {
   const auto left = cartage::engine::CollectiveChannel(w).Iprobe(cartage::kAnySource, cartage::kAnyTag);
-  EXPECT(left.ok() && !left->has_value(), "after %s: a message of %d bytes from rank %d (tag %d) left unreceived",
+  KIT_EXPECT(left.ok() && !left->has_value(), "after %s: a message of %d bytes from rank %d (tag %d) left unreceived",
          after, left.ok() && left->has_value() ? static_cast<int>((*left)->bytes) : -1,
          left.ok() && left->has_value() ? (*left)->source : -1, left.ok() && left->has_value() ? (*left)->tag : -1);
   constexpr int kFenceTag = 77;
   char token = 0;
   if (w.rank() == 0) {
-    for (int r = 1; r < w.size(); ++r) OK(w.Recv(&token, 1, r, kFenceTag));
-    for (int r = 1; r < w.size(); ++r) OK(w.Send(&token, 1, r, kFenceTag));
+    for (int r = 1; r < w.size(); ++r) KIT_OK(w.Recv(&token, 1, r, kFenceTag));
+    for (int r = 1; r < w.size(); ++r) KIT_OK(w.Send(&token, 1, r, kFenceTag));
   } else {
-    OK(w.Send(&token, 1, 0, kFenceTag));
-    OK(w.Recv(&token, 1, 0, kFenceTag));
+    KIT_OK(w.Send(&token, 1, 0, kFenceTag));
+    KIT_OK(w.Recv(&token, 1, 0, kFenceTag));
   }
 }
 
@@ -82,7 +82,7 @@ void Faults(const Comm& w, const std::string& what) {
           const std::string expected = std::string(a.name) == "star"
                                            ? absl::StrCat("sent nothing where ", 16 * base, " bytes were expected")
                                            : absl::StrCat("expected ", 8 * base);
-          EXPECT((s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument) &&
+          KIT_EXPECT((s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument) &&
                      absl::StrContains(s.message(), step) &&
                      (w.rank() == 0 || absl::StrContains(s.message(), expected)),
                  "%s/%s of %d against %d elements: %s", cartage::CollectiveName(a.collective), a.name, count, base,
@@ -100,10 +100,10 @@ void Faults(const Comm& w, const std::string& what) {
           } else {
             s = cartage::RunCollective(w, call);
           }
-          EXPECT(s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument,
+          KIT_EXPECT(s.code() == absl::StatusCode::kOutOfRange || s.code() == absl::StatusCode::kInvalidArgument,
                  "allreduce/%s of %d against %d elements (%s): %s", alg, count, base,
                  nonblocking ? "nonblocking" : "blocking", s.ToString());
-          EXPECT(absl::StrContains(s.message(), absl::StrCat("allreduce/", alg, " (rank ", w.rank(), "): vertex ")),
+          KIT_EXPECT(absl::StrContains(s.message(), absl::StrCat("allreduce/", alg, " (rank ", w.rank(), "): vertex ")),
                  "%s", s.ToString());
         }
       }
@@ -115,17 +115,17 @@ void Faults(const Comm& w, const std::string& what) {
         const absl::Status s = cartage::RunCollective(w, call_of(Collective::kBcast, alg, count, in, out));
         // The root only sends: what it sent was whole. Every other rank
         // received too little, or nothing from a parent that failed.
-        EXPECT(w.rank() == 0 || s.code() == absl::StatusCode::kInvalidArgument, "bcast/%s of %d against %d: %s", alg,
+        KIT_EXPECT(w.rank() == 0 || s.code() == absl::StatusCode::kInvalidArgument, "bcast/%s of %d against %d: %s", alg,
                count, base, s.ToString());
       }
-      OK(cartage::Barrier(w));
+      KIT_OK(cartage::Barrier(w));
       ExpectNothingLeft(w, "the disagreeing calls");
     }
     std::vector<int32_t> in(8, w.rank() + 1), out(8, 0);
     for (const char* alg : kAllreduce) {
       std::fill(out.begin(), out.end(), 0);
-      OK(cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, 8, in, out)));
-      for (int32_t v : out) EXPECT(v == n * (n + 1) / 2, "allreduce/%s after the failures: %d", alg, v);
+      KIT_OK(cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, 8, in, out)));
+      for (int32_t v : out) KIT_EXPECT(v == n * (n + 1) / 2, "allreduce/%s after the failures: %d", alg, v);
     }
   } else if (what == "dead") {
     if (w.rank() == n - 1) {
@@ -136,11 +136,11 @@ void Faults(const Comm& w, const std::string& what) {
     for (const char* alg : kAllreduce) {
       const absl::Status s =
           cartage::RunCollective(w, call_of(Collective::kAllreduce, alg, static_cast<int64_t>(in.size()), in, out));
-      EXPECT(s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kInvalidArgument,
+      KIT_EXPECT(s.code() == absl::StatusCode::kUnavailable || s.code() == absl::StatusCode::kInvalidArgument,
              "allreduce/%s with rank %d dead: %s", alg, n - 1, s.ToString());
     }
     const absl::Status b = cartage::Bcast(w, in.data(), static_cast<int64_t>(in.size()), i32, 0);
-    EXPECT(b.ok() || b.code() == absl::StatusCode::kUnavailable || b.code() == absl::StatusCode::kInvalidArgument,
+    KIT_EXPECT(b.ok() || b.code() == absl::StatusCode::kUnavailable || b.code() == absl::StatusCode::kInvalidArgument,
            "bcast with rank %d dead: %s", n - 1, b.ToString());
     std::printf("rank %d: every call returned\n", w.rank());
     std::fflush(stdout);
@@ -174,8 +174,8 @@ void Faults(const Comm& w, const std::string& what) {
           call.recv = plan.recv_in_place ? const_cast<void*>(cartage::kInPlace) : recv.data();
           const absl::Status s = cartage::RunCollective(w, call);
           int32_t failed = s.ok() ? 0 : 1, failures = 0;
-          OK(cartage::Allreduce(w, &failed, &failures, 1, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
-          EXPECT(failures > 0, "%s/%s counts %d and %d, root %d: every rank succeeded",
+          KIT_OK(cartage::Allreduce(w, &failed, &failures, 1, Datatype::Basic(BasicType::kInt32), Op(OpKind::kSum)));
+          KIT_EXPECT(failures > 0, "%s/%s counts %d and %d, root %d: every rank succeeded",
                  cartage::CollectiveName(a.collective), a.name, c, 2 * c, root);
           ExpectNothingLeft(w, absl::StrCat(cartage::CollectiveName(a.collective), "/", a.name).c_str());
           ++calls;
@@ -184,7 +184,7 @@ void Faults(const Comm& w, const std::string& what) {
     }
     if (w.rank() == 0) std::printf("faults all: %d disagreeing calls ended on %d ranks\n", calls, n);
   } else {
-    EXPECT(false, "faults: unknown case '%s' (sizes, dead or all)", what);
+    KIT_EXPECT(false, "faults: unknown case '%s' (sizes, dead or all)", what);
   }
 }
 

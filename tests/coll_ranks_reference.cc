@@ -319,17 +319,17 @@ void Check(const Comm& w, const TypeCase& t, CollectiveCall call, bool in_place,
   if (std::getenv("COLL_RANKS_TRACE") != nullptr) std::fprintf(stderr, "rank %d: %s\n", r, what.c_str());
   if (nonblocking) {
     Request req;
-    OK(cartage::StartCollective(w, call, &req));
+    KIT_OK(cartage::StartCollective(w, call, &req));
     absl::Status s = req.Wait();
-    EXPECT(s.ok(), "%s: %s", what, s.ToString());
+    KIT_EXPECT(s.ok(), "%s: %s", what, s.ToString());
   } else {
     absl::Status s = cartage::RunCollective(w, call);
-    EXPECT(s.ok(), "%s: %s", what, s.ToString());
+    KIT_EXPECT(s.ok(), "%s: %s", what, s.ToString());
   }
   if (defined == 0) return;
-  EXPECT(recv.size() >= want.size(), "%s: buffer sizes", what);
+  KIT_EXPECT(recv.size() >= want.size(), "%s: buffer sizes", what);
   for (std::size_t i = 0; i < want.size(); ++i) {
-    EXPECT(recv[i] == want[i], "%s: byte %d is 0x%02x, expected 0x%02x", what, i, recv[i], want[i]);
+    KIT_EXPECT(recv[i] == want[i], "%s: byte %d is 0x%02x, expected 0x%02x", what, i, recv[i], want[i]);
   }
 }
 

@@ -33,7 +33,7 @@ void Burst(const Comm& w) {
   const int n = w.size();
   const int me = w.rank();
   const absl::StatusOr<cartage::PathInfo> path = w.PathTo((me + 1) % n);
-  OK(path.status());
+  KIT_OK(path.status());
   const bool can = path->single_copy && path->eager_limit > cartage::Schedule::kBurstEagerCap;
   for (const int64_t block : {int64_t{64} << 10, int64_t{32} << 10}) {
     for (const Collective kind : {Collective::kAlltoall, Collective::kAllgather, Collective::kBcast}) {
@@ -48,7 +48,7 @@ void Burst(const Comm& w) {
       call.count = block;
       call.algorithm = bcast ? "binomial" : "linear";
       absl::StatusOr<std::shared_ptr<cartage::Schedule>> s = cartage::BuildCollective(w, call);
-      OK(s.status());
+      KIT_OK(s.status());
       int sends = 0, single = 0;
       for (std::size_t v = 0; v < (*s)->vertices().size(); ++v) {
         if ((*s)->vertices()[v].kind != cartage::VertexKind::kSend) continue;
@@ -58,11 +58,11 @@ void Burst(const Comm& w) {
       const int start_at_once = bcast ? (me == 0 ? sends : 0) : n - 1;
       const bool burst = can && start_at_once >= static_cast<int>(cartage::Schedule::kBurstSends) &&
                          block > static_cast<int64_t>(cartage::Schedule::kBurstEagerCap);
-      EXPECT(single == (burst ? sends : 0), "%s/%s of %d-byte blocks at %d ranks: %d of %d sends single-copy",
+      KIT_EXPECT(single == (burst ? sends : 0), "%s/%s of %d-byte blocks at %d ranks: %d of %d sends single-copy",
              cartage::CollectiveName(kind), call.algorithm, block, n, single, sends);
       for (int run = 0; run < 2; ++run) {
         std::fill(out.begin(), out.end(), 0);
-        OK((*s)->Run());
+        KIT_OK((*s)->Run());
         for (int p = 0; p < n && !bcast; ++p) {
           for (int64_t i = 0; i < block; ++i) {
             // alltoall: peer p's block for me; allgather: peer p's one block.
@@ -70,7 +70,7 @@ void Burst(const Comm& w) {
             const auto want = static_cast<unsigned char>(p * 31 + j / block + j);
             const unsigned char got = out[static_cast<std::size_t>(p * block + i)];
             if (got != want) {
-              EXPECT(false, "%s of %d-byte blocks, run %d: byte %d from rank %d is %d, expected %d",
+              KIT_EXPECT(false, "%s of %d-byte blocks, run %d: byte %d from rank %d is %d, expected %d",
                      cartage::CollectiveName(kind), block, run, i, p, got, want);
               break;
             }
@@ -101,16 +101,16 @@ void XferChains(const Comm& w) {
   // What the policy reads, and the lending it forces.
   for (int peer = 0; peer < n; ++peer) {
     absl::StatusOr<cartage::PathInfo> path = w.PathTo(peer);
-    OK(path.status());
-    EXPECT(!path->method.empty() && !path->lends_buffers, "path to %d: %s lends %d", peer, path->method,
+    KIT_OK(path.status());
+    KIT_EXPECT(!path->method.empty() && !path->lends_buffers, "path to %d: %s lends %d", peer, path->method,
            path->lends_buffers);
     absl::StatusOr<std::shared_ptr<std::byte>> lent = w.LendBuffer(peer, 100);
-    OK(lent.status());
+    KIT_OK(lent.status());
     std::memset(lent->get(), 0x11, 100);
   }
-  EXPECT(absl::StrContains(w.PathTo(n).status().message(), absl::StrFormat("path: no rank %d", n)), "%s",
+  KIT_EXPECT(absl::StrContains(w.PathTo(n).status().message(), absl::StrFormat("path: no rank %d", n)), "%s",
          w.PathTo(n).status().ToString());
-  EXPECT(absl::StrContains(w.LendBuffer(-1, 8).status().message(), "lend buffer: no rank -1"), "%s",
+  KIT_EXPECT(absl::StrContains(w.LendBuffer(-1, 8).status().message(), "lend buffer: no rank -1"), "%s",
          w.LendBuffer(-1, 8).status().ToString());
   int runs = 0;
   for (const TypeCase& t : Types()) {
@@ -157,12 +157,12 @@ void XferChains(const Comm& w) {
           const bool refused =
               mode == BufferMode::kUseSegment && (chain == kAccumulate || chain == kForward) && r > 0 && r + 1 < n;
           if (refused) {
-            EXPECT(!built.ok() &&
+            KIT_EXPECT(!built.ok() &&
                        absl::StrContains(built.message(), chain == kForward ? "forward_op" : "recv_mop_forward_op") &&
                        absl::StrContains(built.message(), "USE_SEGMENT_BUF"),
                    "%s: expected a refusal, got %s", what, built.ToString());
           } else {
-            EXPECT(built.ok(), "%s: %s", what, built.ToString());
+            KIT_EXPECT(built.ok(), "%s: %s", what, built.ToString());
           }
           // Every rank must agree to run it: one refusal skips it everywhere.
           int32_t ok = built.ok() ? 1 : 0, all_ok = 0;
@@ -173,20 +173,20 @@ void XferChains(const Comm& w) {
           agree.count = 1;
           agree.type = Datatype::Basic(BasicType::kInt32);
           agree.op = Op(OpKind::kMin);
-          OK(cartage::RunCollective(w, agree));
+          KIT_OK(cartage::RunCollective(w, agree));
           if (all_ok == 0) continue;
           for (const BufferMode m : got_modes) {
             const BufferMode want = mode.has_value() ? *mode
                                     : (t.type.contiguous() && chain == kBcast) ? BufferMode::kUseSegment
                                                                                : BufferMode::kUseTmp;
-            EXPECT(m == want, "%s: chunk forwarded by %s, expected %s", what, cartage::BufferModeName(m),
+            KIT_EXPECT(m == want, "%s: chunk forwarded by %s, expected %s", what, cartage::BufferModeName(m),
                    cartage::BufferModeName(want));
           }
           auto schedule = b.Build();
-          OK(schedule.status());
+          KIT_OK(schedule.status());
           for (int run = 0; run < 2; ++run) {
             fill();
-            OK((*schedule)->Run());
+            KIT_OK((*schedule)->Run());
             std::vector<int> ranks;
             Bytes want_packed;
             if (chain == kBcast || (chain == kForward && r + 1 == n)) {
@@ -201,7 +201,7 @@ void XferChains(const Comm& w) {
             }
             const Bytes want = Layout(t, {{0, want_packed}}, count);
             for (std::size_t i = 0; i < want.size() && count > 0; ++i) {
-              EXPECT(buf[i] == want[i], "%s run %d: byte %d is 0x%02x, expected 0x%02x", what, run, i, buf[i],
+              KIT_EXPECT(buf[i] == want[i], "%s run %d: byte %d is 0x%02x, expected 0x%02x", what, run, i, buf[i],
                      want[i]);
             }
           }

@@ -12,6 +12,7 @@
 #include "cartage/schedule.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/sum_of_ints.h"
 #include "methods/shm/shm_ring.h"
 #include "tests/run_command.h"
 
@@ -19,19 +20,6 @@ namespace cartage::test {
 namespace {
 
 using ::testing::HasSubstr;
-
-const Datatype kI32 = Datatype::Basic(BasicType::kInt32);
-
-// An allreduce of `count` int32s, summed, by `algorithm`.
-CollectiveCall SumOfInts(int64_t count, const char* algorithm) {
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.count = count;
-  call.type = kI32;
-  call.op = Op(OpKind::kSum);
-  call.algorithm = algorithm;
-  return call;
-}
 
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);

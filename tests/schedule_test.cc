@@ -12,24 +12,12 @@
 #include "cartage/xfer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/sum_of_ints.h"
 
 namespace cartage::test {
 namespace {
 
 using ::testing::HasSubstr;
-
-const Datatype kI32 = Datatype::Basic(BasicType::kInt32);
-
-// An allreduce of `count` int32s, summed, by `algorithm`.
-CollectiveCall SumOfInts(int64_t count, const char* algorithm) {
-  CollectiveCall call;
-  call.kind = Collective::kAllreduce;
-  call.count = count;
-  call.type = kI32;
-  call.op = Op(OpKind::kSum);
-  call.algorithm = algorithm;
-  return call;
-}
 
 TEST(ScheduleBuilder, RejectsACycleNamingAVertexOnIt) {
   ScheduleBuilder b(0, 2, "cyclic");
