@@ -9,7 +9,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -20,6 +19,8 @@ _loader = importlib.machinery.SourceFileLoader("compare", os.path.join(ROOT, "be
 _spec = importlib.util.spec_from_loader("compare", _loader)
 compare = importlib.util.module_from_spec(_spec)
 _loader.exec_module(compare)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import compare_report as report  # noqa: E402  (the analysis and tables bench/compare imports)
 
 
 def row(size, median, lo, hi, key="median_us"):
@@ -51,57 +52,57 @@ def alive(pid):
 
 class Samples(unittest.TestCase):
     def test_probes_that_disagree_flag_the_sample(self):
-        self.assertFalse(compare.flagged(sample("cartage", "c", [], 200, 290)))
-        self.assertTrue(compare.flagged(sample("cartage", "c", [], 60, 200)))
-        self.assertTrue(compare.flagged(sample("cartage", "c", [], 200, 60)))
-        self.assertTrue(compare.flagged(sample("cartage", "c", [], None, 200)))
+        self.assertFalse(report.flagged(sample("cartage", "c", [], 200, 290)))
+        self.assertTrue(report.flagged(sample("cartage", "c", [], 60, 200)))
+        self.assertTrue(report.flagged(sample("cartage", "c", [], 200, 60)))
+        self.assertTrue(report.flagged(sample("cartage", "c", [], None, 200)))
 
     def test_cell_leaves_flagged_launches_out(self):
         s = [sample("cartage", "c", [row(8, 0.2, 0.1, 0.3)], 60, 200),
              sample("cartage", "c", [row(8, 0.5, 0.45, 0.55)]),
              sample("cartage", "c", [row(8, 0.7, 0.65, 0.9)])]
-        c = compare.cell(s, 8)
+        c = report.cell(s, 8)
         self.assertEqual((c["median"], c["min"], c["max"], c["n"], c["mark"]), (0.6, 0.45, 0.9, 2, ""))
 
     def test_cell_uses_flagged_launches_when_nothing_else_exists_and_says_so(self):
         s = [sample("cartage", "c", [row(8, 0.2, 0.1, 0.3)], 60, 200), sample("cartage", "c", [], ok=False)]
-        c = compare.cell(s, 8)
+        c = report.cell(s, 8)
         self.assertEqual((c["median"], c["n"], c["mark"]), (0.2, 1, "flagged"))
-        self.assertIsNone(compare.cell(s, 64))
+        self.assertIsNone(report.cell(s, 64))
 
     def test_placement_picks_launches_and_falls_back_only_when_allowed(self):
         near = sample("cartage", "c", [row(8, 0.15, 0.14, 0.16)], 55, 60)
         far = [sample("cartage", "c", [row(8, v, v, v)], 200, 210) for v in (0.40, 0.42, 0.44)]
-        self.assertEqual(compare.sample_state(near), "near")
-        self.assertEqual(compare.cell([near] + far, 8, "far")["median"], 0.42)
-        c = compare.cell([near] + far, 8, "near")
+        self.assertEqual(report.sample_state(near), "near")
+        self.assertEqual(report.cell([near] + far, 8, "far")["median"], 0.42)
+        c = report.cell([near] + far, 8, "near")
         self.assertEqual((c["median"], c["n"], c["mark"]), (0.15, 1, ""))
-        c = compare.cell(far, 8, "near")
+        c = report.cell(far, 8, "near")
         self.assertEqual((c["median"], c["mark"]), (0.42, "other"))
-        self.assertIsNone(compare.cell(far, 8, "near", strict=True))
-        self.assertEqual(compare.reference_state(dataset([near] + far, [])), "far")
-        self.assertEqual(compare.reference_state(dataset([near], [])), "near")
+        self.assertIsNone(report.cell(far, 8, "near", strict=True))
+        self.assertEqual(report.reference_state(dataset([near] + far, [])), "far")
+        self.assertEqual(report.reference_state(dataset([near], [])), "near")
 
     def test_failed_launches_never_count(self):
         s = [sample("mpich", "c", [row(8, 9.0, 9.0, 9.0)], ok=False), sample("mpich", "c", [row(8, 1.0, 1.0, 1.0)])]
-        self.assertEqual(compare.cell(s, 8)["median"], 1.0)
+        self.assertEqual(report.cell(s, 8)["median"], 1.0)
 
     def test_handoffs_divide_by_the_launchs_own_probes(self):
         s = [sample("cartage", "c", [row(8, 0.4, 0.4, 0.4)], 190, 210),
              sample("cartage", "c", [row(8, 0.12, 0.12, 0.12)], 60, 60),
              sample("cartage", "c", [row(8, 5.0, 5.0, 5.0)], 60, 200)]  # flagged: ignored
-        self.assertAlmostEqual(compare.handoffs(s, 8), 2.0)
+        self.assertAlmostEqual(report.handoffs(s, 8), 2.0)
 
 
 class Ratios(unittest.TestCase):
     def test_above_one_means_cartage_is_faster_for_times_and_for_rates(self):
         lat = compare.Case("pingpong", "shm", 2, [8]).to_json()
         bw = compare.Case("bw", "shm", 2, [8]).to_json()
-        self.assertEqual(compare.ratio(lat, {"median": 1.0}, {"median": 2.0}), 2.0)
-        self.assertEqual(compare.ratio(lat, {"median": 2.0}, {"median": 1.0}), 0.5)
-        self.assertEqual(compare.ratio(bw, {"median": 200.0}, {"median": 100.0}), 2.0)
-        self.assertEqual(compare.ratio(bw, {"median": 50.0}, {"median": 100.0}), 0.5)
-        self.assertIsNone(compare.ratio(lat, None, {"median": 1.0}))
+        self.assertEqual(report.ratio(lat, {"median": 1.0}, {"median": 2.0}), 2.0)
+        self.assertEqual(report.ratio(lat, {"median": 2.0}, {"median": 1.0}), 0.5)
+        self.assertEqual(report.ratio(bw, {"median": 200.0}, {"median": 100.0}), 2.0)
+        self.assertEqual(report.ratio(bw, {"median": 50.0}, {"median": 100.0}), 0.5)
+        self.assertIsNone(report.ratio(lat, None, {"median": 1.0}))
 
 
 class Tables(unittest.TestCase):
@@ -110,12 +111,12 @@ class Tables(unittest.TestCase):
         s = [sample("mpich", case.id, [row(8, 5000, 4000, 8000), row(65536, 20000, 16000, 30000)]),
              sample("openmpi", case.id, [row(8, 17.3, 17.0, 17.7), row(65536, 126, 125, 128)])]
         data = dataset(s, [case], {f"{case.id}/cartage": "no such test"})
-        table = compare.case_table(data, data["cases"][0])
+        table = report.case_table(data, data["cases"][0])
         self.assertEqual(table[0], "| bytes | cartage (shm) | MPICH (ch4:ucx, UCX shm) | MPICH ÷ cartage | "
                                    "Open MPI (ob1, vader) | Open MPI ÷ cartage |")
         self.assertEqual(table[2], "| 8 B | — | 5,000 [4,000–8,000] | — | 17.3 [17–17.7] | — |")
         self.assertEqual(table[3], "| 64 KiB | — | 20,000 [16,000–30,000] | — | 126 [125–128] | — |")
-        md = compare.render_markdown(data)
+        md = report.render_markdown(data)
         self.assertIn("oversubscribed", md)
         self.assertIn("- cartage (shm): no such test", md)
 
@@ -124,7 +125,7 @@ class Tables(unittest.TestCase):
         s = [sample("cartage", case.id, [row(8, 0.4, 0.39, 0.41)]), sample("mpich", case.id, [row(8, 0.6, 0.6, 0.7)]),
              sample("openmpi", case.id, [row(8, 0.3, 0.3, 0.3)], 200, 500)]  # flagged, but all there is
         data = dataset(s, [case])
-        self.assertEqual(compare.case_table(data, data["cases"][0])[2],
+        self.assertEqual(report.case_table(data, data["cases"][0])[2],
                          "| 8 B | 0.4 [0.39–0.41] | 0.6 [0.6–0.7] | 1.50 | 0.3 [0.3–0.3] † | 0.75 |")
 
 
@@ -135,7 +136,7 @@ class Tables(unittest.TestCase):
         s = [sample("cartage", case.id, [row(8, 0.4, 0.4, 0.4)]), sample("cartage", case.id, [row(8, 0.15, 0.15, 0.15)], 50, 50),
              sample("mpich", case.id, [row(8, 0.6, 0.6, 0.6)]), sample("openmpi", case.id, [row(8, 0.2, 0.2, 0.2)], 50, 50)]
         data = dataset(s, [case])
-        md = compare.render_markdown(data)
+        md = report.render_markdown(data)
         self.assertIn("| 8 B | 0.4 [0.4–0.4] | 0.6 [0.6–0.6] | 1.50 | 0.2 [0.2–0.2] ‡ | — |", md)
         self.assertIn("The same case in the near placement (2 launches)", md)
         self.assertIn("| 8 B | 0.15 [0.15–0.15] | — | — | 0.2 [0.2–0.2] | 1.33 |", md)
@@ -153,7 +154,7 @@ class Summary(unittest.TestCase):
              sample("mpich", rate.id, [row(8, 6e6, 6e6, 6e6, "median_msgs_per_s")]),
              sample("openmpi", rate.id, [row(8, 12e6, 12e6, 12e6, "median_msgs_per_s")]),
              sample("cartage", coll.id, [row(0, 2.0, 2.0, 2.0)]), sample("openmpi", coll.id, [row(0, 3.0, 3.0, 3.0)])]
-        md = compare.render_summary(dataset(s, [lat, rate, coll]))
+        md = report.render_summary(dataset(s, [lat, rate, coll]))
         self.assertIn("far placement", md)
         self.assertIn("| 8 B | 0.4 (1.50) | 9,000,000 (0.75) |", md)  # Open MPI's near 0.5 is not the far cell
         self.assertIn("| 64 B | 0.5 (0.90) | — |", md)
@@ -171,12 +172,12 @@ class Results(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "RESULTS.md")
             self.write(path, "# Benchmark results\n\nhand-written\n")
-            compare.update_results("# Title\n\n## Part\n\n![p](a.svg)\n", path)
-            once = compare.read(path)
+            report.update_results("# Title\n\n## Part\n\n![p](a.svg)\n", path)
+            once = report.read(path)
             self.assertIn("hand-written\n", once)
             self.assertIn("## Title\n\n### Part\n\n![p](results/a.svg)\n", once)
-            compare.update_results("# Other\n", path)
-            twice = compare.read(path)
+            report.update_results("# Other\n", path)
+            twice = report.read(path)
             self.assertNotIn("Title", twice)
             self.assertIn("## Other\n", twice)
             self.assertEqual(twice.count("bench/compare: begin"), 1)
@@ -186,22 +187,22 @@ class Results(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "RESULTS.md")
             self.write(path, "# Benchmark results\n")
-            compare.update_results("# Title\n\n## Part\n", path)
-            text = compare.read(path).replace("-->\n## Title", "-->\n## Measured by hand\n\nkeep me\n\n## Title")
+            report.update_results("# Title\n\n## Part\n", path)
+            text = report.read(path).replace("-->\n## Title", "-->\n## Measured by hand\n\nkeep me\n\n## Title")
             self.write(path, text)
             with self.assertRaises(SystemExit) as e:
-                compare.update_results("# Title\n", path)
+                report.update_results("# Title\n", path)
             self.assertIn("holds 2 '## ' sections", str(e.exception.code))
             self.assertIn("## Measured by hand", str(e.exception.code))
-            self.assertEqual(compare.read(path), text)
+            self.assertEqual(report.read(path), text)
 
 
 class Verify(unittest.TestCase):
     def write(self, d, data):
         with open(os.path.join(d, "compare.md"), "w") as f:
-            f.write(compare.render_markdown(data))
+            f.write(report.render_markdown(data))
         with open(os.path.join(d, "compare.json"), "w") as f:
-            json.dump(compare.to_json(data), f)
+            json.dump(report.to_json(data), f)
 
     def test_complete_output_passes_and_gaps_are_named(self):
         case = compare.Case("pingpong", "shm", 2, [8, 64])
@@ -213,14 +214,14 @@ class Verify(unittest.TestCase):
             with open(os.path.join(d, "p.svg"), "w") as f:
                 f.write('<?xml version="1.0"?>\n<svg></svg>\n')
             self.write(d, data)
-            self.assertEqual(compare.verify(d), [])
+            self.assertEqual(report.verify(d), [])
             os.remove(os.path.join(d, "p.svg"))
-            self.assertEqual(compare.verify(d), ["shm-pingpong-2: no plot"])
+            self.assertEqual(report.verify(d), ["shm-pingpong-2: no plot"])
             data["samples"] = s[:2]
             self.write(d, data)
-            self.assertIn("shm-pingpong-2: no figures from openmpi", compare.verify(d))
+            self.assertIn("shm-pingpong-2: no figures from openmpi", report.verify(d))
             os.remove(os.path.join(d, "compare.md"))
-            self.assertTrue(compare.verify(d)[0].startswith("cannot read the results"))
+            self.assertTrue(report.verify(d)[0].startswith("cannot read the results"))
 
 
 class Commands(unittest.TestCase):
@@ -260,7 +261,7 @@ class Launch(unittest.TestCase):
             self.assertEqual(rc, 0)
             self.assertEqual(out, ['{"size":8}', "DONE"])
             self.assertIn("after DONE", note)
-            child = int(compare.read(pidfile))
+            child = int(report.read(pidfile))
             deadline = time.monotonic() + 5
             while alive(child) and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -1,7 +1,7 @@
 // The shm method's reading side: progress (the sweep over the probes,
 // holding an envelope nothing matches yet, the backlog of sends waiting for
 // room), blocking, and the records that arrive. shm_method.cc has set-up,
-// writing and the carrier operations.
+// writing and the VC operations.
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
