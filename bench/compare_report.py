@@ -344,28 +344,41 @@ def verify(out_dir):
 
 # ----------------------------------------------------------------- summary
 
-def _best_peer(data, case, size, state):
-    """The better peer's cell for (case, size) in `state`, or None."""
+def _best_peer(data, case, size, state, fallback=None):
+    """The better peer's cell for (case, size) in `state`, or None. With
+    `fallback` (a cell mark: "other" or "flagged"), the peers' cells taken
+    the same way where cartage's had to be."""
     best = None
     for peer in data["systems"]:
         if peer == "cartage":
             continue
-        c = cell(samples_of(data, case["id"], peer), size, state, strict=True)
-        if c is None:
+        samples = samples_of(data, case["id"], peer)
+        c = cell(samples, size, state, strict=True) if fallback is None else cell(samples, size, state)
+        if c is None or (fallback is not None and c["mark"] != fallback):
             continue
         if best is None or (c["median"] < best["median"]) == case["lower_is_better"]:
             best = c
     return best
 
 
+SUMMARY_MARKS = {"other": "‡", "flagged": "†"}
+
+
 def _summary_cell(data, case, size, state):
     """cartage's median and, beside it, the better peer's over cartage's
-    (> 1: cartage is faster), within `state`."""
+    (> 1: cartage is faster), within `state`. Where cartage has no launch
+    there, its figure as compare.md falls back to it (marked), beside peers
+    taken the same way."""
     mine = cell(samples_of(data, case["id"], "cartage"), size, state, strict=True)
+    fallback = None
     if mine is None:
-        return "—"
-    r = ratio(case, mine, _best_peer(data, case, size, state))
-    return f"{fmt(mine['median'])} ({r:.2f})" if r is not None else fmt(mine["median"])
+        mine = cell(samples_of(data, case["id"], "cartage"), size, state)
+        if mine is None:
+            return "—"
+        fallback = mine["mark"]
+    r = ratio(case, mine, _best_peer(data, case, size, state, fallback))
+    figure = fmt(mine["median"]) + SUMMARY_MARKS.get(fallback, "")
+    return f"{figure} ({r:.2f})" if r is not None else figure
 
 
 def render_summary(data):
@@ -382,7 +395,8 @@ def render_summary(data):
            f"{meta['rounds']} interleaved round(s), {ref or '—'} placement "
            f"(hand-off probe median {fmt(statistics.median(in_ref)) if in_ref else '—'} ns). "
            "Each cell: cartage's median, and in brackets the better peer's over cartage's "
-           "(> 1: cartage is faster). Every system, spread and placement: "
+           "(> 1: cartage is faster); ‡: no launch in that placement, the figure is from the other; "
+           "†: every launch saw the placement change. Every system, spread and placement: "
            "[results/compare.md](results/compare.md); raw figures: `results/compare.json`."]
 
     def grid(title, rows, cols, pick):

@@ -2,8 +2,9 @@
 # A/B of two cartage-bench binaries on one test and size: runs them in
 # pairs, alternating which goes first, so that a change of the VM's vCPU
 # placement between runs hits both alike, and prints each side's median
-# [min-max] µs, how many pairs B won, and the median of the pairs' B/A
-# ratio (the figure to quote when the placement flips during the runs).
+# [min-max] (µs; MB/s or messages/s for bw, bibw and rate), how many pairs
+# B won, and the median of the pairs' B/A ratio (the figure to quote when
+# the placement flips during the runs).
 # usage: bench/run-ab.sh TEST SIZE RANKS PAIRS BIN_A BIN_B [build dir, default build/release]
 # Two ranks are bound to a CPU each (--bind); more share the CPUs.
 set -euo pipefail
@@ -28,7 +29,8 @@ if not rows:
     sys.exit("no pair produced a figure")
 a = [r[0] for r in rows]
 b = [r[1] for r in rows]
-wins = sum(1 for x, y in rows if y < x)
+higher = label.split()[0] in ("bw", "bibw", "rate")  # throughput: more is better
+wins = sum(1 for x, y in rows if (y > x if higher else y < x))
 print("%s: A %.3f [%.3f-%.3f]  B %.3f [%.3f-%.3f]  B faster in %d/%d pairs, median B/A %.3f" % (
     label, st.median(a), min(a), max(a), st.median(b), min(b), max(b), wins, len(rows),
     st.median([y / x for x, y in rows])))

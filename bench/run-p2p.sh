@@ -23,6 +23,8 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 def key(r):
     return {"pingpong": "median_us", "bw": "median_MBps", "rate": "median_msgs_per_s"}[r["test"]]
+def num(v):
+    return f"{v:,.0f}" if v >= 1000 else f"{v:.4g}"
 groups = {}
 for r in rows:
     groups.setdefault((r["test"], r["size"]), []).append(r)
@@ -32,10 +34,10 @@ for (test, size), rs in sorted(groups.items(), key=lambda kv: (["pingpong", "bw"
     vals = [r[key(r)] for r in rs]
     hos = [r["handoff_ns"] for r in rs]
     unit = {"pingpong": "µs", "bw": "MB/s", "rate": "msg/s"}[test]
-    ratio = statistics.median([r["median_handoffs"] for r in rs]) if test == "pingpong" else None
+    ratio = statistics.median([r["median_handoffs"] for r in rs]) if test == "pingpong" and size <= 8192 else None
     cma = [r["cma_probe_MBps"] for r in rs if "cma_probe_MBps" in r]
     allocs = max(r["heap_allocs_per_op"] for r in rs)
-    print(f"| {test} | {size} | {statistics.median(vals):.4g} {unit} | {min(vals):.4g}–{max(vals):.4g} | "
+    print(f"| {test} | {size:,} | {num(statistics.median(vals))} {unit} | {num(min(vals))}–{num(max(vals))} | "
           f"{statistics.median(hos):.0f} ({min(hos):.0f}–{max(hos):.0f}) | "
-          f"{'%.2f' % ratio if ratio is not None else '-'} | {'%.4g' % statistics.median(cma) if cma else '-'} | {allocs:.2g} |")
+          f"{'%.2f' % ratio if ratio is not None else '-'} | {num(statistics.median(cma)) if cma else '-'} | {allocs:.2g} |")
 PY
