@@ -161,6 +161,17 @@ class Summary(unittest.TestCase):
         self.assertIn("| barrier, 4 ranks | 2 (1.50) |", md)
         self.assertIn("[results/compare.md](results/compare.md)", md)
 
+    def test_a_cell_with_no_launch_in_the_placement_falls_back_marked_beside_peers_taken_alike(self):
+        lat = compare.Case("pingpong", "shm", 2, [8])
+        bw = compare.Case("bw", "shm", 2, [8])
+        s = [sample("cartage", lat.id, [row(8, 0.4, 0.4, 0.4)]),  # far: the reference placement
+             sample("mpich", lat.id, [row(8, 0.6, 0.6, 0.6)]),
+             sample("cartage", bw.id, [row(8, 40.0, 40, 40, "median_MBps")], 50, 200),  # saw the change
+             sample("mpich", bw.id, [row(8, 50.0, 50, 50, "median_MBps")]),  # steady: not taken alike
+             sample("openmpi", bw.id, [row(8, 80.0, 80, 80, "median_MBps")], 200, 50)]
+        md = report.render_summary(dataset(s, [lat, bw]))
+        self.assertIn("| 8 B | 0.4 (1.50) | 40† (0.50) |", md)
+
 
 class Results(unittest.TestCase):
     @staticmethod
