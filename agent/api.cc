@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap.h"
 #include "agent/runtime.h"
+#include "agent/trace.h"
 #include "car/car.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
@@ -33,7 +34,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
         "Agent::FromEnvironment: this process has an agent already (one per program; destroy it first)");
   }
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::Bootstrap> boot, agent::Bootstrap::FromEnvironment());
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot)));
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::ProcessTrace> trace, agent::ProcessTrace::FromEnvironment(*boot));
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot), std::move(trace)));
   return std::unique_ptr<Agent>(new Agent(std::move(rt)));
 }
 Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) { ++g_agents; }

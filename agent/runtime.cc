@@ -17,8 +17,10 @@ namespace cartage::agent {
 using car::Car;
 using car::CarKind;
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange,
+                                                         std::unique_ptr<ProcessTrace> trace) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
+  rt->trace_ = std::move(trace);
   rt->exchange_ = std::move(exchange);
   rt->rank_ = rt->exchange_->rank();
   rt->size_ = rt->exchange_->size();

@@ -17,6 +17,7 @@
 #include "agent/matcher.h"
 #include "agent/routes.h"
 #include "agent/temp_buffers.h"
+#include "agent/trace.h"
 #include "agent/wait_policy.h"
 #include "car/car.h"
 #include "car/car_pool.h"
@@ -33,7 +34,10 @@ namespace cartage::agent {
 class Runtime : public methods::MethodHost {
  public:
   // Joins the job `exchange` describes and opens the methods.
-  static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange);
+  // `trace` (CARTAGE_TRACE), if any, lives as long as the runtime, so that
+  // what finalize does is in it.
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange,
+                                                         std::unique_ptr<ProcessTrace> trace = nullptr);
   ~Runtime() override;
 
   int rank() const { return rank_; }
@@ -157,6 +161,7 @@ class Runtime : public methods::MethodHost {
   // polled method can tell (Method::RanksOnThisCpu).
   bool CrowdedCpu();
 
+  std::unique_ptr<ProcessTrace> trace_;  // first, so that it goes last
   std::unique_ptr<methods::Exchange> exchange_;
   int rank_ = 0;
   int size_ = 1;

@@ -11,6 +11,21 @@
 #include "car/vertex_fsm.h"
 
 namespace cartage::car {
+
+void CarMachineBase::Subject(const Car& c, const CarSignal& s, fsm::TraceRecord& r) {
+  r.context = c.envelope().context_id;
+  r.peer = c.vc() != nullptr ? c.vc()->peer : c.envelope().rank;
+  r.tag = c.envelope().tag;
+  r.bytes = c.bytes_total() != 0 ? c.bytes_total() : c.payload_bytes();
+  // What a message announces (its sender's tag under a wildcard, its size).
+  const bool arrives = (c.kind() == CarKind::kRecv && (r.event == static_cast<uint8_t>(RecvEvent::kEnvelope) ||
+                                                       r.event == static_cast<uint8_t>(RecvEvent::kEager))) ||
+                       (c.kind() == CarKind::kUnexpected && r.from == static_cast<uint8_t>(UnexpectedDef::State::kNew));
+  if (arrives) {
+    r.tag = s.tag;
+    r.bytes = s.bytes;
+  }
+}
 namespace {
 
 // "send to rank 3 (tag 7, context 0)": the operation and the peer, for messages.

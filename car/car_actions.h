@@ -16,6 +16,9 @@ struct CarMachineBase {
   using Payload = CarSignal;
   static fsm::StateWord& Cell(Car& c) { return c.state_word(); }
   static uint64_t IdOf(const Car& c) { return c.id(); }
+  // A traced transition's subject: context, peer (world rank), tag, bytes;
+  // on an envelope or eager event, the tag the message carries.
+  static void Subject(const Car& c, const CarSignal& s, fsm::TraceRecord& r);
 };
 
 struct CarActions {

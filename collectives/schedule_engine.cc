@@ -152,10 +152,14 @@ absl::Status Schedule::Begin() {
   for (car::Car* c : runners_) c->Rearm();
   if (!alone_fused_.empty()) fused_pending_.assign(alone_fused_.begin(), alone_fused_.end());
   running_ = true;
+  trace_call_ = fsm::BeginSpan(name_, comm_->context());
   for (VertexId v : alone_recvs_) StartAlone(v);
   for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
-    CARTAGE_RETURN_IF_ERROR(VertexMachine::Dispatch(*c, VertexEvent::kStart));
+    if (absl::Status s = VertexMachine::Dispatch(*c, VertexEvent::kStart); !s.ok()) {
+      fsm::EndSpan(trace_call_, name_, comm_->context(), false);
+      return s;
+    }
   }
   for (VertexId v : alone_sends_) StartAlone(v);
   return absl::OkStatus();
@@ -255,6 +259,7 @@ std::optional<absl::Status> Schedule::EndRun() {
   }
   running_ = false;
   prepared_ = !failed_.has_value() && done_.status.ok();  // every send and receive started on its buffer
+  fsm::EndSpan(trace_call_, name_, comm_->context(), prepared_);
   if (failed_.has_value()) return *failed_;
   return done_.status;
 }

@@ -260,6 +260,24 @@ absl::Status NoGuardPassed(const MachineNames& m, uint64_t id, uint8_t state, ui
 template <MachineDef Def>
 inline constexpr MachineNames kNamesOf{Def::kName, Def::kStates, Def::kEvents};
 
+// A Def may say what a traced transition is about:
+//   static void Subject(const Context&, const Payload&, TraceRecord&);
+template <class Def>
+void SubjectThunk(const void* ctx, const void* payload, TraceRecord& r) {
+  Def::Subject(*static_cast<const typename Def::Context*>(ctx), *static_cast<const typename Def::Payload*>(payload),
+               r);
+}
+template <class Def>
+constexpr internal::SubjectFn SubjectOf() {
+  if constexpr (requires(const typename Def::Context& c, const typename Def::Payload& p, TraceRecord& r) {
+                  Def::Subject(c, p, r);
+                }) {
+    return &SubjectThunk<Def>;
+  } else {
+    return nullptr;
+  }
+}
+
 // The dispatcher for one machine.
 template <class Def, const auto& kTable>
 class Machine {
@@ -363,7 +381,8 @@ class Machine {
       if constexpr (kMode == TraceMode::kRuntime) {
         TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);
         if (ABSL_PREDICT_FALSE(sink != nullptr)) {
-          internal::EmitTrace(sink, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget);
+          internal::EmitTrace(sink, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget, SubjectOf<Def>(), &ctx,
+                              &payload);
         }
       }
       return absl::OkStatus();

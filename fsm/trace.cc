@@ -14,8 +14,11 @@ namespace internal {
 std::atomic<TraceSink*> g_trace_sink{nullptr};
 
 void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
-               uint8_t event, uint8_t to) {
-  sink->Record({absl::GetCurrentTimeNanos(), instance, m, from, event, to});
+               uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload) {
+  TraceRecord r{.time_ns = absl::GetCurrentTimeNanos(), .instance = instance, .machine = m,
+                .from = from, .event = event, .to = to};
+  if (subject != nullptr) subject(ctx, payload, r);
+  sink->Record(r);
 }
 }  // namespace internal
 

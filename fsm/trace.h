@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/base/optimization.h"
+#include "absl/strings/string_view.h"
 
 #include "fsm/machine_info.h"
 
@@ -31,14 +33,21 @@ struct MachineNames {
   std::span<const EventSpec> events;
 };
 
-// One transition as the hook sees it.
+// One transition as the hook sees it, or (machine null) one edge of a span.
 struct TraceRecord {
   int64_t time_ns = 0;  // absl::GetCurrentTimeNanos() at the transition
-  uint64_t instance = 0;
+  uint64_t instance = 0;  // a span's: its call number
   const MachineNames* machine = nullptr;
-  uint8_t from = 0;
-  uint8_t event = 0;
+  uint8_t from = 0;   // a span's: 0 begins, 1 ends
+  uint8_t event = 0;  // a span's end: 1 if it ended well
   uint8_t to = 0;
+  // What the instance is about, where its machine says (a Def's Subject):
+  // a CAR's context id, peer (world rank, -1 none yet), tag and bytes; a
+  // span's communicator context, its name's index (TraceSink::SpanName) in peer.
+  uint32_t context = 0;
+  int32_t peer = -1;
+  int32_t tag = 0;
+  uint64_t bytes = 0;
 };
 
 // Receives every transition while installed. Called on the dispatching thread.
@@ -47,14 +56,31 @@ class TraceSink {
   virtual ~TraceSink() = default;
   // Records one transition; must not dispatch events.
   virtual void Record(const TraceRecord& r) = 0;
+  // A span (a collective call) begins on communicator `context`; returns its
+  // call number on that communicator (1, 2, ...), 0 where spans are not kept.
+  virtual uint64_t BeginSpan(absl::string_view /*name*/, uint32_t /*context*/) { return 0; }
+  // The span `call` (BeginSpan's number) ended, well or not.
+  virtual void EndSpan(uint64_t /*call*/, absl::string_view /*name*/, uint32_t /*context*/, bool /*ok*/) {}
 };
 
 namespace internal {
 extern std::atomic<TraceSink*> g_trace_sink;
+// Fills a record's subject from the instance and the event's payload.
+using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r);
 // Out of line so the dispatch fast path stays small.
 void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
-               uint8_t event, uint8_t to);
+               uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload);
 }  // namespace internal
+
+// Collective call spans, for whoever runs one: nothing while no sink is installed.
+inline uint64_t BeginSpan(absl::string_view name, uint32_t context) {
+  TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);
+  return ABSL_PREDICT_FALSE(sink != nullptr) ? sink->BeginSpan(name, context) : 0;
+}
+inline void EndSpan(uint64_t call, absl::string_view name, uint32_t context, bool ok) {
+  if (call == 0) return;
+  if (TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed)) sink->EndSpan(call, name, context, ok);
+}
 
 // Installs `sink` (nullptr turns tracing off); returns the previous one.
 TraceSink* SetTraceSink(TraceSink* sink);

@@ -55,6 +55,13 @@ TEST_F(CarFsmTest, StateSequencesAreTraced) {
                             "car_send#%d: data_in_flight --local_done--> done\n"
                             "car_recv#%d: cts_sent --data--> done\n",
                             r->id(), s->id(), r->id(), s->id(), s->id(), r->id()));
+  // Each record says what its CAR is about: peer, tag, context, bytes.
+  for (const fsm::TraceRecord& t : rec.records()) {
+    EXPECT_EQ(t.tag, 1) << t.machine->machine;
+    EXPECT_EQ(t.bytes, 64u) << t.machine->machine;
+    EXPECT_EQ(t.context, s->envelope().context_id);
+    EXPECT_EQ(t.peer, t.instance == s->id() ? s->vc()->peer : r->vc()->peer);
+  }
 }
 
 TEST_F(CarFsmTest, SynchronousSendCompletesOnlyAfterTheMatch) {

@@ -62,6 +62,7 @@ struct ConnDef {
   static constexpr std::array kFinal = {State::kError, State::kClosed};
   static fsm::StateWord& Cell(TcpConn& conn);
   static uint64_t IdOf(const TcpConn& conn);
+  static void Subject(const TcpConn& conn, const ConnSignal& s, fsm::TraceRecord& r);  // its peer
 };
 
 namespace conn_fsm {

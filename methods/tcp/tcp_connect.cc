@@ -101,6 +101,7 @@ bool SendSmall(int fd, const void* p, std::size_t n) {
 
 fsm::StateWord& ConnDef::Cell(TcpConn& conn) { return conn.state; }
 uint64_t ConnDef::IdOf(const TcpConn& conn) { return static_cast<uint64_t>(conn.peer); }
+void ConnDef::Subject(const TcpConn& conn, const ConnSignal&, fsm::TraceRecord& r) { r.peer = conn.peer; }
 
 absl::Status TcpMethod::Listen() {
   std::vector<Iface> ifaces = Interfaces();

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -43,10 +44,15 @@ constexpr char kUsage[] =
     "  --bind            pin rank r to CPU r (mod the CPUs this launcher may use);\n"
     "                    the default when the ranks outnumber those CPUs\n"
     "  --no-bind         never pin: the kernel places the ranks\n"
-    "  --timeout S       kill the job after S seconds (exit code 124)\n";
+    "  --timeout S       kill the job after S seconds (exit code 124)\n"
+    "  --trace DIR       every rank records its transitions and collective calls into\n"
+    "                    DIR/<job>.<rank>.trace (CARTAGE_TRACE; read them with `cartage trace`);\n"
+    "                    SIGUSR1 to the launcher has every rank write its file now\n";
 
 volatile std::sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
+volatile std::sig_atomic_t g_dump = 0;
+void OnDump(int) { g_dump = 1; }
 
 struct Stream {
   int fd = -1;
@@ -126,6 +132,7 @@ int RunLauncher(int argc, char** argv) {
   bool prefix = false;
   enum class Bind { kAuto, kAlways, kNever } bind_mode = Bind::kAuto;
   double timeout_s = 0;
+  std::string trace_dir;
   int i = 0;
   for (; i < argc; ++i) {
     const absl::string_view a = argv[i];
@@ -140,6 +147,13 @@ int RunLauncher(int argc, char** argv) {
     } else if (a == "--timeout" && i + 1 < argc) {
       if (!absl::SimpleAtod(argv[++i], &timeout_s) || timeout_s <= 0) {
         std::fprintf(stderr, "cartage run: --timeout needs a positive number of seconds\n%s", kUsage);
+        return 2;
+      }
+    } else if (a == "--trace" && i + 1 < argc) {
+      trace_dir = argv[++i];
+      if (!trace_dir.empty()) trace_dir = std::filesystem::absolute(trace_dir).string();
+      if (trace_dir.empty()) {
+        std::fprintf(stderr, "cartage run: --trace needs a folder\n%s", kUsage);
         return 2;
       }
     } else if (a == "--help" || a == "-h") {
@@ -170,6 +184,10 @@ int RunLauncher(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  struct sigaction dump {};
+  dump.sa_handler = &OnDump;
+  sigaction(SIGUSR1, &dump, nullptr);
+  const bool tracing = !trace_dir.empty() || (std::getenv("CARTAGE_TRACE") != nullptr && *std::getenv("CARTAGE_TRACE") != 0);
 
   std::vector<Rank> ranks(static_cast<std::size_t>(n));
   std::vector<Stream> streams;
@@ -203,7 +221,8 @@ int RunLauncher(int argc, char** argv) {
     for (char** e = environ; *e != nullptr; ++e) {
       const absl::string_view v = *e;
       if (!absl::StartsWith(v, "CARTAGE_RANK=") && !absl::StartsWith(v, "CARTAGE_SIZE=") &&
-          !absl::StartsWith(v, "CARTAGE_BOOTSTRAP=") && !absl::StartsWith(v, "CARTAGE_JOB_")) {
+          !absl::StartsWith(v, "CARTAGE_BOOTSTRAP=") && !absl::StartsWith(v, "CARTAGE_JOB_") &&
+          !(trace_dir.size() > 0 && absl::StartsWith(v, "CARTAGE_TRACE="))) {
         env_store.emplace_back(v);
       }
     }
@@ -212,6 +231,7 @@ int RunLauncher(int argc, char** argv) {
     env_store.push_back(absl::StrCat(wire::kEnvSocket, "=", (*server)->socket_path()));
     env_store.push_back(absl::StrCat(wire::kEnvJobKey, "=", job_key));
     env_store.push_back(absl::StrCat(wire::kEnvJobId, "=", job_id));
+    if (!trace_dir.empty()) env_store.push_back(absl::StrCat("CARTAGE_TRACE=", trace_dir));
     std::vector<char*> envp;
     for (std::string& e : env_store) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -258,6 +278,11 @@ int RunLauncher(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "cartage run: %s\n", why.c_str());
     }
+    if (tracing && running > 0) {
+      // Traced ranks write what they hold before they go (a hang's last moves).
+      kill_all(SIGUSR1);
+      ::usleep(300 * 1000);
+    }
     kill_all(SIGTERM);
     kill_deadline = Clock::now() + std::chrono::seconds(2);
   };
@@ -303,6 +328,10 @@ int RunLauncher(int argc, char** argv) {
           begin_kill(absl::StrFormat("rank %d (pid %d) %s", r, pid, Describe(status)));
         }
       }
+    }
+    if (g_dump != 0) {
+      g_dump = 0;
+      kill_all(SIGUSR1);
     }
     if (g_signal != 0 && !killing) {
       begin_kill(absl::StrFormat("received signal %d (%s)", static_cast<int>(g_signal),

@@ -14,6 +14,7 @@
 #include "tools/cartage/kit_cmd.h"
 #include "tools/cartage/launcher.h"
 #include "tools/cartage/schedule_cmd.h"
+#include "tools/cartage/trace_cmd.h"
 
 ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check");
 ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
@@ -32,7 +33,7 @@ constexpr absl::string_view kUsage =
     "usage: cartage <command> [options]\n"
     "\n"
     "commands:\n"
-    "  run -n N [--prefix] [--timeout S] program [args...]\n"
+    "  run -n N [--prefix] [--timeout S] [--trace DIR] program [args...]\n"
     "                                start N ranks of program on this host\n"
     "  kit [--method NAME] [--plugin LIB.so] [--case A,B] [--list]\n"
     "                                run the conformance kit against a method (built in, or\n"
@@ -45,7 +46,17 @@ constexpr absl::string_view kUsage =
     "  schedule COLLECTIVE[/ALGORITHM] [--ranks N] [--bytes B] [--format dot|mermaid|svg] [--rank R]\n"
     "                                draw a collective's schedule (every rank's, or rank R's) on\n"
     "                                standard output; without an algorithm, the selection table's\n"
+    "  trace DIR [--job ID] [--out FILE]\n"
+    "                                merge a traced job (CARTAGE_TRACE=DIR, run --trace DIR) into\n"
+    "                                one Perfetto / chrome://tracing JSON\n"
+    "  trace check DIR               replay every traced job in DIR against the tables\n"
     "  help, --help                  this text\n";
+
+absl::Status Register(cartage::fsm::Registry& reg) {
+  absl::Status registered = cartage::car::RegisterCarMachines(reg);
+  registered.Update(cartage::methods::tcp::RegisterTcpMachines(reg));
+  return registered;
+}
 
 int Diagrams(const cartage::fsm::Registry& reg) {
   auto files = cartage::tools::GenerateDiagrams(reg);
@@ -83,6 +94,14 @@ int main(int argc, char** argv) {
     return cartage::tools::RunLauncher(argc - 2, argv + 2);
   }
   if (argc >= 2 && absl::string_view(argv[1]) == "kit") return cartage::tools::RunKit(argc - 2, argv + 2);
+  if (argc >= 2 && absl::string_view(argv[1]) == "trace") {
+    cartage::fsm::Registry reg;
+    if (const absl::Status s = Register(reg); !s.ok()) {
+      std::cerr << "cartage: " << s.message() << "\n";
+      return 1;
+    }
+    return cartage::tools::RunTrace(argc - 2, argv + 2, reg);
+  }
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
     if (a == "--help" || a == "-h" || a == "help") {
@@ -108,9 +127,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cartage::fsm::Registry reg;
-  absl::Status registered = cartage::car::RegisterCarMachines(reg);
-  registered.Update(cartage::methods::tcp::RegisterTcpMachines(reg));
-  if (const absl::Status& s = registered; !s.ok()) {
+  if (const absl::Status s = Register(reg); !s.ok()) {
     std::cerr << "cartage: " << s.message() << "\n";
     return 1;
   }

@@ -451,6 +451,7 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   base::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the steps run alone (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
+  uint64_t trace_call_ = 0;  // this run's collective call number in the trace (CARTAGE_TRACE), else 0
   // Every step's request is prepared on the buffer it has now: the last run
   // ended well (each send and receive started, StartRequest), and
   // RebindUser moved no buffer since.
