@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -110,8 +110,10 @@ absl::StatusOr<std::unique_ptr<ProcessTrace>> ProcessTrace::FromEnvironment(meth
           absl::StrFormat("CARTAGE_TRACE_RECORDS='%s': a number of records from 1 to 2^30", n));
     }
   }
-  if (::mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_TRACE='%s': cannot create it: %s", dir, std::strerror(errno)));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);  // ranks racing to create it all succeed
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_TRACE='%s': cannot create that folder", dir));
   }
   if (g_trace.load() != nullptr) return absl::FailedPreconditionError("trace: this process traces already");
   auto state = std::make_unique<State>(capacity);

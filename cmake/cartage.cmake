@@ -56,8 +56,11 @@ endfunction()
 # cartage_test(NAME <name> SRCS ... [DEPS ...] [LABELS ...])
 # One gtest binary, registered with ctest test by test, labelled (unit,
 # conformance, multiproc, hw, bench).
+# TRACE DIR: its jobs record their transitions into DIR (CARTAGE_TRACE),
+# after DIR is emptied (test trace_clean_DIR) and before `cartage trace
+# check` replays them (trace_check_DIR, see cartage_trace_check).
 function(cartage_test)
-  cmake_parse_arguments(T "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TRACE" "SRCS;DEPS;LABELS" ${ARGN})
   if(NOT T_LABELS)
     set(T_LABELS unit)
   endif()
@@ -65,7 +68,27 @@ function(cartage_test)
   target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(${T_NAME} PRIVATE ${CARTAGE_WARNINGS})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main)
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+  set(trace)
+  if(T_TRACE)
+    set(trace ENVIRONMENT CARTAGE_TRACE=${PROJECT_BINARY_DIR}/traces/${T_TRACE}
+              FIXTURES_REQUIRED trace_clean_${T_TRACE} FIXTURES_SETUP trace_${T_TRACE})
+  endif()
+  # LABELS last: the generated set_tests_properties splits a list of labels,
+  # and only the first then counts; put before the others, the rest would
+  # take their places.
+  gtest_discover_tests(${T_NAME} PROPERTIES ${trace} LABELS "${T_LABELS}" DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# The tests around the traces of cartage_test(... TRACE DIR): empty DIR
+# first, replay every job in it against the tables once they all ran, and
+# check the newest job's merged JSON against the Trace Event Format.
+function(cartage_trace_check dir)
+  set(d ${PROJECT_BINARY_DIR}/traces/${dir})
+  add_test(NAME trace_clean_${dir} COMMAND ${CMAKE_COMMAND} -E rm -rf ${d})
+  set_tests_properties(trace_clean_${dir} PROPERTIES FIXTURES_SETUP trace_clean_${dir})
+  add_test(NAME trace_check_${dir}
+    COMMAND bash ${PROJECT_SOURCE_DIR}/tests/trace_check.sh $<TARGET_FILE:cartage> ${d} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(trace_check_${dir} PROPERTIES FIXTURES_REQUIRED trace_${dir} TIMEOUT 300)
 endfunction()
 
 # cartage_optional_dependency(<KEY> <pkg-config module> <what it enables>)

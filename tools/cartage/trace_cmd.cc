@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <queue>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -72,16 +73,22 @@ struct Life {
   int lane = 0;
 };
 
-// Puts each life on the first lane free at its start.
+// Puts each life on the lowest-numbered lane free at its start.
 void AssignLanes(std::vector<Life*>& lives) {
   std::sort(lives.begin(), lives.end(), [](const Life* a, const Life* b) { return a->begin < b->begin; });
-  std::vector<int64_t> lane_end;
+  using Busy = std::pair<int64_t, int>;  // (end, lane)
+  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+  std::priority_queue<int, std::vector<int>, std::greater<>> free;
+  int lanes = 0;
   for (Life* l : lives) {
-    std::size_t k = 0;
-    while (k < lane_end.size() && lane_end[k] >= l->begin) ++k;
-    if (k == lane_end.size()) lane_end.push_back(0);
-    lane_end[k] = l->end;
-    l->lane = static_cast<int>(k);
+    while (!busy.empty() && busy.top().first < l->begin) {
+      free.push(busy.top().second);
+      busy.pop();
+    }
+    if (free.empty()) free.push(lanes++);
+    l->lane = free.top();
+    free.pop();
+    busy.push({l->end, l->lane});
   }
 }
 

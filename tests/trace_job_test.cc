@@ -1,0 +1,128 @@
+// Traced jobs of real processes (`cartage run --trace`): the exact
+// transitions of a known exchange, the replay against the tables, the
+// merged JSON's message arrow, and a hang's dump at the launcher's timeout.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
+#include "fsm/trace_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/run_command.h"
+
+namespace cartage::test {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class TraceJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/trace_job_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // The files of the one job in dir_, by rank.
+  std::vector<fsm::TraceFile> Files() {
+    std::vector<fsm::TraceFile> out;
+    for (const auto& f : std::filesystem::directory_iterator(dir_)) {
+      if (f.path().extension() != ".trace") continue;
+      absl::StatusOr<fsm::TraceFile> t = fsm::ReadTraceFile(f.path().string());
+      EXPECT_TRUE(t.ok()) << t.status();
+      if (t.ok()) out.push_back(*t);
+    }
+    std::sort(out.begin(), out.end(), [](const fsm::TraceFile& a, const fsm::TraceFile& b) { return a.rank < b.rank; });
+    return out;
+  }
+  // A rank's CAR transitions as "machine#k: from --event--> to [peer tag bytes]",
+  // k numbering its CARs in order of appearance.
+  static std::vector<std::string> Cars(const fsm::TraceFile& f) {
+    std::vector<std::string> out;
+    std::vector<std::pair<int32_t, uint64_t>> seen;
+    for (const fsm::TraceFile::Entry& e : f.entries) {
+      if (e.kind != 't') continue;
+      const fsm::TraceFile::Machine& m = f.MachineOf(e);
+      if (!absl::StartsWith(m.name, "car_")) continue;
+      auto it = std::find(seen.begin(), seen.end(), std::make_pair(e.machine, e.instance));
+      if (it == seen.end()) it = seen.insert(seen.end(), {e.machine, e.instance});
+      out.push_back(absl::StrFormat("%s#%d: %s --%s--> %s [%d %d %d]", m.name, it - seen.begin() + 1,
+                                    m.states[e.from], m.events[e.event], m.states[e.to], e.peer, e.tag, e.bytes));
+    }
+    return out;
+  }
+  std::string dir_;
+};
+
+TEST_F(TraceJobTest, AKnownExchangeTakesExactlyTheseTransitions) {
+  const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "60", "--trace", dir_, HELLO_BIN},
+                                     {"CARTAGE_METHODS=shm"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<fsm::TraceFile> f = Files();
+  ASSERT_EQ(f.size(), 2u);
+  for (const fsm::TraceFile& t : f) {
+    EXPECT_EQ(t.end, "finalize");
+    EXPECT_EQ(t.size, 2);
+    EXPECT_EQ(t.lost, 0u);
+    EXPECT_EQ(t.job, f[0].job);
+  }
+  // Rank 1 sends 22 bytes, tag 1, to rank 0: eager, done once they left.
+  EXPECT_THAT(Cars(f[1]), ElementsAre("car_send#1: idle --post--> eager_in_flight [0 1 22]",
+                                      "car_send#1: eager_in_flight --local_done--> done [0 1 22]"));
+  // Rank 0 receives from any source: posted before the message came, or
+  // the message waited as an unexpected CAR and was handed to the receive.
+  EXPECT_THAT(Cars(f[0]),
+              AnyOf(ElementsAre("car_recv#1: idle --post--> posted [-1 1 128]",
+                                "car_recv#1: posted --eager--> done [1 1 22]"),
+                    ElementsAre("car_unexpected#1: new --eager--> buffered [1 1 22]",
+                                "car_recv#2: idle --post--> posted [-1 1 128]",
+                                "car_unexpected#1: buffered --match--> handed_off [1 1 22]",
+                                "car_recv#2: posted --envelope--> receiving [1 1 22]",
+                                "car_recv#2: receiving --data--> done [1 1 22]")));
+
+  const CommandResult check = RunCommand({CARTAGE_BIN, "trace", "check", dir_});
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
+  EXPECT_THAT(check.out, HasSubstr("2 of 2 ranks, every one finalized"));
+  EXPECT_THAT(check.out, HasSubstr("as the tables say"));
+
+  const std::string json = dir_ + "/job.json";
+  const CommandResult merged = RunCommand({CARTAGE_BIN, "trace", dir_, "--out", json});
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  const std::string text = Slurp(json);
+  EXPECT_THAT(text, HasSubstr(R"("name":"message 1→0 tag 1","cat":"message","ph":"s","id":)"));
+  EXPECT_THAT(text, HasSubstr(R"("name":"message 1→0 tag 1","cat":"message","ph":"f","bp":"e","id":)"));
+  EXPECT_THAT(text, HasSubstr(R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"rank 1 )"));
+}
+
+TEST_F(TraceJobTest, AHungJobIsDumpedAtTheTimeoutShowingWhatEachRankWaitsFor) {
+  const CommandResult r = RunCommand(
+      {CARTAGE_BIN, "run", "-n", "2", "--timeout", "2", "--trace", dir_, TRACE_RANKS_BIN, "deadlock"});
+  EXPECT_EQ(r.code, 124) << r.err;
+  const std::vector<fsm::TraceFile> f = Files();
+  ASSERT_EQ(f.size(), 2u);
+  for (const fsm::TraceFile& t : f) {
+    EXPECT_EQ(t.end, "signal");
+    const int peer = 1 - t.rank;
+    EXPECT_THAT(Cars(t), ElementsAre(absl::StrFormat("car_recv#1: idle --post--> posted [%d 7 8]", peer)))
+        << "rank " << t.rank;
+  }
+  // Unfinished: no CAR must be final, and the replay says so.
+  const CommandResult check = RunCommand({CARTAGE_BIN, "trace", "check", dir_});
+  EXPECT_EQ(check.code, 0) << check.out;
+  EXPECT_THAT(check.out, HasSubstr("not every one finalized"));
+}
+
+TEST_F(TraceJobTest, ABadRecordCountIsRefused) {
+  const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "1", "--timeout", "60", "--trace", dir_, HELLO_BIN},
+                                     {"CARTAGE_TRACE_RECORDS=lots"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("CARTAGE_TRACE_RECORDS='lots': a number of records from 1 to 2^30"));
+}
+
+}  // namespace
+}  // namespace cartage::test
