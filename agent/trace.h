@@ -1,6 +1,6 @@
 // A traced process (CARTAGE_TRACE=DIR): records every transition of every
 // machine and every collective call into a bounded ring (CARTAGE_TRACE_RECORDS
-// records, 262144 by default: 56 bytes each, 14 MiB), and writes it to
+// records, 262144 by default: 48 bytes each, 12 MiB), and writes it to
 // DIR/<job>.<rank>.trace at finalize, at exit without finalize, and on
 // SIGUSR1 (from a helper thread, so a rank busy in its own code answers).
 // `cartage trace DIR` reads the files.

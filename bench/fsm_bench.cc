@@ -2,12 +2,14 @@
 // hook on (recording), and a hand-written switch machine doing the same work
 // as the baseline. Also the whole CAR eager-send path (create, post, the
 // VC's local completion, release).
+#include <memory>
 #include <benchmark/benchmark.h>
 
 #include "car/car.h"
 #include "car/car_pool.h"
 #include "car/send_fsm.h"
 #include "fsm/trace.h"
+#include "fsm/trace_ring.h"
 #include "tests/turnstile_machine.h"
 
 namespace {
@@ -54,6 +56,24 @@ void BM_TableDispatchTraced(benchmark::State& state) {
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TableDispatchTraced)->Name("Dispatch/trace_on");
+
+// Into the ring a traced process records into (CARTAGE_TRACE): the cost of
+// tracing on, per transition.
+void BM_TableDispatchRing(benchmark::State& state) {
+  Turnstile t;
+  TurnstileMachine::Reset(t);
+  cartage::fsm::TraceRing ring(1 << 16);
+  cartage::fsm::ScopedTraceSink on(&ring);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(TurnstileMachine::Dispatch(t, E::kCoin, 2));
+    benchmark::DoNotOptimize(TurnstileMachine::Dispatch(t, E::kPush, 0));
+  }
+  state.counters["ns_per_transition"] = benchmark::Counter(
+      2.0 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["bytes_per_transition"] = sizeof(cartage::fsm::TraceRecord);
+}
+BENCHMARK(BM_TableDispatchRing)->Name("Dispatch/trace_ring");
 
 // The same machine written by hand: a switch on (state, event).
 struct HandTurnstile {
@@ -107,6 +127,9 @@ void BM_CarEagerSend(benchmark::State& state) {
   spec.counter = &done;
   spec.vc = &kInstant;
   spec.eager_limit = 4096;
+  std::unique_ptr<cartage::fsm::TraceRing> ring;
+  if (state.range(0) != 0) ring = std::make_unique<cartage::fsm::TraceRing>(1 << 16);
+  cartage::fsm::ScopedTraceSink on(ring.get());
   for (auto _ : state) {
     done.pending = 1;
     Car* car = *pool.Create(spec);
@@ -115,7 +138,9 @@ void BM_CarEagerSend(benchmark::State& state) {
   }
   if (!done.done()) state.SkipWithError("send did not complete");
 }
-BENCHMARK(BM_CarEagerSend)->Name("CarEagerSend/create_post_complete_release");
+// Two transitions a life (post, local_done); traced: each with its CAR's subject.
+BENCHMARK(BM_CarEagerSend)->Name("CarEagerSend/create_post_complete_release")->Arg(0);
+BENCHMARK(BM_CarEagerSend)->Name("CarEagerSend/create_post_complete_release_traced")->Arg(1);
 
 }  // namespace
 

@@ -182,6 +182,13 @@ absl::Status ExscanRecursiveDoubling(Ctx& c);
 absl::StatusOr<std::shared_ptr<Schedule>> BuildOn(const Comm& comm, const CollectiveCall& call,
                                                   std::optional<uint32_t> sequence);
 
+// CARTAGE_COLL_EXPLAIN: unset or 0, nothing; 1, each distinct call shape's
+// choice once (as its schedule is built); all, every call's.
+enum class Explain { kOff, kFirst, kAll };
+Explain ExplainMode();
+// Prints `why` for rank `rank` on standard error.
+void PrintExplanation(int rank, const std::string& why);
+
 }  // namespace cartage::alg
 
 #endif  // CARTAGE_COLLECTIVES_ALGORITHMS_H_

@@ -2,9 +2,13 @@
 // non-contiguous types, the algorithm the selection table picks. The calls
 // that run them (the blocking calls' cache, the MPI forms) are in calls.cc.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -295,12 +299,42 @@ std::string ScheduleName(const CollectiveCall& call, const std::string& algo) {
 
 }  // namespace
 
+alg::Explain alg::ExplainMode() {
+  static const Explain kMode = [] {
+    const char* v = std::getenv("CARTAGE_COLL_EXPLAIN");
+    if (v == nullptr || *v == '\0' || absl::string_view(v) == "0") return Explain::kOff;
+    return absl::string_view(v) == "all" ? Explain::kAll : Explain::kFirst;
+  }();
+  return kMode;
+}
+
+void alg::PrintExplanation(int rank, const std::string& why) {
+  std::fprintf(stderr, "cartage[%d]: %s\n", rank, why.c_str());
+}
+
 absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const CollectiveCall& call,
                                                        std::optional<uint32_t> sequence) {
   const bool oversubscribed = comm.Oversubscribed();
   const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed, comm.Crowded());
   ScheduleBuilder b(comm, ScheduleName(call, algo));
   if (sequence.has_value()) b.UseSequence(*sequence);
+  if (const Explain mode = ExplainMode(); mode != Explain::kOff) {
+    const bool commutative = !call.op.has_value() || call.op->commutative();
+    std::string why = call.algorithm.empty()
+                          ? ExplainSelection(call.kind, SelectionBytes(call, comm.size()), comm.size(), commutative,
+                                             oversubscribed, comm.Crowded())
+                          : absl::StrFormat("%s on %d ranks: %s (asked for by the call)", CollectiveName(call.kind),
+                                            comm.size(), algo);
+    if (mode == Explain::kAll) {
+      b.Explain(std::move(why));
+    } else {
+      // Once per distinct shape: the words name everything the choice depends on.
+      static std::mutex mu;
+      static auto* seen = new std::unordered_set<std::string>();
+      std::lock_guard<std::mutex> lock(mu);
+      if (seen->insert(why).second) PrintExplanation(comm.rank(), why);
+    }
+  }
   return Build(b, call, algo, /*runnable=*/true, oversubscribed);
 }
 

@@ -10,6 +10,7 @@
 #include "car/recv_fsm.h"
 #include "datatype/segment_walk.h"
 #include "car/vertex_fsm.h"
+#include "collectives/algorithms.h"
 #include "cartage/schedule.h"
 
 namespace cartage {
@@ -153,6 +154,7 @@ absl::Status Schedule::Begin() {
   if (!alone_fused_.empty()) fused_pending_.assign(alone_fused_.begin(), alone_fused_.end());
   running_ = true;
   trace_call_ = fsm::BeginSpan(name_, comm_->context());
+  if (!explain_.empty()) alg::PrintExplanation(rank_, explain_);
   for (VertexId v : alone_recvs_) StartAlone(v);
   for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor

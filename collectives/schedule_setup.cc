@@ -23,6 +23,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> Schedule::SetUp(const ScheduleBuilder&
   auto s = std::shared_ptr<Schedule>(new Schedule());
   s->comm_ = b.comm_;
   s->name_ = b.name_;
+  s->explain_ = b.explain_;
   s->rank_ = b.rank_;
   s->size_ = b.size_;
   s->sequence_ = b.sequence_.has_value()  ? *b.sequence_

@@ -136,6 +136,7 @@ const absl::flat_hash_map<std::string, std::string>& Overrides() {
 // CPUs (2 to 16 ranks) and on 16 CPUs (4 to 16 ranks); collectives/README.md
 // says why each family wins where it does. Past 16 ranks the rules are the
 // textbook choices, unmeasured.
+constexpr int kBuiltinFirstLine = __LINE__ + 1;  // the table's first line in this file
 constexpr const char kBuiltinTable[] = R"(# collective          algorithm              conditions
 barrier               star                   ranks=-17 crowded
 barrier               linear                 ranks=3-17 oversubscribed
@@ -186,7 +187,17 @@ exscan                recursive_doubling
 )";
 
 const std::vector<SelectionRule>& BuiltinRules() {
-  static const auto* kRules = new std::vector<SelectionRule>(*ParseSelectionFile(kBuiltinTable, "built-in"));
+  static const auto* kRules = [] {
+    auto* rules = new std::vector<SelectionRule>(*ParseSelectionFile(kBuiltinTable, "built-in"));
+    // Each rule names its line of this file, where a reader finds it.
+    for (SelectionRule& r : *rules) {
+      int n = 0;
+      if (absl::SimpleAtoi(absl::string_view(r.source).substr(r.source.find(':') + 1), &n)) {
+        r.source = absl::StrCat("collectives/select.cc:", kBuiltinFirstLine + n - 1);
+      }
+    }
+    return rules;
+  }();
   return *kRules;
 }
 
@@ -372,6 +383,64 @@ std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commut
     if (r.collective == c && Matches(r, bytes, ranks, commutative, oversubscribed, crowded)) return r.algorithm;
   }
   return "";
+}
+
+namespace {
+
+// Why `rule` does not match, in words; empty when it does.
+std::string WhyNot(const SelectionRule& rule, uint64_t bytes, int ranks, bool commutative, bool oversubscribed,
+                   bool crowded) {
+  const auto n = static_cast<uint64_t>(ranks);
+  auto outside = [](const char* what, uint64_t x, uint64_t lo, uint64_t hi) {
+    return absl::StrFormat("%s %d not in %s-%s", what, x, lo == 0 ? "" : absl::StrCat(lo),
+                           hi == UINT64_MAX ? "" : absl::StrCat(hi));
+  };
+  if (bytes < rule.min_bytes || bytes >= rule.max_bytes) return outside("bytes", bytes, rule.min_bytes, rule.max_bytes);
+  if (n < rule.min_ranks || n >= rule.max_ranks) return outside("ranks", n, rule.min_ranks, rule.max_ranks);
+  if (bytes * n < rule.min_total || bytes * n >= rule.max_total) {
+    return outside("total", bytes * n, rule.min_total, rule.max_total);
+  }
+  if (rule.pof2 && (ranks & (ranks - 1)) != 0) return absl::StrFormat("%d ranks is no power of two", ranks);
+  if (rule.oversubscribed && !oversubscribed) return "not oversubscribed";
+  if (rule.crowded && !crowded) return "not crowded";
+  const Algorithm* a = Find(rule.collective, rule.algorithm);
+  if (a == nullptr) return "no such algorithm";
+  if (!commutative && a->info.commutative_only) return "the operator is not commutative";
+  return "";
+}
+
+}  // namespace
+
+std::string ExplainSelection(Collective c, uint64_t bytes, int ranks, bool commutative, bool oversubscribed,
+                             bool crowded) {
+  std::string out = absl::StrFormat("%s of %d bytes on %d ranks%s%s: ", CollectiveName(c), bytes, ranks,
+                                    oversubscribed ? (crowded ? ", crowded" : ", oversubscribed") : "",
+                                    commutative ? "" : ", non-commutative");
+  auto it = Overrides().find(CollectiveName(c));
+  if (it != Overrides().end()) {
+    const Algorithm* a = Find(c, it->second);
+    if (a != nullptr && (commutative || !a->info.commutative_only)) {
+      return absl::StrCat(out, it->second, " (CARTAGE_COLLECTIVES)");
+    }
+    absl::StrAppend(&out, "[CARTAGE_COLLECTIVES's ", it->second, " does not apply] ");
+  }
+  std::vector<const SelectionRule*> rules;
+  if (absl::StatusOr<const std::vector<SelectionRule>*> file = SelectionFileRules(); file.ok()) {
+    for (const SelectionRule& r : **file) rules.push_back(&r);
+  }
+  for (const SelectionRule& r : BuiltinRules()) rules.push_back(&r);
+  std::string passed;
+  for (const SelectionRule* r : rules) {
+    if (r->collective != c) continue;
+    const std::string why = WhyNot(*r, bytes, ranks, commutative, oversubscribed, crowded);
+    if (why.empty()) {
+      absl::StrAppend(&out, r->algorithm, " (rule ", r->source, r->source.empty() ? "" : " ", Conditions(*r), ")");
+      if (!passed.empty()) absl::StrAppend(&out, "; passed over: ", passed);
+      return out;
+    }
+    absl::StrAppend(&passed, passed.empty() ? "" : ", ", r->algorithm, " at ", r->source, " (", why, ")");
+  }
+  return absl::StrCat(out, "no rule matches; passed over: ", passed);
 }
 
 std::string DescribeSelection() {

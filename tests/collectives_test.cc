@@ -1,6 +1,7 @@
 // Collectives: every algorithm builds and renders, the selection table, and
 // every algorithm through real processes (tests/coll_ranks.cc under
 // `cartage run`, shm method) at 1 to 8 ranks on 2 cores.
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -64,6 +65,35 @@ TEST(Collectives, JobRenderingPairsEverySendWithItsReceive) {
   EXPECT_THAT(dot, HasSubstr("subgraph cluster_rank3"));
   EXPECT_THAT(ranks[0]->ToMermaid(), HasSubstr("flowchart TD"));
   EXPECT_THAT(ranks[0]->ToDot(), HasSubstr("send 8 B to 1"));  // part 0 (2 elements) to the right
+}
+
+// The line of the source a "(rule FILE:LINE" in `why` points at.
+std::string RuleLine(const std::string& why) {
+  const std::string key = "(rule collectives/select.cc:";
+  const std::size_t at = why.find(key);
+  if (at == std::string::npos) return "";
+  const int line = std::atoi(why.c_str() + at + key.size());
+  std::ifstream in(std::string(SOURCE_DIR) + "/collectives/select.cc");
+  std::string text;
+  for (int k = 0; k < line && std::getline(in, text); ++k) {
+  }
+  return text;
+}
+
+TEST(Collectives, ExplainNamesTheRuleItTookAndWhyItPassedOverTheOthers) {
+  const std::string why = ExplainSelection(Collective::kAllreduce, 8192, 4, true, /*oversubscribed=*/true, false);
+  EXPECT_EQ(why.substr(0, why.find(" (rule")),
+            "allreduce of 8192 bytes on 4 ranks, oversubscribed: recursive_doubling");
+  EXPECT_EQ(SelectAlgorithm(Collective::kAllreduce, 8192, 4, true, true, false), "recursive_doubling");
+  // The rule it names is that line of the built-in table.
+  EXPECT_THAT(RuleLine(why), ::testing::MatchesRegex("allreduce +recursive_doubling +bytes=-128K oversubscribed"));
+  EXPECT_THAT(why, HasSubstr("passed over: star at collectives/select.cc:"));
+  EXPECT_THAT(why, HasSubstr(" (not crowded), linear at collectives/select.cc:"));
+  EXPECT_THAT(why, HasSubstr(" (bytes 8192 not in -8192)"));
+  const std::string nc = ExplainSelection(Collective::kReduceScatter, 1 << 10, 5, /*commutative=*/false);
+  EXPECT_THAT(nc, HasSubstr(", non-commutative: reduce_then_scatter (rule"));
+  EXPECT_THAT(nc, HasSubstr("recursive_halving at collectives/select.cc:"));
+  EXPECT_THAT(nc, HasSubstr("(the operator is not commutative)"));
 }
 
 TEST(Collectives, SelectionPicksByBytesAndRanks) {

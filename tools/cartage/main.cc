@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "car/machines.h"
+#include "cartage/collectives.h"
 #include "methods/tcp/tcp_method.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
@@ -22,6 +23,7 @@ ABSL_FLAG(int, ranks, 8, "schedule: how many ranks");
 ABSL_FLAG(uint64_t, bytes, 1024, "schedule: message bytes (per rank for gather, scatter, allgather, alltoall)");
 ABSL_FLAG(std::string, format, "dot", "schedule: dot, mermaid or svg");
 ABSL_FLAG(int, rank, -1, "schedule: one rank's schedule (default: the whole job's)");
+ABSL_FLAG(bool, collectives, false, "info: the collective selection table alone");
 
 namespace cartage::tools {
 void PrintInfo(const fsm::Registry& reg);
@@ -38,7 +40,10 @@ constexpr absl::string_view kUsage =
     "  kit [--method NAME] [--plugin LIB.so] [--case A,B] [--list]\n"
     "                                run the conformance kit against a method (built in, or\n"
     "                                loaded from LIB.so): every case a job of real processes\n"
-    "  info                          version, compiled-in methods, state machines, CAR size\n"
+    "  info [--collectives]          version, compiled-in methods, state machines, CAR size, the\n"
+    "                                collective selection table (--collectives: that alone;\n"
+    "                                CARTAGE_COLL_EXPLAIN=1 or all says at run time why each call\n"
+    "                                runs its algorithm)\n"
     "  diagrams [--out DIR] [--check]\n"
     "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
     "                                every registered state machine (default DIR: diagrams);\n"
@@ -133,6 +138,10 @@ int main(int argc, char** argv) {
   }
   const absl::string_view command = args[1];
   if (command == "info") {
+    if (absl::GetFlag(FLAGS_collectives)) {
+      std::cout << cartage::DescribeSelection();
+      return 0;
+    }
     cartage::tools::PrintInfo(reg);
     return 0;
   }

@@ -96,6 +96,13 @@ std::string SelectAlgorithm(Collective c, uint64_t bytes, int ranks, bool commut
                             bool oversubscribed = false, bool crowded = false);
 // The selection table as text (for `cartage info`), overrides included.
 std::string DescribeSelection();
+// Why SelectAlgorithm picks what it picks, in one line: the algorithm, the
+// override or rule (file:line) that chose it, and each rule of the
+// collective it passed over, with the condition that failed.
+// CARTAGE_COLL_EXPLAIN=1 prints it (to standard error) for the first call
+// of each distinct shape, =all for every call.
+std::string ExplainSelection(Collective c, uint64_t bytes, int ranks, bool commutative = true,
+                             bool oversubscribed = false, bool crowded = false);
 
 // A selection rule: `collective` calls with min_bytes <= bytes < max_bytes,
 // min_ranks <= ranks < max_ranks, min_total <= bytes x ranks < max_total

@@ -161,6 +161,9 @@ class ScheduleBuilder {
   // Builds with this sequence number instead of the communicator's next
   // one (a rebuilt schedule that takes the place of an identical one).
   void UseSequence(uint32_t sequence) { sequence_ = sequence; }
+  // Why this algorithm (ExplainSelection), printed at each run under
+  // CARTAGE_COLL_EXPLAIN=all.
+  void Explain(std::string why) { explain_ = std::move(why); }
 
   // Validates and builds: no cycles, every read of a temporary buffer comes
   // after a write covering it, sizes agree with buffers, types and
@@ -183,6 +186,7 @@ class ScheduleBuilder {
   std::vector<int> sends_to_;        // per peer: sends so far (the next step number)
   std::vector<int> recvs_from_;
   std::optional<uint32_t> sequence_;
+  std::string explain_;
   // Build's validation (schedule_validate.cc): an error naming the schedule
   // and vertex `v`; one buffer's bounds; every vertex; the dependency order
   // (no cycle); reads of temporary buffers covered by earlier writes.
@@ -451,7 +455,8 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   base::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the steps run alone (StartAlone) add to done_.bytes in a full run
   bool running_ = false;
-  uint64_t trace_call_ = 0;  // this run's collective call number in the trace (CARTAGE_TRACE), else 0
+  uint64_t trace_call_ = 0;
+  std::string explain_;  // ScheduleBuilder::Explain's, printed at each run under CARTAGE_COLL_EXPLAIN=all  // this run's collective call number in the trace (CARTAGE_TRACE), else 0
   // Every step's request is prepared on the buffer it has now: the last run
   // ended well (each send and receive started, StartRequest), and
   // RebindUser moved no buffer since.
