@@ -80,6 +80,9 @@ void Runtime::GiveBack(std::byte* p) {
 }
 
 Runtime::~Runtime() {
+  // In a trace, finalize is a span of its own: a rank that hangs there is
+  // told apart from one that computes (cartage why-stuck).
+  const uint64_t finalize = fsm::BeginSpan("finalize", ~0u);
   // What the layers above keep per agent (cached collective schedules, with
   // their CARs and registrations) goes first, while the pool and methods live.
   extensions_.clear();
@@ -97,6 +100,7 @@ Runtime::~Runtime() {
   std::vector<Car*> left;
   if (up) matcher_->TakeAllUnexpected(&left);
   for (Car* u : left) ReleaseUnexpected(u);
+  fsm::EndSpan(finalize, "finalize", ~0u, true);
 }
 
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {

@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -31,6 +34,13 @@ class ProcessTrace::State {
   fsm::TraceFile header;
   std::string path;
   std::mutex dump_mu;
+  // CARTAGE_WATCHDOG: a thread that dumps once no transition was recorded
+  // for `watchdog_s` (again after the next stall).
+  double watchdog_s = 0;
+  std::thread watchdog;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop = false;
 };
 
 namespace {
@@ -128,16 +138,53 @@ absl::StatusOr<std::unique_ptr<ProcessTrace>> ProcessTrace::FromEnvironment(meth
   h.capacity = state->ring.capacity();
   CARTAGE_ASSIGN_OR_RETURN(h.clock_offset_ns, ClockOffset(exchange, h.host));
   state->path = absl::StrCat(dir, "/", h.job, ".", h.rank, ".trace");
+  if (const char* w = std::getenv("CARTAGE_WATCHDOG"); w != nullptr && *w != '\0') {
+    if (!absl::SimpleAtod(w, &state->watchdog_s) || !(state->watchdog_s > 0) || state->watchdog_s > 1e6) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_WATCHDOG='%s': seconds without progress, > 0", w));
+    }
+  }
   auto t = std::unique_ptr<ProcessTrace>(new ProcessTrace(std::move(state)));
   fsm::SetTraceSink(&t->state_->ring);
   g_trace.store(t.get());
   InstallSignal();
+  if (t->state_->watchdog_s > 0) t->state_->watchdog = std::thread([p = t.get()] { p->Watch(); });
   return t;
 }
 
 ProcessTrace::ProcessTrace(std::unique_ptr<State> state) : state_(std::move(state)), path_(state_->path) {}
 
+void ProcessTrace::Watch() {
+  State& s = *state_;
+  const auto period = std::chrono::duration<double>(std::min(s.watchdog_s / 4, 1.0));
+  uint64_t seen = s.ring.recorded();
+  auto still_since = std::chrono::steady_clock::now();
+  bool dumped = false;
+  std::unique_lock<std::mutex> lock(s.stop_mu);
+  while (!s.stop_cv.wait_for(lock, period, [&] { return s.stop; })) {
+    const uint64_t now = s.ring.recorded();
+    if (now != seen) {
+      seen = now;
+      still_since = std::chrono::steady_clock::now();
+      dumped = false;
+    } else if (!dumped && std::chrono::steady_clock::now() - still_since > std::chrono::duration<double>(s.watchdog_s)) {
+      const absl::Status st = Dump("watchdog");
+      std::fprintf(stderr, "cartage[%d]: no progress for %g s (CARTAGE_WATCHDOG): %s\n", s.header.rank, s.watchdog_s,
+                   st.ok() ? absl::StrCat("trace written to ", s.path, " (cartage why-stuck reads it)").c_str()
+                           : std::string(st.message()).c_str());
+      dumped = true;
+    }
+  }
+}
+
 ProcessTrace::~ProcessTrace() {
+  if (state_->watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(state_->stop_mu);
+      state_->stop = true;
+    }
+    state_->stop_cv.notify_all();
+    state_->watchdog.join();
+  }
   fsm::SetTraceSink(nullptr);
   {
     std::lock_guard<std::mutex> lock(g_trace_mu);
@@ -150,6 +197,7 @@ absl::Status ProcessTrace::Dump(const char* why) {
   std::lock_guard<std::mutex> lock(state_->dump_mu);
   fsm::TraceFile h = state_->header;
   h.end = why;
+  h.dump_ns = absl::GetCurrentTimeNanos();
   return fsm::WriteTraceFile(state_->path, h, state_->ring.Take());
 }
 

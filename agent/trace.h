@@ -2,7 +2,9 @@
 // machine and every collective call into a bounded ring (CARTAGE_TRACE_RECORDS
 // records, 262144 by default: 48 bytes each, 12 MiB), and writes it to
 // DIR/<job>.<rank>.trace at finalize, at exit without finalize, and on
-// SIGUSR1 (from a helper thread, so a rank busy in its own code answers).
+// SIGUSR1 (from a helper thread, so a rank busy in its own code answers),
+// and with CARTAGE_WATCHDOG=SECONDS once no transition was recorded for
+// that long.
 // `cartage trace DIR` reads the files.
 #ifndef CARTAGE_AGENT_TRACE_H_
 #define CARTAGE_AGENT_TRACE_H_
@@ -35,6 +37,7 @@ class ProcessTrace {
 
  private:
   explicit ProcessTrace(std::unique_ptr<State> state);
+  void Watch();  // CARTAGE_WATCHDOG's thread
   std::unique_ptr<State> state_;
   std::string path_;
 };

@@ -19,7 +19,7 @@ absl::Status WriteTraceFile(const std::string& path, const TraceFile& h, const T
   std::string out;
   absl::StrAppend(&out, "cartage-trace 1\njob ", h.job, "\nrank ", h.rank, "\nsize ", h.size, "\nhost ", h.host,
                   "\npid ", h.pid, "\nclock_offset_ns ", h.clock_offset_ns, "\ncapacity ", h.capacity,
-                  "\nrecorded ", snap.recorded, "\nlost ", snap.lost(), "\nend ", h.end, "\n");
+                  "\nrecorded ", snap.recorded, "\nlost ", snap.lost(), "\nend ", h.end, "\ndump_ns ", h.dump_ns, "\n");
   absl::flat_hash_map<const MachineNames*, int> index;
   for (const TraceRecord& r : snap.records) {
     if (r.machine == nullptr || index.contains(r.machine)) continue;
@@ -134,6 +134,7 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
       else if (k == "capacity") ok = Num(f[1], &t.capacity);
       else if (k == "recorded") ok = Num(f[1], &t.recorded);
       else if (k == "lost") ok = Num(f[1], &t.lost);
+      else if (k == "dump_ns") ok = Num(f[1], &t.dump_ns);
       else return bad("unknown header field");
       if (!ok) return bad("malformed number");
     } else {

@@ -35,6 +35,7 @@ struct TraceFile {
   uint64_t recorded = 0;
   uint64_t lost = 0;      // records the ring dropped before the dump
   std::string end;        // why it was written: "finalize", "exit", "signal", "watchdog"
+  int64_t dump_ns = 0;    // when (this rank's clock)
 
   struct Machine {
     std::string name;

@@ -43,6 +43,8 @@ class TraceRing : public TraceSink {
   Snapshot Take() const;
 
   std::size_t capacity() const { return mask_ + 1; }
+  // Records made so far (a watchdog's sign of progress).
+  uint64_t recorded() const { return next_.load(std::memory_order_relaxed); }
 
  private:
   int32_t NameIndex(absl::string_view name);

@@ -1,14 +1,21 @@
-// The rank program of trace_job_test: traffic whose trace is known.
-//   trace_ranks deadlock   both ranks receive from the other first (tag 7): a hang
+// The rank program of trace_job_test: jobs whose trace is known, and jobs
+// that stop in known ways for `cartage why-stuck` to name.
+//   trace_ranks deadlock   2 ranks: each receives from the other first (tag 7)
+//   trace_ranks skipcoll   rank 1 skips the barrier the others enter
+//   trace_ranks count      rank 0 passes 2 elements to an allreduce, the others 4
+//   trace_ranks stall      a receive nobody answers, then 1.5 s outside cartage, then it is cancelled
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "cartage/cartage.h"
+#include "cartage/collectives.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: trace_ranks deadlock\n");
+    std::fprintf(stderr, "usage: trace_ranks deadlock|skipcoll|count|stall\n");
     return 2;
   }
   auto agent = cartage::Agent::FromEnvironment();
@@ -17,15 +24,35 @@ int main(int argc, char** argv) {
     return 1;
   }
   cartage::Comm world = (*agent)->World();
-  if (std::strcmp(argv[1], "deadlock") == 0 && world.size() == 2) {
+  const std::string mode = argv[1];
+  if (mode == "deadlock" && world.size() == 2) {
     char buf[8];
     const int peer = 1 - world.rank();
-    std::printf("rank %d receives from rank %d\n", world.rank(), peer);
-    std::fflush(stdout);
     CARTAGE_CHECK_OK(world.Recv(buf, sizeof(buf), peer, /*tag=*/7));
     CARTAGE_CHECK_OK(world.Send(buf, sizeof(buf), peer, 7));
     return 0;
   }
-  std::fprintf(stderr, "trace_ranks: unknown mode '%s' (or not 2 ranks)\n", argv[1]);
+  if (mode == "skipcoll") {
+    if (world.rank() != 1) CARTAGE_CHECK_OK(cartage::Barrier(world));
+    return 0;
+  }
+  if (mode == "count") {
+    int in[4] = {1, 2, 3, 4}, out[4] = {};
+    const absl::Status s = cartage::Allreduce(world, in, out, world.rank() == 0 ? 2 : 4,
+                                              cartage::Datatype::Basic(cartage::datatype::BasicType::kInt32),
+                                              cartage::Op(cartage::OpKind::kSum));
+    std::printf("rank %d: %s\n", world.rank(), s.ok() ? "ok" : std::string(s.message()).c_str());
+    return s.ok() ? 0 : 1;
+  }
+  if (mode == "stall") {
+    char buf[8];
+    cartage::Request rq;
+    CARTAGE_CHECK_OK(world.Irecv(buf, sizeof(buf), world.rank(), /*tag=*/99, &rq));
+    ::usleep(1500 * 1000);
+    CARTAGE_CHECK_OK(rq.Cancel());
+    (void)rq.Wait();
+    return 0;
+  }
+  std::fprintf(stderr, "trace_ranks: unknown mode '%s'\n", argv[1]);
   return 2;
 }

@@ -16,6 +16,7 @@
 #include "tools/cartage/launcher.h"
 #include "tools/cartage/schedule_cmd.h"
 #include "tools/cartage/trace_cmd.h"
+#include "tools/cartage/why_stuck.h"
 
 ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check");
 ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
@@ -55,6 +56,8 @@ constexpr absl::string_view kUsage =
     "                                merge a traced job (CARTAGE_TRACE=DIR, run --trace DIR) into\n"
     "                                one Perfetto / chrome://tracing JSON\n"
     "  trace check DIR               replay every traced job in DIR against the tables\n"
+    "  why-stuck DIR [--job ID]      say why a traced job stopped, from its ranks' dumps (written\n"
+    "                                at run --timeout, on SIGUSR1, at CARTAGE_WATCHDOG=SECONDS)\n"
     "  help, --help                  this text\n";
 
 absl::Status Register(cartage::fsm::Registry& reg) {
@@ -99,13 +102,15 @@ int main(int argc, char** argv) {
     return cartage::tools::RunLauncher(argc - 2, argv + 2);
   }
   if (argc >= 2 && absl::string_view(argv[1]) == "kit") return cartage::tools::RunKit(argc - 2, argv + 2);
-  if (argc >= 2 && absl::string_view(argv[1]) == "trace") {
+  // The trace readers take their own arguments and need the tables.
+  if (argc >= 2 && (absl::string_view(argv[1]) == "trace" || absl::string_view(argv[1]) == "why-stuck")) {
     cartage::fsm::Registry reg;
     if (const absl::Status s = Register(reg); !s.ok()) {
       std::cerr << "cartage: " << s.message() << "\n";
       return 1;
     }
-    return cartage::tools::RunTrace(argc - 2, argv + 2, reg);
+    return absl::string_view(argv[1]) == "trace" ? cartage::tools::RunTrace(argc - 2, argv + 2, reg)
+                                                 : cartage::tools::RunWhyStuck(argc - 2, argv + 2, reg);
   }
   for (int i = 1; i < argc; ++i) {
     const absl::string_view a = argv[i];
