@@ -56,6 +56,8 @@ constexpr absl::string_view kUsage =
     "                                merge a traced job (CARTAGE_TRACE=DIR, run --trace DIR) into\n"
     "                                one Perfetto / chrome://tracing JSON\n"
     "  trace check DIR               replay every traced job in DIR against the tables\n"
+    "  trace diagram DIR [--machine M] [--out D]\n"
+    "                                the diagrams with DIR's edge counts and state times on them\n"
     "  why-stuck DIR [--job ID]      say why a traced job stopped, from its ranks' dumps (written\n"
     "                                at run --timeout, on SIGUSR1, at CARTAGE_WATCHDOG=SECONDS)\n"
     "  help, --help                  this text\n";
