@@ -16,6 +16,14 @@ std::vector<methods::ParamInfo> Params() {
        "three or more share each CPU or this rank's); when set, it holds whatever the placement"},
       {"CARTAGE_WAIT_YIELD_US", "2000", "then how long it yields before it blocks on what its methods can wake "
                                         "it with; 0: block at once"},
+      {"CARTAGE_TRACE", "",
+       "a folder: every rank records its transitions and collective calls and writes DIR/<job>.<rank>.trace at "
+       "finalize, exit, SIGUSR1 and the launcher's timeout (cartage trace, cartage why-stuck read them); set it "
+       "on every rank (cartage run --trace does)"},
+      {"CARTAGE_TRACE_RECORDS", "262144", "the trace ring's size in records (48 bytes each); older records are "
+                                          "dropped, and counted, when it wraps"},
+      {"CARTAGE_WATCHDOG", "", "seconds: with CARTAGE_TRACE, a rank that records no transition for that long "
+                               "writes its trace and says so on standard error"},
   };
 }
 
