@@ -1,5 +1,7 @@
 // Schedules as graphs: DOT (Graphviz) and Mermaid, for one rank or a whole
-// job (every rank's schedule, with the messages between them).
+// job (every rank's schedule, with the messages between them), and a whole
+// job as swim lanes (SVG: ranks as columns in rank order, rounds as rows).
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -159,6 +161,113 @@ std::string JobToDot(absl::Span<const std::shared_ptr<Schedule>> ranks) {
                           rv, bytes);
   }
   out += "}\n";
+  return out;
+}
+
+std::string JobToLanesSvg(absl::Span<const std::shared_ptr<Schedule>> ranks) {
+  // Rounds: a step's round is one more than the latest of what it waits
+  // for, on its rank or (a receive) its message's send on another; the
+  // job's steps and messages form a graph without cycles, so relaxing it
+  // as many times as it has steps settles every round.
+  const int n = static_cast<int>(ranks.size());
+  std::vector<std::vector<int>> round(ranks.size());
+  for (int r = 0; r < n; ++r) round[static_cast<std::size_t>(r)].assign(ranks[static_cast<std::size_t>(r)]->vertices().size(), 0);
+  const auto messages = Messages(ranks);
+  std::map<std::pair<int, int>, std::pair<int, int>> sender_of;  // (rank, recv vertex) -> (rank, send vertex)
+  for (const auto& [from, sv, to, rv, bytes] : messages) sender_of[{to, rv}] = {from, sv};
+  std::size_t total = 0;
+  for (const auto& r : round) total += r.size();
+  for (std::size_t pass = 0; pass <= total; ++pass) {
+    bool changed = false;
+    for (int r = 0; r < n; ++r) {
+      const auto& vs = ranks[static_cast<std::size_t>(r)]->vertices();
+      auto& rr = round[static_cast<std::size_t>(r)];
+      for (std::size_t v = 0; v < vs.size(); ++v) {
+        int at = 0;
+        for (const Edge& e : vs[v].after) at = std::max(at, rr[static_cast<std::size_t>(e.from)] + 1);
+        if (auto it = sender_of.find({r, static_cast<int>(v)}); it != sender_of.end()) {
+          at = std::max(at, round[static_cast<std::size_t>(it->second.first)][static_cast<std::size_t>(it->second.second)] + 1);
+        }
+        if (at != rr[v]) {
+          rr[v] = at;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  // Rows: a round has as many rows as its busiest rank has steps in it.
+  int rounds = 0;
+  for (const auto& rr : round) {
+    for (int x : rr) rounds = std::max(rounds, x + 1);
+  }
+  std::vector<int> rows_in(static_cast<std::size_t>(rounds), 1);
+  std::vector<std::vector<int>> slot(ranks.size());  // per vertex: its row within its round
+  for (int r = 0; r < n; ++r) {
+    const auto& rr = round[static_cast<std::size_t>(r)];
+    std::vector<int> used(static_cast<std::size_t>(rounds), 0);
+    for (int x : rr) slot[static_cast<std::size_t>(r)].push_back(used[static_cast<std::size_t>(x)]++);
+    for (int k = 0; k < rounds; ++k) rows_in[static_cast<std::size_t>(k)] = std::max(rows_in[static_cast<std::size_t>(k)], used[static_cast<std::size_t>(k)]);
+  }
+  std::vector<int> first_row(static_cast<std::size_t>(rounds) + 1, 0);
+  for (int k = 0; k < rounds; ++k) first_row[static_cast<std::size_t>(k) + 1] = first_row[static_cast<std::size_t>(k)] + rows_in[static_cast<std::size_t>(k)];
+  constexpr int kCol = 150, kRow = 34, kBoxW = 126, kBoxH = 24, kLeft = 70, kTop = 60;
+  const int width = kLeft + n * kCol + 20, height = kTop + first_row.back() * kRow + 20;
+  auto cx = [&](int r) { return kLeft + r * kCol + kCol / 2; };
+  auto cy = [&](int r, int v) {
+    const auto rv = static_cast<std::size_t>(v);
+    return kTop + (first_row[static_cast<std::size_t>(round[static_cast<std::size_t>(r)][rv])] + slot[static_cast<std::size_t>(r)][rv]) * kRow + kRow / 2;
+  };
+  std::string out = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"Helvetica,sans-serif\" "
+      "font-size=\"10\">\n<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"6\" "
+      "markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#3c78d8\"/></marker></defs>\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      width, height);
+  if (!ranks.empty()) {
+    absl::StrAppendFormat(&out, "<text x=\"%d\" y=\"18\" font-size=\"13\">%s, %d ranks: ranks as columns, rounds as rows, messages as arrows</text>\n",
+                          kLeft, ranks[0]->name(), n);
+  }
+  for (int k = 0; k < rounds; ++k) {
+    const int y = kTop + first_row[static_cast<std::size_t>(k)] * kRow;
+    if (k % 2 == 1) {
+      absl::StrAppendFormat(&out, "<rect x=\"0\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f6f8\"/>\n", y, width,
+                            rows_in[static_cast<std::size_t>(k)] * kRow);
+    }
+    absl::StrAppendFormat(&out, "<text x=\"8\" y=\"%d\" fill=\"#777\">round %d</text>\n", y + kRow / 2 + 4, k);
+  }
+  for (int r = 0; r < n; ++r) {
+    absl::StrAppendFormat(&out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"12\">rank %d</text>\n", cx(r),
+                          kTop - 12, r);
+    absl::StrAppendFormat(&out, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#ccc\"/>\n", cx(r), kTop - 6,
+                          cx(r), height - 10);
+  }
+  for (int r = 0; r < n; ++r) {
+    const Schedule& s = *ranks[static_cast<std::size_t>(r)];
+    for (std::size_t v = 0; v < s.vertices().size(); ++v) {
+      const Vertex& x = s.vertices()[v];
+      const std::string label =
+          x.kind == VertexKind::kSend   ? absl::StrFormat("%d: send %d B to %d", v, x.bytes, x.peer)
+          : x.kind == VertexKind::kRecv ? absl::StrFormat("%d: recv %d B from %d", v, x.bytes, x.peer)
+          : x.kind == VertexKind::kFence ? absl::StrFormat("%d: fence", v)
+                                         : absl::StrFormat("%d: %s %d B", v, VertexKindName(x.kind), x.bytes);
+      const char* fill = x.kind == VertexKind::kSend ? "#dbe8fb" : x.kind == VertexKind::kRecv ? "#e3f3e1" : "#fdf1d8";
+      absl::StrAppendFormat(&out,
+                            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"%s\" stroke=\"#888\"/>"
+                            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+                            cx(r) - kBoxW / 2, cy(r, static_cast<int>(v)) - kBoxH / 2, kBoxW, kBoxH, fill, cx(r),
+                            cy(r, static_cast<int>(v)) + 4, label);
+    }
+  }
+  for (const auto& [from, sv, to, rv, bytes] : messages) {
+    const int x1 = cx(from) + (to > from ? kBoxW / 2 : -kBoxW / 2), y1 = cy(from, sv);
+    const int x2 = cx(to) + (to > from ? -kBoxW / 2 : kBoxW / 2), y2 = cy(to, rv);
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#3c78d8\" stroke-width=\"1.5\" "
+                          "marker-end=\"url(#arrow)\"/>\n",
+                          x1, y1, x2, y2);
+  }
+  out += "</svg>\n";
   return out;
 }
 

@@ -375,6 +375,14 @@ class Machine {
       if constexpr (kRowDef.guard.present()) {
         if (!kRowDef.guard.fn(ctx, payload)) return FireRow<kMode, kKey, kRow + 1>(ctx, payload, events);
       }
+      // A record's time is its transition's start, before the action puts
+      // anything on the wire: a peer may record the arrival before this
+      // dispatch returns.
+      if constexpr (kMode == TraceMode::kRuntime) {
+        if (ABSL_PREDICT_FALSE(internal::g_trace_sink.load(std::memory_order_relaxed) != nullptr)) {
+          internal::MarkTransitionStart();
+        }
+      }
       if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, events);
       constexpr uint8_t kTarget = static_cast<uint8_t>(kRowDef.target);
       Def::Cell(ctx).value_ = kTarget;

@@ -35,7 +35,7 @@ struct MachineNames {
 
 // One transition as the hook sees it, or (machine null) one edge of a span.
 struct TraceRecord {
-  int64_t time_ns = 0;  // absl::GetCurrentTimeNanos() at the transition
+  int64_t time_ns = 0;  // absl::GetCurrentTimeNanos() as the transition started (before its action)
   uint64_t instance = 0;  // a span's: its call number
   const MachineNames* machine = nullptr;
   uint8_t from = 0;   // a span's: 0 begins, 1 ends
@@ -67,6 +67,10 @@ namespace internal {
 extern std::atomic<TraceSink*> g_trace_sink;
 // Fills a record's subject from the instance and the event's payload.
 using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r);
+// Notes the time a traced transition starts (before its action), for the
+// EmitTrace that follows on this thread; actions never dispatch, so the two
+// pair up.
+void MarkTransitionStart();
 // Out of line so the dispatch fast path stays small.
 void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
                uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload);

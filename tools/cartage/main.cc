@@ -22,7 +22,7 @@ ABSL_FLAG(std::string, out, "diagrams", "diagrams: the folder to write or check"
 ABSL_FLAG(bool, check, false, "diagrams: check the folder instead of writing it");
 ABSL_FLAG(int, ranks, 8, "schedule: how many ranks");
 ABSL_FLAG(uint64_t, bytes, 1024, "schedule: message bytes (per rank for gather, scatter, allgather, alltoall)");
-ABSL_FLAG(std::string, format, "dot", "schedule: dot, mermaid or svg");
+ABSL_FLAG(std::string, format, "dot", "schedule: dot, mermaid, svg (Graphviz) or lanes (swim lanes, SVG)");
 ABSL_FLAG(int, rank, -1, "schedule: one rank's schedule (default: the whole job's)");
 ABSL_FLAG(bool, collectives, false, "info: the collective selection table alone");
 
@@ -49,7 +49,7 @@ constexpr absl::string_view kUsage =
     "                                write DIR/<machine>.{dot,mmd,svg} and DIR/README.md for\n"
     "                                every registered state machine (default DIR: diagrams);\n"
     "                                with --check, exit 1 if DIR differs from the tables\n"
-    "  schedule COLLECTIVE[/ALGORITHM] [--ranks N] [--bytes B] [--format dot|mermaid|svg] [--rank R]\n"
+    "  schedule COLLECTIVE[/ALGORITHM] [--ranks N] [--bytes B] [--format dot|mermaid|svg|lanes] [--rank R]\n"
     "                                draw a collective's schedule (every rank's, or rank R's) on\n"
     "                                standard output; without an algorithm, the selection table's\n"
     "  trace DIR [--job ID] [--out FILE]\n"

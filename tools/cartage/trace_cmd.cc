@@ -214,8 +214,14 @@ std::string ChromeTraceJson(const TraceJob& job, const fsm::Registry& registry) 
       events.push_back(absl::StrFormat(R"({"name":%s,"cat":%s,"ph":"i","s":"t","pid":%d,"tid":%d,"ts":%s,"args":%s})",
                                        Json(m.states[e.to]), Json(m.name), f.rank, tid, ts(f, e.time_ns), args(e)));
       if (m.name == "car_send") {
-        const Entry& first = *l->recs.front();
-        sends[{f.rank, first.peer, first.context, first.tag}].push_back({&f, first.time_ns, tid});
+        // On the wire from when it starts (eager or RTS), which may be
+        // later than its post: a schedule's send waits for its steps.
+        for (const Entry* r : l->recs) {
+          if (m.states[r->to] == "eager_in_flight" || m.states[r->to] == "rts_sent") {
+            sends[{f.rank, r->peer, r->context, r->tag}].push_back({&f, r->time_ns, tid});
+            break;
+          }
+        }
       }
     }
     // Arrivals, in record order: an unexpected message's first move, or a

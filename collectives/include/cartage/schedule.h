@@ -476,6 +476,10 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
 // one process), with the messages between them as edges.
 std::string JobToDot(absl::Span<const std::shared_ptr<Schedule>> ranks);
 std::string JobToMermaid(absl::Span<const std::shared_ptr<Schedule>> ranks);
+// The job as swim lanes, in SVG: ranks as columns in rank order, each step
+// in the row of its round (one after the latest step it waits for, on its
+// rank or, for a receive, its message's send), messages as arrows.
+std::string JobToLanesSvg(absl::Span<const std::shared_ptr<Schedule>> ranks);
 
 }  // namespace cartage
 
