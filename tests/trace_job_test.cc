@@ -2,6 +2,7 @@
 // transitions of a known exchange, the replay against the tables, the
 // merged JSON's message arrow, and a hang's dump at the launcher's timeout.
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,25 @@ TEST_F(TraceJobTest, TheWatchdogWritesTheTraceOnceProgressStops) {
                                        {"CARTAGE_WATCHDOG=soon"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_THAT(bad.err, HasSubstr("CARTAGE_WATCHDOG='soon': seconds without progress, > 0"));
+}
+
+// Dumps written by hand in the file format, for what a job on this machine
+// does not reliably produce.
+TEST_F(TraceJobTest, ACollectiveMessageNoReceiveTookIsNamed) {
+  std::filesystem::create_directories(dir_);
+  const std::string machine =
+      "machine 0 car_unexpected new,arriving,buffered,rts_held,handed_off,dropped envelope,data,eager,match,error\n";
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ofstream f(absl::StrCat(dir_, "/j9.", rank, ".trace"));
+    f << "cartage-trace 1\njob j9\nrank " << rank << "\nsize 2\nhost h\npid 1\nclock_offset_ns 0\ncapacity 16\n"
+      << "recorded 1\nlost 0\nend signal\ndump_ns 2000000\n";
+    if (rank == 0) f << machine << "t 1000000 0 5 0 2 2 1 1 1024 4\n";
+  }
+  const CommandResult why = RunCommand({CARTAGE_BIN, "why-stuck", dir_});
+  EXPECT_EQ(why.code, 0) << why.err;
+  EXPECT_EQ(why.out,
+            "job j9:\nrank 0 holds a collective message from rank 1 (tag 1024, context 1, 4 bytes) that none of its "
+            "receives took: the ranks disagree about that call (its root, its algorithm, or whether to make it)\n");
 }
 
 TEST_F(TraceJobTest, ABadRecordCountIsRefused) {

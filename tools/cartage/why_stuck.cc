@@ -166,6 +166,15 @@ std::string WhyStuck(const TraceJob& job, const fsm::Registry& registry) {
   }
   for (const auto& [r, v] : views) {
     for (const std::string& s : v.odd_sizes) out.push_back(s);
+    // A collective message nobody took: the ranks ran different calls (a
+    // root that differs, a call one skipped, a different algorithm).
+    for (const Live& l : v.live) {
+      if (l.machine != "car_unexpected" || (l.context & 1) == 0) continue;
+      out.push_back(absl::StrFormat(
+          "rank %d holds a collective message from rank %d (tag %d, context %d, %d bytes) that none of its receives "
+          "took: the ranks disagree about that call (its root, its algorithm, or whether to make it)",
+          r, l.peer, l.tag, l.context, l.bytes));
+    }
   }
   // Message waits: a cycle, or the ranks everyone waits for.
   std::map<int, std::vector<const Live*>> waits;
