@@ -246,4 +246,21 @@ absl::Status Car::UnpackArrived() {
   return absl::OkStatus();
 }
 
+bool Car::UnpackCutsAnElement(uint64_t arriving) const {
+  if (spec_.mop == nullptr || !spec_.flags.has(CarFlag::kUnpack) || spec_.pack_buf == nullptr) return false;
+  const Segment& g = spec_.segment;
+  const uint64_t n = std::min(bytes_done_ + arriving, spec_.pack_size);
+  // As datatype::ReduceUnpack bounds and measures it.
+  const uint64_t size = g.dtype != nullptr ? static_cast<uint64_t>(g.dtype->size()) : datatype::SizeOf(g.type);
+  const uint64_t first = g.first;
+  const uint64_t last = std::min({g.last, g.first + n, g.count * size});
+  if (n == 0 || first >= last) return false;
+  uint64_t unit = size;
+  datatype::BasicType basic = datatype::BasicType::kByte;
+  if (g.dtype != nullptr && spec_.mop->kind() != datatype::OpKind::kUser && g.dtype->homogeneous(&basic)) {
+    unit = datatype::SizeOf(basic);
+  }
+  return unit != 0 && (first % unit != 0 || last % unit != 0);
+}
+
 }  // namespace cartage::car

@@ -306,6 +306,11 @@ class Car {
   // UNPACK from a packed buffer (with MOP: reduce) into the segment, for the
   // bytes that arrived; fails for a reduction that cuts an element.
   absl::Status UnpackArrived();
+  // Whether UnpackArrived would fail once `arriving` more bytes are in: a
+  // reduction (MOP) whose bytes end, or begin, inside an element. The
+  // pool's ValidateSpec has refused an operator the type does not take, so
+  // this is the only way it fails. Reads nothing but the spec and counts.
+  bool UnpackCutsAnElement(uint64_t arriving) const;
 
   // Binds a wildcard receive to the VC of the message it matched.
   void Rebind(const Vc* vc) { spec_.vc = vc; }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
@@ -165,6 +166,9 @@ bool CarActions::AllPredecessorsDone(const Car& c, const CarSignal&) {
 }
 bool CarActions::LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
 bool CarActions::FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
+bool CarActions::UnpackFails(const Car& c, const CarSignal& s) {
+  return c.flags().has(CarFlag::kMop) && c.UnpackCutsAnElement(s.bytes);
+}
 
 // ---- Dependencies ------------------------------------------------------------
 
@@ -246,14 +250,30 @@ void CarActions::Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_
 
 void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) {
   Account(c, s, events);
-  // UNPACK (and MOP) from the packed buffer the message arrived in.
+  // UNPACK (and MOP) from the packed buffer the message arrived in. The
+  // UnpackFails rows took every receive whose unpack would fail to
+  // `failed`; an error here would be a broken guard, still reported.
   if (absl::Status why = c.flags().has(CarFlag::kUnpack) ? c.UnpackArrived() : absl::OkStatus(); !why.ok()) {
     CarSignal failure;
-    failure.error = why;
+    failure.error = absl::InternalError(absl::StrCat("UnpackFails let through: ", why.message()));
     FailCar(c, failure, events);
     return;
   }
   CompleteCar(c, s, events);
+}
+
+void CarActions::FailUnpack(Car& c, const CarSignal& s, CarEvents& events) {
+  Account(c, s, events);
+  CarSignal failure;
+  failure.error = c.UnpackArrived();  // names the cut; writes nothing
+  if (failure.error.ok()) failure.error = absl::InternalError("UnpackFails saw a cut UnpackArrived did not");
+  FailCar(c, failure, events);
+}
+
+void CarActions::ReceiveEagerUnpackFails(Car& c, const CarSignal& s, CarEvents& events) {
+  BeginReceive(c, s, events);
+  c.Land(s.data, s.bytes);
+  FailUnpack(c, s, events);
 }
 
 void CarActions::FailTruncated(Car& c, const CarSignal& s, CarEvents& events) {

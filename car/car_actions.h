@@ -37,6 +37,7 @@ struct CarActions {
   static bool AllPredecessorsDone(const Car& c, const CarSignal& s);  // vertex can run now
   static bool LastPredecessor(const Car& c, const CarSignal& s);    // this one releases it
   static bool FitsTemp(const Car& c, const CarSignal& s);           // a whole eager message fits
+  static bool UnpackFails(const Car& c, const CarSignal& s);        // these last bytes cut a reduced element
 
   // Dependencies.
   static void Arm(Car& c, const CarSignal& s, CarEvents& events);         // offer buffer, then wait
@@ -58,6 +59,8 @@ struct CarActions {
   static void FailTruncated(Car& c, const CarSignal& s, CarEvents& events);
   static void ReceiveEager(Car& c, const CarSignal& s, CarEvents& events);           // whole message
   static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events);  // what fits, then fail
+  static void FailUnpack(Car& c, const CarSignal& s, CarEvents& events);             // account, fail naming the cut
+  static void ReceiveEagerUnpackFails(Car& c, const CarSignal& s, CarEvents& events);  // land, then FailUnpack
   // Unexpected messages.
   static void NoteEnvelope(Car& c, const CarSignal& s, CarEvents& events);
   static void HandOff(Car& c, const CarSignal& s, CarEvents& events);

@@ -50,6 +50,7 @@ inline constexpr fsm::Guard<D> kTruncates{"Truncates", &A::Truncates};
 inline constexpr fsm::Guard<D> kIsRendezvous{"IsRendezvous", &A::IsRendezvous};
 inline constexpr fsm::Guard<D> kIsEmpty{"IsEmpty", &A::IsEmpty};
 inline constexpr fsm::Guard<D> kMoreToCome{"MoreToCome", &A::MoreToCome};
+inline constexpr fsm::Guard<D> kUnpackFails{"UnpackFails", &A::UnpackFails};
 inline constexpr fsm::Action<D> kArm{"Arm", &A::Arm};
 inline constexpr fsm::Action<D> kTakeBuffer{"TakeBuffer", &A::TakeBuffer};
 inline constexpr fsm::Action<D> kCountDep{"CountDep", &A::CountDep};
@@ -64,6 +65,8 @@ inline constexpr fsm::Action<D> kFinishReceive{"FinishReceive", &A::FinishReceiv
 inline constexpr fsm::Action<D> kFailTruncated{"FailTruncated", &A::FailTruncated};
 inline constexpr fsm::Action<D> kReceiveEager{"ReceiveEager", &A::ReceiveEager};
 inline constexpr fsm::Action<D> kReceiveEagerTruncated{"ReceiveEagerTruncated", &A::ReceiveEagerTruncated};
+inline constexpr fsm::Action<D> kFailUnpack{"FailUnpack", &A::FailUnpack};
+inline constexpr fsm::Action<D> kReceiveEagerUnpackFails{"ReceiveEagerUnpackFails", &A::ReceiveEagerUnpackFails};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
 inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
 
@@ -83,13 +86,16 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kPosted,     E::kEnvelope,       kIsEmpty,      kReceiveEmpty,          S::kDone},
   {S::kPosted,     E::kEnvelope,       {},            kBeginReceive,          S::kReceiving},
   {S::kPosted,     E::kEager,          kTruncates,    kReceiveEagerTruncated, S::kFailed},
+  {S::kPosted,     E::kEager,          kUnpackFails,  kReceiveEagerUnpackFails, S::kFailed},
   {S::kPosted,     E::kEager,          {},            kReceiveEager,          S::kDone},
   {S::kPosted,     E::kCancel,         {},            kUnpostAndCancel,       S::kCancelled},
   {S::kPosted,     E::kError,          {},            kFail,                  S::kFailed},
   {S::kCtsSent,    E::kData,           kMoreToCome,   kAccount,               S::kReceiving},
+  {S::kCtsSent,    E::kData,           kUnpackFails,  kFailUnpack,            S::kFailed},
   {S::kCtsSent,    E::kData,           {},            kFinishReceive,         S::kDone},
   {S::kCtsSent,    E::kError,          {},            kFail,                  S::kFailed},
   {S::kReceiving,  E::kData,           kMoreToCome,   kAccount,               S::kReceiving},
+  {S::kReceiving,  E::kData,           kUnpackFails,  kFailUnpack,            S::kFailed},
   {S::kReceiving,  E::kData,           {},            kFinishReceive,         S::kDone},
   {S::kReceiving,  E::kError,          {},            kFail,                  S::kFailed},
   {S::kTruncating, E::kData,           kMoreToCome,   kAccount,               S::kTruncating},

@@ -188,6 +188,7 @@ TEST_F(CarFsmChunkedTest, ReceiveWithMopReducesIntoTheSegment) {
   ASSERT_TRUE(cut.done());
   EXPECT_EQ(cut.status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(cut.status.message(), HasSubstr("bytes [0, 998) cut an element of 4 bytes"));
+  EXPECT_EQ(RecvMachine::StateOf(*r2), RecvState::kFailed) << "a row of the table, not an action's branch";
   EXPECT_EQ(accum, before) << "a refused reduction writes nothing";
 }
 
