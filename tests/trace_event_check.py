@@ -10,6 +10,7 @@ on each track the slices' timestamps never go back, and complete slices nest
 or stand apart; every flow id has one start and one finish, the finish no
 earlier, and each end lies in a slice of its own track (so the arrow binds).
 """
+import bisect
 import json
 import sys
 from collections import defaultdict
@@ -97,8 +98,22 @@ def check(doc):
         for j, b in stack:
             problems.append(f"event {j}: begin {b.get('name')!r} never ends")
 
+    # Per track: slices by start, and the latest end among those that start
+    # no later than each, so a point's enclosing slice is a binary search away.
+    track_starts, track_reach = {}, {}
+    for track, spans in slices.items():
+        spans.sort()
+        track_starts[track] = [b for b, _ in spans]
+        far, ends = float("-inf"), []
+        for _, e in spans:
+            far = max(far, e)
+            ends.append(far)
+        track_reach[track] = ends
+
     def bound(ev):
-        return any(s - 1e-6 <= ev["ts"] <= e + 1e-6 for s, e in slices[(ev.get("pid"), ev.get("tid"))])
+        track = (ev.get("pid"), ev.get("tid"))
+        k = bisect.bisect_right(track_starts.get(track, []), ev["ts"] + 1e-6) - 1
+        return k >= 0 and track_reach[track][k] >= ev["ts"] - 1e-6
 
     for (cat, fid), evs in flows.items():
         starts = [ev for _, ev in evs if ev["ph"] == "s"]

@@ -254,14 +254,23 @@ std::string ChromeTraceJson(const TraceJob& job, const fsm::Registry& registry) 
       prev = &e;
     }
   }
+  std::map<int, bool> lost;  // per rank: its ring dropped its oldest records
+  for (const TraceFile& f : job.ranks) lost[f.rank] = f.lost > 0;
+  int unpaired = 0;
   for (const auto& [key, list] : sends) {
     const auto& [rank, peer, context, tag] = key;
     auto it = arrivals.find({peer, rank, context, tag});
     if (it == arrivals.end()) continue;
     const std::size_t n = std::min(list.size(), it->second.size());
+    // Where a ring dropped the oldest records, the newest pair up instead.
+    const bool from_end = lost[rank] || lost[peer];
     for (std::size_t k = 0; k < n; ++k) {
-      const End& s = list[k];
-      const End& r = it->second[k];
+      const End& s = from_end ? list[list.size() - n + k] : list[k];
+      const End& r = from_end ? it->second[it->second.size() - n + k] : it->second[k];
+      if (r.time + r.file->clock_offset_ns < s.time + s.file->clock_offset_ns) {
+        ++unpaired;  // not this message's arrival: the records do not line up
+        continue;
+      }
       const int id = ++flow_id;
       const std::string name = Json(absl::StrFormat("message %d→%d tag %d", rank, peer, tag));
       events.push_back(absl::StrFormat(R"({"name":%s,"cat":"message","ph":"s","id":%d,"pid":%d,"tid":%d,"ts":%s})", name,
@@ -270,7 +279,8 @@ std::string ChromeTraceJson(const TraceJob& job, const fsm::Registry& registry) 
                                        name, id, peer, r.tid, ts(*r.file, r.time)));
     }
   }
-  std::string out = absl::StrCat("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"job\":", Json(job.id), "},\"traceEvents\":[");
+  std::string out = absl::StrCat("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"job\":", Json(job.id),
+                                 ",\"messages_not_drawn\":", unpaired, "},\"traceEvents\":[");
   for (std::size_t k = 0; k < events.size(); ++k) absl::StrAppend(&out, k == 0 ? "\n" : ",\n", events[k]);
   absl::StrAppend(&out, "\n]}\n");
   return out;
