@@ -8,44 +8,35 @@
 
 namespace cartage::fsm {
 
-namespace {
-
-// A file's machine as the registry knows it: its state and event indexes
-// mapped onto the table's (the names travel with the file).
-struct Bound {
-  const MachineInfo* info = nullptr;
-  std::vector<int> state;  // file index -> table index, -1 unknown
-  std::vector<int> event;
-};
-
-int IndexOf(const std::vector<absl::string_view>& names, const std::string& n) {
-  auto it = std::find(names.begin(), names.end(), n);
-  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
+std::vector<BoundMachine> BindMachines(const Registry& registry, const TraceFile& f) {
+  std::vector<BoundMachine> bound(f.machines.size());
+  for (std::size_t m = 0; m < f.machines.size(); ++m) {
+    const TraceFile::Machine& fm = f.machines[m];
+    BoundMachine& b = bound[m];
+    b.info = registry.Find(fm.name);
+    if (b.info == nullptr) continue;
+    for (const std::string& n : fm.states) {
+      auto it = std::find(b.info->states.begin(), b.info->states.end(), n);
+      b.state.push_back(it == b.info->states.end() ? -1 : static_cast<int>(it - b.info->states.begin()));
+    }
+    for (const std::string& n : fm.events) {
+      auto it = std::find_if(b.info->events.begin(), b.info->events.end(),
+                             [&](const EventSpec& e) { return e.name == n; });
+      b.event.push_back(it == b.info->events.end() ? -1 : static_cast<int>(it - b.info->events.begin()));
+    }
+  }
+  return bound;
 }
-
-}  // namespace
 
 TraceCheck CheckJobTrace(const Registry& registry, const std::vector<TraceFile>& ranks) {
   TraceCheck out;
   out.finished = !ranks.empty() && static_cast<int>(ranks.size()) == ranks.front().size &&
                  std::all_of(ranks.begin(), ranks.end(), [](const TraceFile& f) { return f.end == "finalize"; });
   for (const TraceFile& f : ranks) {
-    std::vector<Bound> bound(f.machines.size());
+    const std::vector<BoundMachine> bound = BindMachines(registry, f);
     for (std::size_t m = 0; m < f.machines.size(); ++m) {
-      const TraceFile::Machine& fm = f.machines[m];
-      Bound& b = bound[m];
-      b.info = registry.Find(fm.name);
-      if (b.info == nullptr) {
-        out.problems.push_back(absl::StrFormat("rank %d: machine '%s' is in no table", f.rank, fm.name));
-        continue;
-      }
-      for (const std::string& s : fm.states) b.state.push_back(IndexOf(b.info->states, s));
-      for (const std::string& e : fm.events) {
-        int i = -1;
-        for (std::size_t k = 0; k < b.info->events.size(); ++k) {
-          if (b.info->events[k].name == e) i = static_cast<int>(k);
-        }
-        b.event.push_back(i);
+      if (bound[m].info == nullptr) {
+        out.problems.push_back(absl::StrFormat("rank %d: machine '%s' is in no table", f.rank, f.machines[m].name));
       }
     }
     // Per (machine, instance): the table state it is in.
@@ -60,7 +51,7 @@ TraceCheck CheckJobTrace(const Registry& registry, const std::vector<TraceFile>&
         open_spans.erase({e.context, e.instance});
         continue;
       }
-      const Bound& b = bound[static_cast<std::size_t>(e.machine)];
+      const BoundMachine& b = bound[static_cast<std::size_t>(e.machine)];
       if (b.info == nullptr) continue;
       const TraceFile::Machine& fm = f.MachineOf(e);
       ++out.transitions;
@@ -100,7 +91,7 @@ TraceCheck CheckJobTrace(const Registry& registry, const std::vector<TraceFile>&
     std::vector<std::pair<std::pair<int32_t, uint64_t>, int>> left(at.begin(), at.end());
     std::sort(left.begin(), left.end());
     for (const auto& [key, state] : left) {
-      const Bound& b = bound[static_cast<std::size_t>(key.first)];
+      const BoundMachine& b = bound[static_cast<std::size_t>(key.first)];
       if (!b.info->is_final[static_cast<std::size_t>(state)]) {
         out.problems.push_back(absl::StrFormat("rank %d: %s#%d ends the job in '%s', which is not final", f.rank,
                                                b.info->name, key.second, b.info->states[static_cast<std::size_t>(state)]));

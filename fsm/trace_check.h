@@ -22,6 +22,17 @@ struct TraceCheck {
   bool finished = false;  // every rank's file was written at finalize
 };
 
+// A file's machine as the registry knows it: the file's state and event
+// indexes mapped onto the table's by name (-1: the table has no such name);
+// `info` null for a machine no table describes.
+struct BoundMachine {
+  const MachineInfo* info = nullptr;
+  std::vector<int> state;
+  std::vector<int> event;
+};
+// One per machine of `f`, in its order.
+std::vector<BoundMachine> BindMachines(const Registry& registry, const TraceFile& f);
+
 // `ranks`: the files of one job (any order).
 TraceCheck CheckJobTrace(const Registry& registry, const std::vector<TraceFile>& ranks);
 

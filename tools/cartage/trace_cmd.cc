@@ -132,12 +132,11 @@ std::string ChromeTraceJson(const TraceJob& job, const fsm::Registry& registry) 
     // A re-armed CAR (a persistent request, a schedule's step run again)
     // starts a new life at each run: it leaves its initial state again.
     std::vector<int> initial(f.machines.size(), -1);
-    for (std::size_t m = 0; m < f.machines.size(); ++m) {
-      if (const fsm::MachineInfo* info = registry.Find(f.machines[m].name)) {
-        const auto& st = f.machines[m].states;
-        auto it = std::find(st.begin(), st.end(), info->states[info->initial]);
-        if (it != st.end()) initial[m] = static_cast<int>(it - st.begin());
-      }
+    const std::vector<fsm::BoundMachine> bound = fsm::BindMachines(registry, f);
+    for (std::size_t m = 0; m < bound.size(); ++m) {
+      if (bound[m].info == nullptr) continue;
+      auto it = std::find(bound[m].state.begin(), bound[m].state.end(), bound[m].info->initial);
+      if (it != bound[m].state.end()) initial[m] = static_cast<int>(it - bound[m].state.begin());
     }
     std::deque<Life> cars;
     std::map<std::pair<int32_t, uint64_t>, Life*> live;
@@ -370,28 +369,12 @@ int Diagram(const std::string& dir, const std::string& only, std::string out, co
   for (const TraceJob& j : *jobs) {
     for (const TraceFile& f : j.ranks) {
       // The file's machines bound to the tables by name.
-      std::vector<const fsm::MachineInfo*> info(f.machines.size());
-      std::vector<std::vector<int>> state(f.machines.size()), event(f.machines.size());
-      for (std::size_t m = 0; m < f.machines.size(); ++m) {
-        info[m] = registry.Find(f.machines[m].name);
-        if (info[m] == nullptr) continue;
-        for (const std::string& n : f.machines[m].states) {
-          auto it = std::find(info[m]->states.begin(), info[m]->states.end(), n);
-          state[m].push_back(it == info[m]->states.end() ? -1 : static_cast<int>(it - info[m]->states.begin()));
-        }
-        for (const std::string& n : f.machines[m].events) {
-          int k = -1;
-          for (std::size_t e = 0; e < info[m]->events.size(); ++e) {
-            if (info[m]->events[e].name == n) k = static_cast<int>(e);
-          }
-          event[m].push_back(k);
-        }
-      }
+      const std::vector<fsm::BoundMachine> bound = fsm::BindMachines(registry, f);
       std::map<std::pair<int32_t, uint64_t>, const Entry*> prev;
       for (const Entry& e : f.entries) {
         if (e.kind != 't') continue;
         const auto m = static_cast<std::size_t>(e.machine);
-        const fsm::MachineInfo* mi = info[m];
+        const fsm::MachineInfo* mi = bound[m].info;
         if (mi == nullptr || (!only.empty() && mi->name != only)) continue;
         Tally& t = tally[std::string(mi->name)];
         if (t.live.taken.empty()) {
@@ -399,7 +382,7 @@ int Diagram(const std::string& dir, const std::string& only, std::string out, co
           t.dwell.resize(mi->states.size());
         }
         ++t.transitions;
-        const int from = state[m][e.from], to = state[m][e.to], ev = event[m][e.event];
+        const int from = bound[m].state[e.from], to = bound[m].state[e.to], ev = bound[m].event[e.event];
         for (std::size_t r = 0; r < mi->transitions.size(); ++r) {
           const fsm::TransitionInfo& row = mi->transitions[r];
           if (row.source == from && row.event == ev && row.target == to) {
