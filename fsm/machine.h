@@ -204,6 +204,18 @@ class EventQueue {
 
   bool has_pending() const { return next_ < pending_.size(); }
 
+  // Whether `event` of machine M waits in the queue for `target`: raised,
+  // not run yet. So a second failure is not raised while the first is on
+  // its way, with no flag on the instance to say so.
+  template <class M>
+  bool Queued(const Ctx& target, typename M::Event event) const {
+    for (std::size_t i = next_; i < pending_.size(); ++i) {
+      const Pending& e = pending_[i];
+      if (e.ctx == &target && e.fn == &M::DispatchQueued && e.event == static_cast<uint8_t>(event)) return true;
+    }
+    return false;
+  }
+
   // Runs queued events in order (including those they raise); returns the
   // first error, having still run every queued event.
   absl::Status Drain() {
@@ -302,6 +314,10 @@ class Machine {
   }
   template <TraceMode kMode = TraceMode::kRuntime>
   static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload) {
+    if constexpr (!kRaises) {
+      // Its actions raise nothing: no queue to build, nothing to drain.
+      return Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, no_events_);
+    }
     EventsOf<Def> events;
     absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, events);
     if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
@@ -349,6 +365,16 @@ class Machine {
 
  private:
   static constexpr std::size_t kEvents = static_cast<std::size_t>(Event::kCount);
+  // A Def whose actions never raise an event says so
+  // (`static constexpr bool kRaisesEvents = false;`): its dispatch builds no queue.
+  static inline EventsOf<Def> no_events_;  // what a Def that raises nothing is handed, untouched
+  static constexpr bool kRaises = [] {
+    if constexpr (requires { Def::kRaisesEvents; }) {
+      return Def::kRaisesEvents;
+    } else {
+      return true;
+    }
+  }();
 
   // Compiled from the table: one function per (state, event), its rows
   // unrolled in declared order with their guards and actions called
@@ -378,9 +404,10 @@ class Machine {
       // A record's time is its transition's start, before the action puts
       // anything on the wire: a peer may record the arrival before this
       // dispatch returns.
+      [[maybe_unused]] int64_t started = 0;
       if constexpr (kMode == TraceMode::kRuntime) {
         if (ABSL_PREDICT_FALSE(internal::g_trace_sink.load(std::memory_order_relaxed) != nullptr)) {
-          internal::MarkTransitionStart();
+          started = internal::TransitionStart();
         }
       }
       if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, events);
@@ -389,8 +416,8 @@ class Machine {
       if constexpr (kMode == TraceMode::kRuntime) {
         TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);
         if (ABSL_PREDICT_FALSE(sink != nullptr)) {
-          internal::EmitTrace(sink, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget, SubjectOf<Def>(), &ctx,
-                              &payload);
+          internal::EmitTrace(sink, started, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget,
+                              SubjectOf<Def>(), &ctx, &payload);
         }
       }
       return absl::OkStatus();

@@ -13,17 +13,11 @@ namespace cartage::fsm {
 namespace internal {
 std::atomic<TraceSink*> g_trace_sink{nullptr};
 
-namespace {
-thread_local int64_t t_started = 0;  // MarkTransitionStart's, until EmitTrace takes it
-}  // namespace
+int64_t TransitionStart() { return absl::GetCurrentTimeNanos(); }
 
-void MarkTransitionStart() { t_started = absl::GetCurrentTimeNanos(); }
-
-void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
+void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance, const MachineNames* m, uint8_t from,
                uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload) {
-  // No mark: the sink came after this transition started.
-  const int64_t started = t_started != 0 ? t_started : absl::GetCurrentTimeNanos();
-  t_started = 0;
+  if (started == 0) started = absl::GetCurrentTimeNanos();
   TraceRecord r{.time_ns = started, .instance = instance, .machine = m, .from = from, .event = event, .to = to};
   if (subject != nullptr) subject(ctx, payload, r);
   sink->Record(r);

@@ -67,12 +67,13 @@ namespace internal {
 extern std::atomic<TraceSink*> g_trace_sink;
 // Fills a record's subject from the instance and the event's payload.
 using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r);
-// Notes the time a traced transition starts (before its action), for the
-// EmitTrace that follows on this thread; actions never dispatch, so the two
-// pair up.
-void MarkTransitionStart();
-// Out of line so the dispatch fast path stays small.
-void EmitTrace(TraceSink* sink, uint64_t instance, const MachineNames* m, uint8_t from,
+// The time a traced transition starts (before its action), which the
+// dispatch hands to its EmitTrace: an action may dispatch another machine
+// (a schedule's step run as a vertex launches) and record in between.
+int64_t TransitionStart();
+// Out of line so the dispatch fast path stays small. `started`: 0 where the
+// sink came after the transition started.
+void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance, const MachineNames* m, uint8_t from,
                uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload);
 }  // namespace internal
 
