@@ -168,7 +168,6 @@ void Car::Rearm() {
   preds_pending_ = spec_.predecessors;
   bytes_total_ = bytes_done_ = bytes_copied_ = 0;
   matched_ = nullptr;
-  ending_ = false;
   status_ = absl::OkStatus();
   // buf_consumer_ and progress_dependent_ are links, kept across re-arming.
 }

@@ -151,6 +151,7 @@ enum CarProto : uint32_t {
   kProtoEager = 0,
   kProtoRendezvous = 1u << 0,  // RTS now, data after CTS
   kProtoSync = 1u << 1,        // synchronous send: ACK when matched
+  kProtoRead = 1u << 2,        // a CTS: the receiver read the data itself (single copy)
 };
 
 // The payload every CAR event carries.
@@ -271,7 +272,6 @@ class Car {
   Car* matched() const { return matched_; }  // unexpected: the receive it was handed to
   uint32_t deps_pending() const { return deps_pending_; }
   uint32_t predecessors_pending() const { return preds_pending_; }
-  bool ending() const { return ending_; }  // an error or cancel is on its way
 
   // Where the next arriving bytes go and how many fit: the user buffer of a
   // receive (after bytes_done), the temp buffer of an unexpected message, or
@@ -344,7 +344,6 @@ class Car {
   Car* matched_ = nullptr;
   Car* buf_consumer_ = nullptr;
   Car* progress_dependent_ = nullptr;
-  bool ending_ = false;  // an error or cancel is queued for it: raise no second one
   absl::Status status_;
 };
 

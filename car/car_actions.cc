@@ -132,9 +132,24 @@ void FailDependents(Car& c, CarEvents& events, absl::StatusCode code) {
 
 }  // namespace
 
+bool CarActions::ErrorQueued(const Car& c, const CarEvents& events) {
+  switch (c.kind()) {
+    case CarKind::kSend: return events.Queued<SendMachine>(c, SendEvent::kError);
+    case CarKind::kRecv: return events.Queued<RecvMachine>(c, RecvEvent::kError);
+    case CarKind::kUnexpected: return events.Queued<UnexpectedMachine>(c, UnexpectedEvent::kError);
+    case CarKind::kVertex: return events.Queued<VertexMachine>(c, VertexEvent::kError);
+    case CarKind::kCount: break;
+  }
+  return false;
+}
+
+bool CarActions::Failing(Car& c, const CarEvents& events) {
+  if (IsFinal(c) || ErrorQueued(c, events)) return true;
+  return c.kind() == CarKind::kVertex && VertexMachine::StateOf(c) == VertexState::kDraining;
+}
+
 void CarActions::RaiseError(Car& c, CarEvents& events, absl::Status error) {
-  if (c.ending_ || IsFinal(c)) return;
-  c.ending_ = true;
+  if (Failing(c, events)) return;
   CarSignal s;
   s.error = std::move(error);
   switch (c.kind()) {
@@ -153,6 +168,7 @@ bool CarActions::IsEager(const Car& c, const CarSignal&) {
   return c.payload_bytes() <= c.spec().eager_limit;
 }
 bool CarActions::IsSync(const Car& c, const CarSignal&) { return c.spec().synchronous; }
+bool CarActions::ReceiverRead(const Car&, const CarSignal& s) { return (s.proto & kProtoRead) != 0; }
 bool CarActions::Truncates(const Car& c, const CarSignal& s) { return s.bytes > c.payload_bytes(); }
 bool CarActions::IsRendezvous(const Car&, const CarSignal& s) {
   return (s.proto & kProtoRendezvous) != 0;
@@ -168,6 +184,12 @@ bool CarActions::LastPredecessor(const Car& c, const CarSignal&) { return c.pred
 bool CarActions::FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
 bool CarActions::UnpackFails(const Car& c, const CarSignal& s) {
   return c.flags().has(CarFlag::kMop) && c.UnpackCutsAnElement(s.bytes);
+}
+bool CarActions::IsSyncEager(const Car&, const CarSignal& s) {
+  return (s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0;
+}
+bool CarActions::Oversize(const Car& c, const CarSignal& s) {
+  return (s.proto & kProtoRendezvous) == 0 && s.bytes > c.spec().pack_size;
 }
 
 // ---- Dependencies ------------------------------------------------------------
@@ -214,20 +236,21 @@ void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarEvents& events) 
   CancelCar(c, s, events);
 }
 
-void CarActions::BeginReceive(Car& c, const CarSignal& s, CarEvents& events) {
+void CarActions::BeginReceive(Car& c, const CarSignal& s, CarEvents&) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
   if (base::Completion* k = c.spec().counter) {
     k->source = s.source;
     k->tag = s.tag;
   }
-  if ((s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0) {
-    if (c.vc() != nullptr && c.vc()->send_ack != nullptr) {
-      c.vc()->send_ack(c, events);
-    } else if (base::Completion* k = c.spec().counter) {
-      k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
-          "%s: cannot acknowledge the synchronous send: its VC has no send_ack", Describe(c))));
-    }
+}
+
+void CarActions::SendAck(Car& c, CarEvents& events) {
+  if (c.vc() != nullptr && c.vc()->send_ack != nullptr) {
+    c.vc()->send_ack(c, events);
+  } else if (base::Completion* k = c.spec().counter) {
+    k->status.Update(absl::FailedPreconditionError(absl::StrFormat(
+        "%s: cannot acknowledge the synchronous send: its VC has no send_ack", Describe(c))));
   }
 }
 
@@ -307,21 +330,17 @@ void CarActions::StashEager(Car& c, const CarSignal& s, CarEvents&) {
 }
 
 void CarActions::DropOversize(Car& c, const CarSignal& s, CarEvents& events) {
+  c.bytes_total_ = s.bytes;
+  c.proto_ = s.proto;
   CarSignal failure;
   failure.error = absl::ResourceExhaustedError(absl::StrFormat(
       "%d-byte message does not fit the %d-byte temporary buffer", s.bytes, c.spec().pack_size));
   Drop(c, failure, events);
 }
 
-void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarEvents& events) {
+void CarActions::NoteEnvelope(Car& c, const CarSignal& s, CarEvents&) {
   c.bytes_total_ = s.bytes;
   c.proto_ = s.proto;
-  const bool rendezvous = (s.proto & kProtoRendezvous) != 0;
-  if (!rendezvous && s.bytes > c.spec().pack_size) {
-    RaiseError(c, events, absl::ResourceExhaustedError(absl::StrFormat(
-                            "%d-byte message does not fit the %d-byte temporary buffer", s.bytes,
-                            c.spec().pack_size)));
-  }
 }
 
 void CarActions::HandOff(Car& c, const CarSignal& s, CarEvents& events) {
@@ -369,7 +388,7 @@ void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) {
   }
   // A dependent that already failed (another supplier's doing) has no use for it.
   auto release = [&](Car* d) {
-    if (d != nullptr && !IsFinal(*d) && !d->ending()) RaiseProgress(*d, events);
+    if (d != nullptr && !Failing(*d, events)) RaiseProgress(*d, events);
   };
   release(c.progress_dependent());
   for (Car* next : c.spec().successors) release(next);

@@ -22,14 +22,22 @@ struct CarMachineBase {
 };
 
 struct CarActions {
-  // Raises the error event of c's own machine, once: a CAR that already has an
-  // error or cancel on its way (or is final) gets no second one.
+  // Raises the error event of c's own machine, once: a CAR that is failing
+  // already gets no second one.
   static void RaiseError(Car& c, CarEvents& events, absl::Status error);
+  // Whether c's error event waits in `events`.
+  static bool ErrorQueued(const Car& c, const CarEvents& events);
+  // Whether c ended, its error waits in `events`, or (a vertex) it drains:
+  // neither a second error nor a predecessor's completion is raised for it,
+  // since either could reach it after it ended (the table states say so,
+  // not a flag on the CAR).
+  static bool Failing(Car& c, const CarEvents& events);
 
   // Guards.
   static bool HasDeps(const Car& c, const CarSignal& s);            // buffer/progress deps unmet
   static bool IsEager(const Car& c, const CarSignal& s);            // send fits the eager limit
   static bool IsSync(const Car& c, const CarSignal& s);             // synchronous send
+  static bool ReceiverRead(const Car& c, const CarSignal& s);       // a CTS: the data is already across
   static bool Truncates(const Car& c, const CarSignal& s);          // announced > buffer
   static bool IsRendezvous(const Car& c, const CarSignal& s);       // RTS, data later
   static bool IsEmpty(const Car& c, const CarSignal& s);            // zero-byte message
@@ -37,7 +45,13 @@ struct CarActions {
   static bool AllPredecessorsDone(const Car& c, const CarSignal& s);  // vertex can run now
   static bool LastPredecessor(const Car& c, const CarSignal& s);    // this one releases it
   static bool FitsTemp(const Car& c, const CarSignal& s);           // a whole eager message fits
+  static bool Oversize(const Car& c, const CarSignal& s);           // an announced eager message will not fit
   static bool UnpackFails(const Car& c, const CarSignal& s);        // these last bytes cut a reduced element
+  static bool IsSyncEager(const Car& c, const CarSignal& s);        // a synchronous eager message: acknowledge it
+  template <bool (*Also)(const Car&, const CarSignal&)>
+  static bool SyncAnd(const Car& c, const CarSignal& s) {           // synchronous eager, and Also
+    return IsSyncEager(c, s) && Also(c, s);
+  }
 
   // Dependencies.
   static void Arm(Car& c, const CarSignal& s, CarEvents& events);         // offer buffer, then wait
@@ -61,12 +75,20 @@ struct CarActions {
   static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events);  // what fits, then fail
   static void FailUnpack(Car& c, const CarSignal& s, CarEvents& events);             // account, fail naming the cut
   static void ReceiveEagerUnpackFails(Car& c, const CarSignal& s, CarEvents& events);  // land, then FailUnpack
+  // A synchronous eager message's ACK to its sender, then Then: the rows
+  // guarded by SyncAnd<...> take these, whatever becomes of the receive.
+  template <void (*Then)(Car&, const CarSignal&, CarEvents&)>
+  static void AckThen(Car& c, const CarSignal& s, CarEvents& events) {
+    SendAck(c, events);
+    Then(c, s, events);
+  }
+  static void SendAck(Car& c, CarEvents& events);
   // Unexpected messages.
   static void NoteEnvelope(Car& c, const CarSignal& s, CarEvents& events);
   static void HandOff(Car& c, const CarSignal& s, CarEvents& events);
   static void Drop(Car& c, const CarSignal& s, CarEvents& events);
   static void StashEager(Car& c, const CarSignal& s, CarEvents& events);    // a whole message into the temp buffer
-  static void DropOversize(Car& c, const CarSignal& s, CarEvents& events);  // it does not fit
+  static void DropOversize(Car& c, const CarSignal& s, CarEvents& events);  // it does not fit: dropped, named
   // Vertices.
   static void CountDown(Car& c, const CarSignal& s, CarEvents& events);
   static void Launch(Car& c, const CarSignal& s, CarEvents& events);

@@ -3,7 +3,8 @@
 // -> data... -> done. A rendezvous match sends CTS first; a message larger
 // than the buffer is drained into truncating and fails with kOutOfRange. A
 // method that delivers an eager message whole raises one `eager` event
-// carrying envelope and bytes together.
+// carrying envelope and bytes together. A synchronous eager message is
+// acknowledged on its own rows (SyncEager...), whatever the receive comes to.
 #ifndef CARTAGE_CAR_RECV_FSM_H_
 #define CARTAGE_CAR_RECV_FSM_H_
 
@@ -51,6 +52,10 @@ inline constexpr fsm::Guard<D> kIsRendezvous{"IsRendezvous", &A::IsRendezvous};
 inline constexpr fsm::Guard<D> kIsEmpty{"IsEmpty", &A::IsEmpty};
 inline constexpr fsm::Guard<D> kMoreToCome{"MoreToCome", &A::MoreToCome};
 inline constexpr fsm::Guard<D> kUnpackFails{"UnpackFails", &A::UnpackFails};
+inline constexpr fsm::Guard<D> kSyncTruncates{"SyncEagerTruncates", &A::SyncAnd<&A::Truncates>};
+inline constexpr fsm::Guard<D> kSyncEmpty{"SyncEagerEmpty", &A::SyncAnd<&A::IsEmpty>};
+inline constexpr fsm::Guard<D> kSyncUnpackFails{"SyncEagerUnpackFails", &A::SyncAnd<&A::UnpackFails>};
+inline constexpr fsm::Guard<D> kSyncEager{"IsSyncEager", &A::IsSyncEager};
 inline constexpr fsm::Action<D> kArm{"Arm", &A::Arm};
 inline constexpr fsm::Action<D> kTakeBuffer{"TakeBuffer", &A::TakeBuffer};
 inline constexpr fsm::Action<D> kCountDep{"CountDep", &A::CountDep};
@@ -67,6 +72,14 @@ inline constexpr fsm::Action<D> kReceiveEager{"ReceiveEager", &A::ReceiveEager};
 inline constexpr fsm::Action<D> kReceiveEagerTruncated{"ReceiveEagerTruncated", &A::ReceiveEagerTruncated};
 inline constexpr fsm::Action<D> kFailUnpack{"FailUnpack", &A::FailUnpack};
 inline constexpr fsm::Action<D> kReceiveEagerUnpackFails{"ReceiveEagerUnpackFails", &A::ReceiveEagerUnpackFails};
+inline constexpr fsm::Action<D> kAckBeginTruncated{"AckThenBeginTruncated", &A::AckThen<&A::BeginTruncated>};
+inline constexpr fsm::Action<D> kAckReceiveEmpty{"AckThenReceiveEmpty", &A::AckThen<&A::ReceiveEmpty>};
+inline constexpr fsm::Action<D> kAckBeginReceive{"AckThenBeginReceive", &A::AckThen<&A::BeginReceive>};
+inline constexpr fsm::Action<D> kAckReceiveEagerTruncated{"AckThenReceiveEagerTruncated",
+                                                          &A::AckThen<&A::ReceiveEagerTruncated>};
+inline constexpr fsm::Action<D> kAckReceiveEagerUnpackFails{"AckThenReceiveEagerUnpackFails",
+                                                            &A::AckThen<&A::ReceiveEagerUnpackFails>};
+inline constexpr fsm::Action<D> kAckReceiveEager{"AckThenReceiveEager", &A::AckThen<&A::ReceiveEager>};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::FailCar};
 inline constexpr fsm::Action<D> kCancel{"Cancel", &A::CancelCar};
 
@@ -81,12 +94,18 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kWaitDeps,   E::kDepsMet,        {},            kPostToMatcher,         S::kPosted},
   {S::kWaitDeps,   E::kCancel,         {},            kCancel,                S::kCancelled},
   {S::kWaitDeps,   E::kError,          {},            kFail,                  S::kFailed},
+  {S::kPosted,     E::kEnvelope,       kSyncTruncates, kAckBeginTruncated,    S::kTruncating},
   {S::kPosted,     E::kEnvelope,       kTruncates,    kBeginTruncated,        S::kTruncating},
   {S::kPosted,     E::kEnvelope,       kIsRendezvous, kSendCts,               S::kCtsSent},
+  {S::kPosted,     E::kEnvelope,       kSyncEmpty,    kAckReceiveEmpty,       S::kDone},
   {S::kPosted,     E::kEnvelope,       kIsEmpty,      kReceiveEmpty,          S::kDone},
+  {S::kPosted,     E::kEnvelope,       kSyncEager,    kAckBeginReceive,       S::kReceiving},
   {S::kPosted,     E::kEnvelope,       {},            kBeginReceive,          S::kReceiving},
+  {S::kPosted,     E::kEager,          kSyncTruncates, kAckReceiveEagerTruncated, S::kFailed},
   {S::kPosted,     E::kEager,          kTruncates,    kReceiveEagerTruncated, S::kFailed},
+  {S::kPosted,     E::kEager,          kSyncUnpackFails, kAckReceiveEagerUnpackFails, S::kFailed},
   {S::kPosted,     E::kEager,          kUnpackFails,  kReceiveEagerUnpackFails, S::kFailed},
+  {S::kPosted,     E::kEager,          kSyncEager,    kAckReceiveEager,       S::kDone},
   {S::kPosted,     E::kEager,          {},            kReceiveEager,          S::kDone},
   {S::kPosted,     E::kCancel,         {},            kUnpostAndCancel,       S::kCancelled},
   {S::kPosted,     E::kError,          {},            kFail,                  S::kFailed},

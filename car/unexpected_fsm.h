@@ -44,6 +44,7 @@ inline constexpr fsm::Action<D> kStash{"Stash", &A::Account};
 inline constexpr fsm::Action<D> kHandOff{"HandOff", &A::HandOff};
 inline constexpr fsm::Action<D> kDrop{"Drop", &A::Drop};
 inline constexpr fsm::Guard<D> kFitsTemp{"FitsTemp", &A::FitsTemp};
+inline constexpr fsm::Guard<D> kOversize{"Oversize", &A::Oversize};
 inline constexpr fsm::Action<D> kStashEager{"StashEager", &A::StashEager};
 inline constexpr fsm::Action<D> kDropOversize{"DropOversize", &A::DropOversize};
 
@@ -51,6 +52,7 @@ inline constexpr fsm::Action<D> kDropOversize{"DropOversize", &A::DropOversize};
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source        event         guard          action         target
   {S::kNew,      E::kEnvelope, kIsRendezvous, kNoteEnvelope, S::kRtsHeld},
+  {S::kNew,      E::kEnvelope, kOversize,     kDropOversize, S::kDropped},
   {S::kNew,      E::kEnvelope, kIsEmpty,      kNoteEnvelope, S::kBuffered},
   {S::kNew,      E::kEnvelope, {},            kNoteEnvelope, S::kArriving},
   {S::kNew,      E::kEager,    kFitsTemp,     kStashEager,   S::kBuffered},

@@ -4,7 +4,8 @@
 // successor failed that way drains first: a send or receive still settles
 // its message with its peer (its VC's drain), so that the peer's
 // schedule fails too instead of waiting for ever, and no message of the
-// failed run is left behind to meet a later one.
+// failed run is left behind to meet a later one. While it drains, its other
+// predecessors' completions and failures change nothing.
 #ifndef CARTAGE_CAR_VERTEX_FSM_H_
 #define CARTAGE_CAR_VERTEX_FSM_H_
 
@@ -64,6 +65,8 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kRunning, E::kComplete,        {},                   kComplete,  S::kDone},
   {S::kRunning, E::kError,           {},                   kFail,      S::kFailed},
   {S::kDraining, E::kStart,          {},                   {},         S::kDraining},
+  {S::kDraining, E::kPredecessorDone, {},                  {},         S::kDraining},
+  {S::kDraining, E::kError,          {},                   {},         S::kDraining},
   {S::kDraining, E::kComplete,       {},                   kDrained,   S::kFailed},
 });
 // clang-format on

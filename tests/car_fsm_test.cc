@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -332,6 +333,93 @@ TEST_F(CarFsmTest, WholeEagerEventDeliversTruncatesStashesAndDrops) {
   ASSERT_TRUE(UnexpectedMachine::Dispatch(*tiny, UnexpectedEvent::kEager, eager).ok());
   EXPECT_EQ(UnexpectedMachine::StateOf(*tiny), UnexpectedState::kDropped);
   EXPECT_EQ(tiny->status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(CarFsmTest, SynchronousEagerMessagesAreAcknowledgedOnTheirOwnRowsWhateverTheReceiveBecomes) {
+  static int acks;
+  const Vc acking{.name = "acking",
+                  .post_recv = [](Car&, CarEvents&) {},
+                  .send_ack = [](Car&, CarEvents&) { ++acks; }};
+  const std::vector<char> data = Pattern(40, 5);
+  struct Case {
+    bool whole;          // one eager event, or an envelope then its data
+    uint32_t proto;
+    uint64_t bytes;      // the message's
+    std::size_t room;    // the receive's
+    RecvState after;     // the envelope's (or eager's) target
+    int acks;
+  };
+  const Case cases[] = {
+      {true, kProtoSync, 40, 64, RecvState::kDone, 1},     {true, kProtoSync, 40, 8, RecvState::kFailed, 1},
+      {true, kProtoSync, 0, 8, RecvState::kDone, 1},       {true, kProtoEager, 40, 64, RecvState::kDone, 0},
+      {false, kProtoSync, 40, 64, RecvState::kReceiving, 1}, {false, kProtoSync, 40, 8, RecvState::kTruncating, 1},
+      {false, kProtoSync, 0, 8, RecvState::kDone, 1},      {false, kProtoEager, 40, 64, RecvState::kReceiving, 0},
+  };
+  for (const Case& c : cases) {
+    acks = 0;
+    std::vector<char> buf(c.room);
+    base::Completion done;
+    CarSpec spec;
+    spec.kind = CarKind::kRecv;
+    spec.flags = CarFlag::kRecvData;
+    spec.envelope = {0, kSource, 6};
+    spec.segment = Segment::Of(buf.data(), static_cast<int64_t>(buf.size()), BasicType::kByte);
+    spec.counter = &done;
+    spec.vc = &acking;
+    done.pending = 1;
+    Car* r = loop_.Make(spec);
+    ASSERT_TRUE(RecvMachine::Dispatch(*r, RecvEvent::kPost).ok());
+    CarSignal m;
+    m.bytes = c.bytes;
+    m.proto = c.proto;
+    m.source = kSource;
+    m.tag = 6;
+    m.data = reinterpret_cast<const std::byte*>(data.data());
+    ASSERT_TRUE(RecvMachine::Dispatch(*r, c.whole ? RecvEvent::kEager : RecvEvent::kEnvelope, m).ok());
+    EXPECT_EQ(RecvMachine::StateOf(*r), c.after) << c.whole << " " << c.bytes << " into " << c.room;
+    EXPECT_EQ(acks, c.acks) << c.whole << " " << c.proto << " " << c.bytes << " into " << c.room;
+    if (!RecvMachine::IsFinal(*r)) {  // the data follows its envelope: done, or failed truncated
+      ASSERT_TRUE(RecvMachine::Dispatch(*r, RecvEvent::kData, m).ok());
+      EXPECT_EQ(RecvMachine::StateOf(*r), c.room >= c.bytes ? RecvState::kDone : RecvState::kFailed);
+      EXPECT_EQ(acks, c.acks) << "acknowledged once";
+    }
+  }
+}
+
+TEST_F(CarFsmTest, AnAnnouncedEagerMessageTooLargeForTheTemporaryBufferIsDroppedOnItsRow) {
+  std::vector<char> temp(16);
+  CarSpec u;
+  u.kind = CarKind::kUnexpected;
+  u.flags = CarFlag::kRecvData;
+  u.envelope = {0, kSource, 4};
+  u.pack_buf = temp.data();
+  u.pack_size = temp.size();
+  Car* big = loop_.Make(u);
+  fsm::TraceRecorder rec(8);
+  fsm::ScopedTraceSink on(&rec);
+  CarSignal envelope;
+  envelope.bytes = 17;
+  envelope.proto = kProtoEager;
+  envelope.source = kSource;
+  envelope.tag = 4;
+  ASSERT_TRUE(UnexpectedMachine::Dispatch(*big, UnexpectedEvent::kEnvelope, envelope).ok());
+  EXPECT_EQ(rec.ToText(), absl::StrFormat("car_unexpected#%d: new --envelope--> dropped\n", big->id()));
+  EXPECT_EQ(big->status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(big->status().message(), "17-byte message does not fit the 16-byte temporary buffer"))
+      << big->status();
+  // One that fits, or a rendezvous one of any size, is kept.
+  envelope.bytes = 16;
+  Car* fits = loop_.Make(u);
+  ASSERT_TRUE(UnexpectedMachine::Dispatch(*fits, UnexpectedEvent::kEnvelope, envelope).ok());
+  EXPECT_EQ(UnexpectedMachine::StateOf(*fits), UnexpectedState::kArriving);
+  envelope.bytes = 1 << 20;
+  envelope.proto = kProtoRendezvous;
+  Car* rts = loop_.Make(u);
+  ASSERT_TRUE(UnexpectedMachine::Dispatch(*rts, UnexpectedEvent::kEnvelope, envelope).ok());
+  EXPECT_EQ(UnexpectedMachine::StateOf(*rts), UnexpectedState::kRtsHeld);
+  CarSignal gone;
+  gone.error = absl::UnavailableError("the sender died");
+  for (Car* u2 : {fits, rts}) ASSERT_TRUE(UnexpectedMachine::Dispatch(*u2, UnexpectedEvent::kError, gone).ok());
 }
 
 TEST_F(CarFsmTest, CancelPostedReceive) {

@@ -197,16 +197,23 @@ TEST(VertexDrain, AFailedPredecessorsSuccessorDrainsBeforeItCountsAsFailed) {
   EXPECT_TRUE(done.done());
   EXPECT_THAT(y->status().message(), HasSubstr("a CAR it depends on ended without completing"));
   EXPECT_EQ(done.status.message(), absl::StrFormat("schedule vertex #%d: reduction failed", x->id()));
-  // Nothing else reaches a draining vertex: a second completion is refused.
+  // Another predecessor's failure or completion changes nothing while it
+  // drains (rows that stay in draining); only its drain's completion ends it.
   y->Rearm();
   x->Rearm();
   done.pending = 2;
   done.status = absl::OkStatus();
   drains.clear();
   ASSERT_TRUE(VertexMachine::Dispatch(*x, VertexEvent::kStart).ok());
-  EXPECT_FALSE(VertexMachine::Dispatch(*y, VertexEvent::kError).ok());
+  ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kError).ok());
+  ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kPredecessorDone).ok());
+  EXPECT_EQ(VertexMachine::StateOf(*y), VertexState::kDraining);
+  EXPECT_THAT(drains, ElementsAre(y->id())) << "drained once";
+  EXPECT_FALSE(done.done());
   ASSERT_TRUE(VertexMachine::Dispatch(*y, VertexEvent::kComplete).ok());
+  EXPECT_EQ(VertexMachine::StateOf(*y), VertexState::kFailed);
   EXPECT_TRUE(done.done());
+  EXPECT_FALSE(VertexMachine::Dispatch(*y, VertexEvent::kError).ok()) << "failed is final";
   pool.Release(x);
   pool.Release(y);
   g_ran = nullptr;

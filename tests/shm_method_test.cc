@@ -19,10 +19,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "car/car_pool.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
+#include "fsm/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "methods/shm/shm_method.h"
@@ -294,6 +297,52 @@ TEST_F(ShmMethodTest, AWellFormedAckCompletesTheSend) {
   Append(kRecAck, &ack, sizeof(ack));
   rank0_->Progress();
   EXPECT_EQ(rank0_->PeerStatus(1).message(), "malformed wire record from rank 1: ACK for an unknown send");
+}
+
+// A send whose record does not fit the ring waits in eager_queued, behind
+// nothing but its own, and leaves it (`sent`) once the reader made room:
+// the table shows it waiting, where a flag beside the CAR did.
+TEST_F(ShmMethodTest, ASendTheRingHasNoRoomForWaitsInEagerQueued) {
+  fsm::TraceRecorder rec(1 << 12);
+  fsm::ScopedTraceSink on(&rec);
+  static char block[4096];
+  std::vector<std::unique_ptr<base::Completion>> done;
+  std::vector<car::Car*> sends;
+  for (int i = 0; i < 64; ++i) {  // 256 KiB into a 64 KiB ring: some wait
+    done.push_back(std::make_unique<base::Completion>());
+    done.back()->pending = 1;
+    car::CarSpec s;
+    s.kind = car::CarKind::kSend;
+    s.flags = car::CarFlag::kSendData;
+    s.envelope = {0, 1, 5};
+    s.segment = car::Segment::Of(block, sizeof(block), datatype::BasicType::kByte);
+    s.counter = done.back().get();
+    s.vc = rank0_->VcOf(1);
+    s.eager_limit = 8192;
+    car::Car* c = *host0_.pool.Create(s);
+    rank0_->Bind(*c, 1);
+    ASSERT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    sends.push_back(c);
+  }
+  ASSERT_EQ(car::SendMachine::StateOf(*sends.front()), car::SendState::kDone);
+  car::Car* last = sends.back();
+  ASSERT_EQ(car::SendMachine::StateOf(*last), car::SendState::kEagerQueued);
+  for (int round = 0; round < 1000 && !(done.back()->done() && host1_.arrived.size() == sends.size()); ++round) {
+    rank1_->Progress();  // reads: the messages arrive unexpected
+    rank0_->Progress();  // retries what waits
+  }
+  ASSERT_TRUE(done.back()->done());
+  std::vector<std::string> life;
+  for (absl::string_view line : absl::StrSplit(rec.ToText(), '\n')) {
+    if (absl::StartsWith(line, absl::StrCat("car_send#", last->id(), ":"))) life.emplace_back(line);
+  }
+  const std::string me = absl::StrCat("car_send#", last->id(), ": ");
+  EXPECT_THAT(life, ::testing::ElementsAre(me + "idle --post--> eager_in_flight",
+                                           me + "eager_in_flight --queued--> eager_queued",
+                                           me + "eager_queued --sent--> eager_in_flight",
+                                           me + "eager_in_flight --local_done--> done"));
+  EXPECT_EQ(host1_.arrived.size(), sends.size());
+  for (car::Car* c : sends) host0_.pool.Release(c);
 }
 
 // An eager message nobody has posted a receive for stays in the ring behind

@@ -133,11 +133,13 @@ class WireCars {
     return c != nullptr && car::SendMachine::StateOf(*c) == car::SendState::kRtsSent ? c : nullptr;
   }
   // `send`'s CTS came, naming the receive that takes the data
-  // (`receiver_handle`; 0 where the receiver already has the bytes): the
-  // send's machine moves on.
-  void OnCts(car::Car& send, uint64_t receiver_handle) {
+  // (`receiver_handle`), or saying the receiver read the data itself
+  // (`read`: single copy, and the send is done): the send's machine moves on.
+  void OnCts(car::Car& send, uint64_t receiver_handle, bool read = false) {
     HandlesOf(send).remote = receiver_handle;
-    (void)car::SendMachine::Dispatch(send, car::SendEvent::kCts);
+    car::CarSignal cts;
+    cts.proto = read ? car::kProtoRead : car::kProtoEager;
+    (void)car::SendMachine::Dispatch(send, car::SendEvent::kCts, cts);
     FinishIfFinal(send);
   }
   // The ACK of a synchronous send came from `source`; false if it names no

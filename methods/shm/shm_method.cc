@@ -30,6 +30,7 @@ using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
+using car::SendState;
 
 uint64_t ShmMethod::NowNs() {
   return static_cast<uint64_t>(
@@ -242,10 +243,10 @@ void ShmMethod::FailAtOnce(Car& c, CarEvents& events) {
   car::CarActions::RaiseError(c, events, MethodOf<ShmMethod>(c).broken_[static_cast<std::size_t>(PeerOf(c))]);
 }
 
-void ShmMethod::Park(Car& c, ParkedAs why) {
-  StateOf(c).parked = why;
+void ShmMethod::Park(Car& c, CarEvents& events) {
   parked_[static_cast<std::size_t>(PeerOf(c))].PushBack(&c);
   ++backlog_;
+  events.Raise<SendMachine>(c, SendEvent::kQueued);
 }
 
 void ShmMethod::StartEager(Car& c, CarEvents& events) {
@@ -255,24 +256,19 @@ void ShmMethod::StartEager(Car& c, CarEvents& events) {
     events.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
     return;
   }
-  m.Park(c, kParkedEager);
+  m.Park(c, events);
 }
 
-void ShmMethod::StartRendezvous(Car& c, CarEvents&) {
+void ShmMethod::StartRendezvous(Car& c, CarEvents& events) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
   m.wire_.Register(c);
-  StateOf(c).awaiting_cts = true;
   ++m.rts_out_;
   if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.TryRts(c)) return;
-  m.Park(c, kParkedRts);
+  m.Park(c, events);
 }
 
 void ShmMethod::StartData(Car& c, CarEvents& events) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
-  if (StateOf(c).wire.remote == 0) {  // the receiver already copied it (CMA)
-    events.Raise<SendMachine>(c, SendEvent::kLocalDone);
-    return;
-  }
   const auto peer = static_cast<std::size_t>(PeerOf(c));
   if (m.streams_[peer].empty() && m.PumpStream(c)) {
     events.Raise<SendMachine>(c, SendEvent::kLocalDone);
@@ -329,10 +325,8 @@ void ShmMethod::SendAck(Car& c, CarEvents&) {
 }
 
 void ShmMethod::EndRts(Car& c) {
-  ShmCarState& s = StateOf(c);
-  if (!s.awaiting_cts) return;
-  s.awaiting_cts = false;
-  --rts_out_;
+  const SendState s = SendMachine::StateOf(c);
+  if (s == SendState::kRtsSent || s == SendState::kRtsQueued) --rts_out_;
 }
 
 std::size_t ShmMethod::CmaMin() const {
@@ -348,7 +342,6 @@ void ShmMethod::FailPeer(int peer, const absl::Status& why) {
   CarSignal err;
   err.error = why;
   while (Car* c = parked_[i].PopFront()) {
-    StateOf(*c).parked = kNotParked;
     EndRts(*c);
     --backlog_;
     (void)SendMachine::Dispatch(*c, SendEvent::kError, err);

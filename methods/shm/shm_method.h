@@ -36,8 +36,6 @@ namespace cartage::methods::shm {
 // What the method keeps in a CAR's method-private area.
 struct ShmCarState {
   WireHandles wire;              // first: WireCars finds it there
-  uint32_t parked = 0;           // a ParkedAs value while on a pending list
-  bool awaiting_cts = false;     // a rendezvous send whose RTS has no answer yet
   uint64_t remote_address = 0;   // RTS: the sender's buffer
   uint64_t offset = 0;           // pipelined send: bytes streamed so far
   uint64_t cts_ns = 0;           // pipelined receive timed for the CopyChooser: when its CTS went (0: not timed)
@@ -99,7 +97,6 @@ class ShmMethod final : public Method {
   const absl::Status& PeerStatus(int peer) const override { return broken_[static_cast<std::size_t>(peer)]; }
 
  private:
-  enum ParkedAs : uint32_t { kNotParked, kParkedEager, kParkedRts };
   struct Control {
     uint16_t type;
     uint64_t a, b;
@@ -110,8 +107,9 @@ class ShmMethod final : public Method {
   static const car::Vc kConnectedOps, kFailingOps;
   // In the error state: every CAR fails at once.
   static void FailAtOnce(car::Car& c, car::CarEvents& events);
-  // Queues a send whose record did not fit the ring, behind its peer's others.
-  void Park(car::Car& c, ParkedAs why);
+  // Queues a send whose record did not fit the ring, behind its peer's
+  // others: its machine goes to eager_queued or rts_queued (`queued`).
+  void Park(car::Car& c, car::CarEvents& events);
   // Publishes the record reserved in `peer`'s ring, then lets its writer see
   // whether it is streaming (RingWriter::AfterCommit). Inlined: each call
   // site's record type and order are constants (cartage-bench bcast 8 B).
@@ -157,7 +155,8 @@ class ShmMethod final : public Method {
   // Copies a fixed-size body out of `rec`, or fails the peer if it is short.
   template <class Body>
   bool ReadBody(int source, const RingRecord& rec, absl::string_view what, Body* out);
-  // A rendezvous send got its answer (or failed): no longer counted in rts_out_.
+  // A rendezvous send got its answer (or failed): no longer counted in
+  // rts_out_ (called before its machine leaves rts_sent or rts_queued).
   void EndRts(car::Car& c);
   // The smallest rendezvous message to read with CMA now.
   std::size_t CmaMin() const;

@@ -27,6 +27,7 @@ using car::RecvEvent;
 using car::RecvMachine;
 using car::SendEvent;
 using car::SendMachine;
+using car::SendState;
 
 // ---- Progress: the sweep, holding, the backlog -----------------------------------
 
@@ -121,18 +122,15 @@ int ShmMethod::RetryBacklog() {
       ++work;
     }
     while (Car* c = parked_[i].front()) {
-      ShmCarState& s = StateOf(*c);
-      const bool sent = s.parked == kParkedEager ? TryEager(*c) : TryRts(*c);
-      if (!sent) break;
+      const bool eager = SendMachine::StateOf(*c) == SendState::kEagerQueued;  // else rts_queued
+      if (!(eager ? TryEager(*c) : TryRts(*c))) break;
       parked_[i].Unlink(c);
       --backlog_;
       ++work;
-      if (s.parked == kParkedEager) {
-        s.parked = kNotParked;
-        (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);
+      (void)SendMachine::Dispatch(*c, SendEvent::kSent);
+      if (eager) {
+        (void)SendMachine::Dispatch(*c, SendEvent::kLocalDone);  // copied out: the buffer is free
         wire_.FinishIfFinal(*c);
-      } else {
-        s.parked = kNotParked;
       }
     }
     while (Car* c = streams_[i].front()) {
@@ -251,7 +249,7 @@ void ShmMethod::OnCts(int source, const RingRecord& rec) {
     wire_.FinishIfFinal(*c);
     return;
   }
-  wire_.OnCts(*c, b.copied == 1 ? 0 : b.receiver_handle);  // 1: the receiver read it itself (CMA)
+  wire_.OnCts(*c, b.receiver_handle, /*read=*/b.copied == 1);  // 1: the receiver read it itself (CMA)
 }
 
 void ShmMethod::OnData(int source, const RingRecord& rec) {

@@ -105,7 +105,8 @@ std::string Ranks(const std::vector<int>& r) {
 // rendezvous or synchronous send for its receiver to match it.
 int WaitsFor(const Live& l) {
   if (l.machine == "car_recv" && (l.state == "posted" || l.state == "cts_sent" || l.state == "receiving")) return l.peer;
-  if (l.machine == "car_send" && (l.state == "rts_sent" || l.state == "wait_ack" || l.state == "eager_in_flight")) {
+  if (l.machine == "car_send" && (l.state == "rts_sent" || l.state == "wait_ack" || l.state == "eager_in_flight" ||
+                                   l.state == "eager_queued" || l.state == "rts_queued")) {
     return l.peer;
   }
   return -1;
@@ -113,9 +114,12 @@ int WaitsFor(const Live& l) {
 
 std::string Describe(const Live& l) {
   const bool recv = l.machine == "car_recv";
+  const bool queued = absl::EndsWith(l.state, "_queued");  // its method could not put it on the wire yet
   return absl::StrFormat("rank %d waits %s rank %d (tag %d, context %d, %d bytes) in %s#%d '%s'", l.rank,
-                         recv ? "for a message from" : "for its message to be taken by", l.peer, l.tag, l.context,
-                         l.bytes, l.machine, l.instance, l.state);
+                         recv     ? "for a message from"
+                         : queued ? "for room on its way to"
+                                  : "for its message to be taken by",
+                         l.peer, l.tag, l.context, l.bytes, l.machine, l.instance, l.state);
 }
 
 }  // namespace
