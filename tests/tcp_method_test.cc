@@ -15,10 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "car/car_pool.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
+#include "fsm/trace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "methods/tcp/tcp_method.h"
@@ -28,6 +31,7 @@
 namespace cartage::methods::tcp {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class TcpMethodTest : public ::testing::Test {
@@ -221,6 +225,8 @@ TEST_F(TcpMethodTest, DataForUnknownReceiveFailsThePeer) {
 }
 
 TEST_F(TcpMethodTest, TruncatedFrameThenCloseIsALostPeer) {
+  fsm::TraceRecorder rec(256);
+  fsm::ScopedTraceSink on(&rec);
   const FrameHeader h = Header(kFrameEager);
   auto [fd, verdict] = Greet(1, job_->id.substr(0, kJobKeyBytes));
   ASSERT_EQ(verdict, kWelcome);
@@ -229,6 +235,14 @@ TEST_F(TcpMethodTest, TruncatedFrameThenCloseIsALostPeer) {
   ASSERT_TRUE(PumpUntil([&] { return rank0_->StateOf(1) == VcState::kError; }));
   EXPECT_EQ(rank0_->PeerStatus(1).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(rank0_->PeerStatus(1).message(), "rank 1 exited or finalized (tcp: connection closed)");
+  // The connection's life in its table: lost, its CARs failed, then error.
+  std::vector<std::string> conn;
+  for (absl::string_view line : absl::StrSplit(rec.ToText(), '\n')) {
+    if (absl::StartsWith(line, "tcp_connection#1:")) conn.emplace_back(line);
+  }
+  EXPECT_THAT(conn, ElementsAre("tcp_connection#1: idle --accepted--> connected",
+                                "tcp_connection#1: connected --lost--> failing",
+                                "tcp_connection#1: failing --fail_cars--> error"));
 }
 
 TEST_F(TcpMethodTest, VcInErrorFailsNewSendsAtOnce) {

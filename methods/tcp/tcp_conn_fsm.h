@@ -2,12 +2,15 @@
 // the peer. Both ranks may connect at once; the connection the lower rank
 // started wins (the higher rank answers the other one kDuplicate and waits),
 // so both ends keep the same socket. A lost connection or a failed connect
-// ends in `error`, where the VC's operations fail every CAR at once.
+// goes to `failing`, where the VC's operations fail every new CAR at once;
+// the CARs it already holds fail (`fail_cars`) as soon as no CAR's operation
+// is running (failing one from inside another's transition would dispatch
+// a CAR mid-transition), and it ends in `error`.
 //
 // The actions (ConnActions, tcp_method.cc) swap the VC's operations:
 //   idle, connecting, hello_sent, await_peer   queue what is sent
 //   connected                                  write it
-//   error                                      fail it
+//   failing, error, closed                     fail it
 #ifndef CARTAGE_METHODS_TCP_TCP_CONN_FSM_H_
 #define CARTAGE_METHODS_TCP_TCP_CONN_FSM_H_
 
@@ -40,24 +43,27 @@ struct ConnActions {
   static void Welcomed(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
   static void DropOwn(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
   static void Fail(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
+  static void FailCars(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
   static void Shut(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events);
 };
 
 struct ConnDef {
-  enum class State : uint8_t { kIdle, kConnecting, kHelloSent, kAwaitPeer, kConnected, kError, kClosed, kCount };
-  enum class Event : uint8_t { kSend, kConnectDone, kAccepted, kWelcome, kDuplicate, kLost, kClose, kCount };
+  enum class State : uint8_t {
+    kIdle, kConnecting, kHelloSent, kAwaitPeer, kConnected, kFailing, kError, kClosed, kCount
+  };
+  enum class Event : uint8_t { kSend, kConnectDone, kAccepted, kWelcome, kDuplicate, kLost, kClose, kFailCars, kCount };
   using Context = TcpConn;
   using Payload = ConnSignal;
   static constexpr absl::string_view kName = "tcp_connection";
   static constexpr absl::string_view kSummary =
       "a tcp VC's connection: lazy connect, handshake, simultaneous connect won by the lower rank";
-  static constexpr std::array<absl::string_view, 7> kStates = {
-      "idle", "connecting", "hello_sent", "await_peer", "connected", "error", "closed"};
-  static constexpr std::array<fsm::EventSpec, 7> kEvents = {{
+  static constexpr std::array<absl::string_view, 8> kStates = {
+      "idle", "connecting", "hello_sent", "await_peer", "connected", "failing", "error", "closed"};
+  static constexpr std::array<fsm::EventSpec, 8> kEvents = {{
       {"send", fsm::EventKind::kUser},        {"connect_done", fsm::EventKind::kWire},
       {"accepted", fsm::EventKind::kWire},    {"welcome", fsm::EventKind::kWire},
       {"duplicate", fsm::EventKind::kWire},   {"lost", fsm::EventKind::kWire},
-      {"close", fsm::EventKind::kUser}}};
+      {"close", fsm::EventKind::kUser},       {"fail_cars", fsm::EventKind::kProgress}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kError, State::kClosed};
   static fsm::StateWord& Cell(TcpConn& conn);
@@ -80,35 +86,39 @@ inline constexpr fsm::Action<D> kWelcomed{"Welcomed", &A::Welcomed};
 inline constexpr fsm::Action<D> kDropOwn{"DropOwn", &A::DropOwn};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
 inline constexpr fsm::Action<D> kShut{"Shut", &A::Shut};
+inline constexpr fsm::Action<D> kFailCars{"FailCars", &A::FailCars};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source          event             guard      action            target
   {S::kIdle,       E::kSend,         {},        kStartConnect,    S::kConnecting},
   {S::kIdle,       E::kAccepted,     {},        kAdopt,           S::kConnected},
-  {S::kIdle,       E::kLost,         {},        kFail,            S::kError},
+  {S::kIdle,       E::kLost,         {},        kFail,            S::kFailing},
   {S::kIdle,       E::kClose,        {},        kShut,            S::kClosed},
   {S::kConnecting, E::kSend,         {},        {},               S::kConnecting},
   {S::kConnecting, E::kConnectDone,  {},        kSendHello,       S::kHelloSent},
   {S::kConnecting, E::kAccepted,     kPeerWins, kDropOwnAndAdopt, S::kConnected},
   {S::kConnecting, E::kAccepted,     {},        kRefuse,          S::kConnecting},
-  {S::kConnecting, E::kLost,         {},        kFail,            S::kError},
+  {S::kConnecting, E::kLost,         {},        kFail,            S::kFailing},
   {S::kConnecting, E::kClose,        {},        kShut,            S::kClosed},
   {S::kHelloSent,  E::kSend,         {},        {},               S::kHelloSent},
   {S::kHelloSent,  E::kWelcome,      {},        kWelcomed,        S::kConnected},
   {S::kHelloSent,  E::kDuplicate,    {},        kDropOwn,         S::kAwaitPeer},
   {S::kHelloSent,  E::kAccepted,     kPeerWins, kDropOwnAndAdopt, S::kConnected},
   {S::kHelloSent,  E::kAccepted,     {},        kRefuse,          S::kHelloSent},
-  {S::kHelloSent,  E::kLost,         {},        kFail,            S::kError},
+  {S::kHelloSent,  E::kLost,         {},        kFail,            S::kFailing},
   {S::kHelloSent,  E::kClose,        {},        kShut,            S::kClosed},
   {S::kAwaitPeer,  E::kSend,         {},        {},               S::kAwaitPeer},
   {S::kAwaitPeer,  E::kAccepted,     {},        kAdopt,           S::kConnected},
-  {S::kAwaitPeer,  E::kLost,         {},        kFail,            S::kError},
+  {S::kAwaitPeer,  E::kLost,         {},        kFail,            S::kFailing},
   {S::kAwaitPeer,  E::kClose,        {},        kShut,            S::kClosed},
   {S::kConnected,  E::kSend,         {},        {},               S::kConnected},
   {S::kConnected,  E::kAccepted,     {},        kRefuse,          S::kConnected},
-  {S::kConnected,  E::kLost,         {},        kFail,            S::kError},
+  {S::kConnected,  E::kLost,         {},        kFail,            S::kFailing},
   {S::kConnected,  E::kClose,        {},        kShut,            S::kClosed},
+  {S::kFailing,    E::kFailCars,     {},        kFailCars,        S::kError},
+  {S::kFailing,    E::kLost,         {},        {},               S::kFailing},
+  {S::kFailing,    E::kClose,        {},        kFailCars,        S::kError},
 });
 // clang-format on
 }  // namespace conn_fsm

@@ -283,6 +283,10 @@ void ConnActions::Fail(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpCo
   SwapOps(conn.vc, TcpMethod::kFailingOps);
 }
 
+void ConnActions::FailCars(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>&) {
+  conn.method->FailCars(conn);
+}
+
 void ConnActions::Shut(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>&) {
   conn.method->DropConnection(conn);
   conn.error = absl::FailedPreconditionError(absl::StrFormat("tcp: the VC to rank %d is closed (finalized)", conn.peer));
@@ -369,7 +373,8 @@ void TcpMethod::OnPending(std::size_t fd) {
     CloseFd(accepted);
     return;
   }
-  if (ConnMachine::IsFinal(conn(claimed))) {  // in error or closed: nothing to adopt it
+  if (ConnMachine::IsFinal(conn(claimed)) || ConnMachine::StateOf(conn(claimed)) == ConnState::kFailing) {
+    // failing, in error or closed: nothing to adopt it
     CloseFd(accepted);
     return;
   }

@@ -97,6 +97,7 @@ VcState TcpMethod::StateOf(int peer) const {
   switch (static_cast<ConnState>(conn.state.value())) {
     case ConnState::kIdle: return VcState::kIdle;
     case ConnState::kConnected: return VcState::kConnected;
+    case ConnState::kFailing:
     case ConnState::kError:
     case ConnState::kClosed: return VcState::kError;
     default: return VcState::kConnecting;
@@ -106,7 +107,8 @@ VcState TcpMethod::StateOf(int peer) const {
 bool TcpMethod::PeerGone(int peer) {
   const auto i = static_cast<std::size_t>(peer);
   if (peer == rank_) return false;
-  if (ConnMachine::StateOf(conns_[i]) == ConnState::kError) return true;
+  const ConnState s = ConnMachine::StateOf(conns_[i]);
+  if (s == ConnState::kFailing || s == ConnState::kError) return true;
   absl::StatusOr<const PeerRecord*> r = Record(peer);
   // A peer whose pid this rank can see (same boot, same pid namespace).
   return r.ok() && (*r)->host_key == host_key_ && ProcessGone((*r)->pid);
@@ -364,28 +366,16 @@ void TcpMethod::Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s) {
   (void)ConnMachine::Dispatch(conn, e, s);
   const ConnState after = ConnMachine::StateOf(conn);
   connecting_ += static_cast<int>(IsConnecting(after)) - static_cast<int>(IsConnecting(before));
-  if (after == ConnState::kConnected && !conn.live) {
-    conn.live = true;
+  failing_ += static_cast<int>(after == ConnState::kFailing) - static_cast<int>(before == ConnState::kFailing);
+  if (after == ConnState::kConnected && before != ConnState::kConnected) {
     live_.push_back(&conn);
-  } else if (after != ConnState::kConnected && conn.live) {
-    conn.live = false;
+  } else if (before == ConnState::kConnected && after != ConnState::kConnected) {
     live_.erase(std::find(live_.begin(), live_.end(), &conn));
   }
-  AfterTransition(conn);
-}
-
-void TcpMethod::AfterTransition(TcpConn& conn) {
-  const ConnState s = ConnMachine::StateOf(conn);
-  if (s == ConnState::kError && !conn.cars_failed) {
-    // Not from inside a CAR's operation: failing CARs dispatches their
-    // machines, and the CAR whose operation runs is mid-transition. Progress
-    // picks it up.
-    if (in_op_ > 0) {
-      failed_later_ = true;
-      return;
-    }
-    FailCars(conn);
-  }
+  // Not from inside a CAR's operation: failing CARs dispatches their
+  // machines, and the CAR whose operation runs is mid-transition. Progress
+  // takes it from `failing` then.
+  if (after == ConnState::kFailing && in_op_ == 0) Conn(conn, ConnEvent::kFailCars);
 }
 
 void TcpMethod::Lost(TcpConn& conn, absl::Status why) {
@@ -396,15 +386,14 @@ void TcpMethod::Lost(TcpConn& conn, absl::Status why) {
 
 void TcpMethod::FailPeer(int peer, const absl::Status& why) {
   TcpConn& conn = this->conn(peer);
-  if (!ConnMachine::IsFinal(conn)) {
+  if (ConnMachine::StateOf(conn) == ConnState::kFailing) {
+    if (in_op_ == 0) Conn(conn, ConnEvent::kFailCars);
+  } else if (!ConnMachine::IsFinal(conn)) {
     Lost(conn, why);
-  } else if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed && in_op_ == 0) {
-    FailCars(conn);
   }
 }
 
 void TcpMethod::FailCars(TcpConn& conn) {
-  conn.cars_failed = true;
   CarSignal err;
   err.error = conn.error;
   std::deque<OutFrame> out;

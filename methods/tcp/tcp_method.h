@@ -83,8 +83,6 @@ struct TcpConn {
   car::Vc vc;             // what CARs bound to this peer call (swapped with the state)
   absl::Status error;     // why it is in the error state
   int fd = -1;            // the connection (connected), or the one we are making
-  bool live = false;      // on the method's list of connected peers
-  bool cars_failed = false;
   // Hello reply being read (hello_sent).
   HelloReply reply{};
   std::size_t reply_got = 0;
@@ -152,12 +150,13 @@ class TcpMethod final : public Method {
   // A peer's published record, read from the exchange once.
   absl::StatusOr<const PeerRecord*> Record(int peer);
   absl::StatusOr<sockaddr_in> AddressOf(int peer);
-  // Operations swapped into a VC: queueing (idle, connecting), connected, error.
+  // Operations swapped into a VC: queueing (idle, connecting), connected,
+  // failing (failing, error, closed).
   static const car::Vc kQueueingOps, kConnectedOps, kFailingOps;
-  // Connection events; after a transition into error, the VC's CARs fail
-  // (at once, or in the next Progress when inside a CAR's operation).
+  // Connection events; after a transition into `failing`, the VC's CARs
+  // fail (`fail_cars`: at once, or in the next Progress when inside a CAR's
+  // operation).
   void Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s = {});
-  void AfterTransition(TcpConn& conn);
   void Lost(TcpConn& conn, absl::Status why);
   void CloseFd(int fd);
   void DropConnection(TcpConn& conn);   // closes the VC's socket
@@ -203,7 +202,7 @@ class TcpMethod final : public Method {
   std::vector<Pending> pending_;    // accepted connections waiting for their Hello
   int connecting_ = 0;              // VCs making a connection (epoll every round meanwhile)
   int in_op_ = 0;                   // inside a CAR's operation (OpScope): CAR failures wait
-  bool failed_later_ = false;       // a VC failed inside an operation: Progress fails its CARs
+  int failing_ = 0;                 // VCs in `failing`: Progress fails their CARs outside any operation
   struct OpScope {
     explicit OpScope(TcpMethod& m) : m_(m) { ++m_.in_op_; }
     ~OpScope() { --m_.in_op_; }

@@ -31,17 +31,16 @@ using car::SendMachine;
 
 int TcpMethod::Progress() {
   int work = 0;
-  if (failed_later_) {
-    failed_later_ = false;
+  if (failing_ > 0) {
     for (TcpConn& conn : conns_) {
-      if (ConnMachine::StateOf(conn) == ConnState::kError && !conn.cars_failed) FailCars(conn);
+      if (ConnMachine::StateOf(conn) == ConnState::kFailing) Conn(conn, ConnEvent::kFailCars);
     }
   }
   for (std::size_t i = live_.size(); i-- > 0;) {
     if (i >= live_.size()) continue;
     TcpConn& conn = *live_[i];
     if (!conn.out.empty()) work += Flush(conn, nullptr);
-    if (conn.live) work += PumpRx(conn);
+    if (ConnMachine::StateOf(conn) == ConnState::kConnected) work += PumpRx(conn);
   }
   // Connections being made and accepted: every round while some are under
   // way, else now and then (a peer may connect at any time; rarely once
