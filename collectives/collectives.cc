@@ -318,6 +318,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const C
   const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed, comm.Crowded());
   ScheduleBuilder b(comm, ScheduleName(call, algo));
   if (sequence.has_value()) b.UseSequence(*sequence);
+  if (Rooted(call.kind)) b.Span(absl::StrCat(ScheduleName(call, algo), " root ", call.root));
   if (const Explain mode = ExplainMode(); mode != Explain::kOff) {
     const bool commutative = !call.op.has_value() || call.op->commutative();
     std::string why = call.algorithm.empty()

@@ -2,6 +2,7 @@
 // steps need no car_vertex of their own (schedule_shapes.cc), the bursts of
 // large sends that go single-copy, and a car_vertex CAR for every other
 // step, linked to its successors. schedule_engine.cc runs what this builds.
+#include <atomic>
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -21,9 +22,12 @@ absl::StatusOr<std::shared_ptr<Schedule>> Schedule::SetUp(const ScheduleBuilder&
   const std::vector<std::size_t>& order = g.order;
   const std::size_t n = order.size();
   auto s = std::shared_ptr<Schedule>(new Schedule());
+  static std::atomic<uint64_t> runs{0};  // schedule_run instances: one per schedule in the process
+  s->run_id_ = runs.fetch_add(1, std::memory_order_relaxed) + 1;
   s->comm_ = b.comm_;
   s->name_ = b.name_;
   s->explain_ = b.explain_;
+  s->span_ = b.span_.empty() ? b.name_ : b.span_;
   s->rank_ = b.rank_;
   s->size_ = b.size_;
   s->sequence_ = b.sequence_.has_value()  ? *b.sequence_

@@ -7,9 +7,41 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "fsm/trace.h"
 #include "tests/coll_ranks.h"
 
 namespace cartage::test::coll {
+
+namespace {
+
+// Keeps the schedule_run records, "from --event--> to" each, and hands
+// everything on to the sink it displaced (CARTAGE_TRACE's, where set).
+class RunRecords : public fsm::TraceSink {
+ public:
+  RunRecords() : next_(fsm::SetTraceSink(this)) {}
+  ~RunRecords() override { fsm::SetTraceSink(next_); }
+  void Record(const fsm::TraceRecord& r) override {
+    if (r.machine != nullptr && r.machine->machine == "schedule_run") {
+      lines_.push_back(absl::StrCat(r.machine->states[r.from], " --", r.machine->events[r.event].name, "--> ",
+                                    r.machine->states[r.to]));
+    }
+    if (next_ != nullptr) next_->Record(r);
+  }
+  uint64_t BeginSpan(absl::string_view name, uint32_t context) override {
+    return next_ != nullptr ? next_->BeginSpan(name, context) : 1;
+  }
+  void EndSpan(uint64_t call, absl::string_view name, uint32_t context, bool ok) override {
+    if (next_ != nullptr) next_->EndSpan(call, name, context, ok);
+  }
+  std::string Lines() const { return absl::StrJoin(lines_, "; "); }
+
+ private:
+  fsm::TraceSink* next_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace
 
 // An allreduce summing `count` elements of `type` (`alg`: empty, the
 // selection table's).
@@ -174,7 +206,17 @@ void Persistent(const Comm& w) {
     KIT_EXPECT((*closing)->RunsLast(add) && (*closing)->RunsLast(copy) && (*closing)->RunsAlone(send) &&
                (*closing)->RunsAlone(recv),
            "closing: the add and the copy run last, the send and the receive alone");
+    // Its run's table: the two steps that run last are `step`s in `last`
+    // where the run went well; where the receive came short the run fails
+    // as its counted steps end, and neither runs.
+    std::optional<RunRecords> records(std::in_place);
     const absl::Status st = (*closing)->Run();
+    const std::string run = records->Lines();
+    records.reset();
+    const std::string want = from == 0 ? "idle --start--> running; running --ended--> failed"
+                                       : "idle --start--> running; running --ended--> last; last --step--> last; "
+                                         "last --step--> last; last --ended--> done";
+    KIT_EXPECT(run == want, "closing on rank %d: its run went %s, expected %s", w.rank(), run, want);
     if (from == 0) {  // rank 1 (rank 0 itself with 1 rank)
       KIT_EXPECT(st.code() == absl::StatusCode::kInvalidArgument &&
                  absl::StrContains(st.message(), "closing (rank ") && absl::StrContains(st.message(), "vertex 1") &&

@@ -138,6 +138,18 @@ TEST_F(TraceJobTest, ARankThatSkipsACollectiveIsNamed) {
                            "ranks 0, 2 wait for rank 1, which is in finalize\n"));
 }
 
+TEST_F(TraceJobTest, RanksThatNameDifferentRootsAreNamed) {
+  const CommandResult r =
+      RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "2", "--trace", dir_, TRACE_RANKS_BIN, "root"});
+  EXPECT_EQ(r.code, 124) << r.err;
+  const CommandResult why = RunCommand({CARTAGE_BIN, "why-stuck", dir_});
+  EXPECT_EQ(why.code, 0) << why.err;
+  EXPECT_THAT(why.out, ::testing::ContainsRegex(
+                           "collective calls on context 1 disagree: ranks 1, 2 are in their 1st collective call "
+                           "\\(bcast/[a-z_]+ root 0\\); rank 0 is in its 1st collective call \\(bcast/[a-z_]+ root 1\\)\n"))
+      << why.out;
+}
+
 TEST_F(TraceJobTest, RanksThatPassDifferentCountsAreNamed) {
   const CommandResult r =
       RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "30", "--trace", dir_, TRACE_RANKS_BIN, "count"});

@@ -15,7 +15,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: trace_ranks deadlock|skipcoll|count|stall\n");
+    std::fprintf(stderr, "usage: trace_ranks deadlock|skipcoll|count|root|stall\n");
     return 2;
   }
   auto agent = cartage::Agent::FromEnvironment();
@@ -43,6 +43,13 @@ int main(int argc, char** argv) {
                                               cartage::Op(cartage::OpKind::kSum));
     std::printf("rank %d: %s\n", world.rank(), s.ok() ? "ok" : std::string(s.message()).c_str());
     return s.ok() ? 0 : 1;
+  }
+  if (mode == "root") {  // rank 0 names another root than the others do
+    char buf[8] = {};
+    const int root = world.rank() == 0 ? 1 : 0;
+    CARTAGE_CHECK_OK(cartage::Bcast(world, buf, sizeof(buf), cartage::Datatype::Basic(cartage::datatype::BasicType::kByte),
+                                    root));
+    return 0;
   }
   if (mode == "stall") {
     char buf[8];

@@ -9,6 +9,7 @@
 #include "absl/flags/usage.h"
 #include "car/machines.h"
 #include "cartage/collectives.h"
+#include "cartage/schedule.h"
 #include "methods/tcp/tcp_method.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
@@ -65,6 +66,7 @@ constexpr absl::string_view kUsage =
 absl::Status Register(cartage::fsm::Registry& reg) {
   absl::Status registered = cartage::car::RegisterCarMachines(reg);
   registered.Update(cartage::methods::tcp::RegisterTcpMachines(reg));
+  registered.Update(cartage::RegisterScheduleMachines(reg));
   return registered;
 }
 

@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "car/car_pool.h"
+#include "fsm/registry.h"
 #include "datatype/op.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
@@ -47,6 +48,8 @@ namespace cartage {
 
 namespace internal {
 struct ScheduleGraph;
+struct RunDef;
+struct RunActions;
 }  // namespace internal
 
 using Op = datatype::Op;
@@ -164,6 +167,10 @@ class ScheduleBuilder {
   // Why this algorithm (ExplainSelection), printed at each run under
   // CARTAGE_COLL_EXPLAIN=all.
   void Explain(std::string why) { explain_ = std::move(why); }
+  // What its runs are called in a trace (CARTAGE_TRACE) where not its name:
+  // a rooted collective's name and root, so that ranks that disagree about
+  // the root show it (`cartage why-stuck`).
+  void Span(std::string span) { span_ = std::move(span); }
 
   // Validates and builds: no cycles, every read of a temporary buffer comes
   // after a write covering it, sizes agree with buffers, types and
@@ -187,6 +194,7 @@ class ScheduleBuilder {
   std::vector<int> recvs_from_;
   std::optional<uint32_t> sequence_;
   std::string explain_;
+  std::string span_;
   // Build's validation (schedule_validate.cc): an error naming the schedule
   // and vertex `v`; one buffer's bounds; every vertex; the dependency order
   // (no cycle); reads of temporary buffers covered by earlier writes.
@@ -200,6 +208,9 @@ class ScheduleBuilder {
 // A built, validated schedule: an Activity the progress engine drives.
 class Schedule : public engine::Activity, public std::enable_shared_from_this<Schedule> {
  public:
+  // Each run is a schedule_run (collectives/run_fsm.h), whose table holds
+  // what no step's CAR does: the steps run with another, run last or
+  // started last.
   ~Schedule() override;
 
   // Runs it once; `req` completes when every vertex did (or one failed).
@@ -312,6 +323,8 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
 
  private:
   friend class ScheduleBuilder;
+  friend struct internal::RunDef;
+  friend struct internal::RunActions;
   Schedule() = default;
   // Build's engine set-up of a validated graph (schedule_setup.cc).
   static absl::StatusOr<std::shared_ptr<Schedule>> SetUp(const ScheduleBuilder& b, const internal::ScheduleGraph& g);
@@ -351,6 +364,8 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   // poll never sees it (a failure or a short receive is named as the run
   // ends: NameCountedFailure).
   void StartAlone(VertexId v);
+  // A run's counters and lists as a run begins, its vertex CARs re-armed.
+  void Rearm();
   // A step that runs alone could not start (`st`): the run has one less to wait for.
   void EndAlone(VertexId v, const absl::Status& st);
   // Of the receives that run alone with steps fused to them or sends to
@@ -391,15 +406,10 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   // inflight_, the receives of alone_fused_); ends a run that has nothing
   // left to wait for, running the steps that run last if it went well.
   void TakeFinished(int* work);
-  // Nothing while the sends that start last (starts_last_) are in flight,
-  // having started them (or their drains) as the rest ended.
+  // The run's end: schedule_run's `ended` (and the steps that run last)
+  // until the run is final, then its status; nothing while the sends that
+  // start last are in flight.
   std::optional<absl::Status> EndRun();
-  // EndRun's: the rest of the run ended (its steps that run last ran, or
-  // the run failed); starts the sends that start last, or drains them.
-  void StartLast();
-  // EndRun's: the steps that run last, in order; the first that fails
-  // fails the run (failed_) and the rest do not run.
-  void RunLast();
   absl::Status ReduceInto(VertexId v);
 
   std::optional<Comm> comm_;  // the collective channel; empty: for rendering only
@@ -426,10 +436,10 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   std::vector<bool> last_;              // per vertex: RunsLast
   std::vector<VertexId> run_last_;      // the steps that run last, in dependency order
   struct LastOutcome {
-    std::size_t ran = 0;  // of run_last_, how many ran in the last run that ended
+    std::size_t ran = 0;  // of run_last_, how many ran in this run (or the last one)
     bool failed = false;  // and the next one failed
   };
-  std::optional<LastOutcome> last_outcome_;  // none before the first run's end
+  LastOutcome last_outcome_;
   std::vector<VertexId> alone_fused_;   // of alone_recvs_, those with steps fused to them or sends they start
   std::vector<std::vector<VertexId>> forwards_;  // per receive run alone: the sends it starts as it ends
   std::vector<VertexId> forwarded_from_;         // per vertex: ForwardsFrom
@@ -437,9 +447,10 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   std::vector<VertexId> fused_pending_;  // of alone_fused_, those whose receive has not ended in this run
   std::vector<VertexId> starts_last_;    // the sends that start last (StartsLast), in dependency order
   uint64_t last_bytes_ = 0;              // what they add to done_.bytes in a full run
-  bool started_last_ = false;            // this run started them (or their drains)
-  // What the counted steps carry in a full run, so far as they were started.
-  uint64_t CountedBytes() const { return counted_bytes_ + (started_last_ ? last_bytes_ : 0); }
+  // Whether this run started the sends that start last (or their drains),
+  // and what the counted steps carry in a full run, so far as they were started.
+  bool StartedLast() const;
+  uint64_t CountedBytes() const;
   std::vector<bool> single_copy_;        // per vertex: SendsSingleCopy (empty: built for rendering)
   std::vector<std::vector<car::Car*>> successors_;
   // Per vertex: its send or receive, persistent (engine::PrepareStep) and
@@ -454,9 +465,11 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   std::vector<VertexId> draining_;   // drains not completed yet
   base::Completion done_;             // vertex CARs and steps run alone still to finish, first error
   uint64_t counted_bytes_ = 0;       // what the steps run alone (StartAlone) add to done_.bytes in a full run
-  bool running_ = false;
-  uint64_t trace_call_ = 0;
-  std::string explain_;  // ScheduleBuilder::Explain's, printed at each run under CARTAGE_COLL_EXPLAIN=all  // this run's collective call number in the trace (CARTAGE_TRACE), else 0
+  fsm::StateWord run_state_;  // schedule_run's (collectives/run_fsm.h)
+  uint64_t run_id_ = 0;       // its instance in traces: one number a schedule in the process
+  uint64_t trace_call_ = 0;   // this run's collective call number in the trace (CARTAGE_TRACE), else 0
+  std::string explain_;  // ScheduleBuilder::Explain's, printed at each run under CARTAGE_COLL_EXPLAIN=all
+  std::string span_;     // each run's span in the trace: ScheduleBuilder::Span's, or the name
   // Every step's request is prepared on the buffer it has now: the last run
   // ended well (each send and receive started, StartRequest), and
   // RebindUser moved no buffer since.
@@ -480,6 +493,9 @@ std::string JobToMermaid(absl::Span<const std::shared_ptr<Schedule>> ranks);
 // in the row of its round (one after the latest step it waits for, on its
 // rank or, for a receive, its message's send), messages as arrows.
 std::string JobToLanesSvg(absl::Span<const std::shared_ptr<Schedule>> ranks);
+
+// Registers schedule_run for diagrams and trace checks.
+absl::Status RegisterScheduleMachines(fsm::Registry& registry);
 
 }  // namespace cartage
 
