@@ -1,6 +1,8 @@
 // The trace a traced process keeps and writes (fsm/trace_ring.h,
 // fsm/trace_file.h) and the replay that checks it against the tables
 // (fsm/trace_check.h), on the turnstile machine.
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -55,6 +57,12 @@ fsm::TraceRing::Snapshot Drive(const std::vector<std::pair<Turnstile*, E>>& step
   return ring.Take();
 }
 
+// A file name no other test process uses: ctest runs the tests of this
+// binary in parallel, each in its own process, over one TempDir.
+std::string Unique(const std::string& name) {
+  return ::testing::TempDir() + "/trace_test." + std::to_string(::getpid()) + "." + name;
+}
+
 fsm::TraceFile Header(int rank, int size, const char* end) {
   fsm::TraceFile h;
   h.job = "j1";
@@ -72,7 +80,7 @@ class TraceFileTest : public ::testing::Test {
   }
   // Writes and reads back one rank's file.
   fsm::TraceFile RoundTrip(const fsm::TraceFile& h, const fsm::TraceRing::Snapshot& s) {
-    const std::string path = ::testing::TempDir() + "/t." + std::to_string(h.rank) + ".trace";
+    const std::string path = Unique("t." + std::to_string(h.rank) + ".trace");
     EXPECT_TRUE(fsm::WriteTraceFile(path, h, s).ok());
     absl::StatusOr<fsm::TraceFile> f = fsm::ReadTraceFile(path);
     EXPECT_TRUE(f.ok()) << f.status();
@@ -108,7 +116,7 @@ TEST_F(TraceFileTest, RoundTripsEveryField) {
 }
 
 TEST_F(TraceFileTest, MalformedFilesAreRefusedByLine) {
-  const std::string path = ::testing::TempDir() + "/bad.trace";
+  const std::string path = Unique("bad.trace");
   std::FILE* f = std::fopen(path.c_str(), "w");
   std::fputs("cartage-trace 1\njob j\nend finalize\nmachine 0 m a,b e\nt 1 0 1 0 0 5 0 0 0 0\n", f);
   std::fclose(f);
