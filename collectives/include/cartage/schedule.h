@@ -208,9 +208,9 @@ class ScheduleBuilder {
 // A built, validated schedule: an Activity the progress engine drives.
 class Schedule : public engine::Activity, public std::enable_shared_from_this<Schedule> {
  public:
-  // Each run is a schedule_run (collectives/run_fsm.h), whose table holds
-  // what no step's CAR does: the steps run with another, run last or
-  // started last.
+  // Each run is a schedule_run (collectives/run_fsm.h, collectives/run.cc),
+  // whose table holds what no step's CAR does: the steps that run last and
+  // the sends that start last.
   ~Schedule() override;
 
   // Runs it once; `req` completes when every vertex did (or one failed).
