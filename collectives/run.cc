@@ -31,7 +31,7 @@ absl::Status Schedule::Begin() {
   // can post them, so that a message already on its way finds its receive;
   // then the run starts, and the other steps in it.
   for (VertexId v : alone_recvs_) StartAlone(v);
-  (void)RunMachine::Dispatch(*this, RunEvent::kStart);  // idle takes start
+  (void)RunMachine::DispatchFrom<RunState::kIdle, RunEvent::kStart>(*this);
   for (car::Car* c : start_order_) {
     if (VertexMachine::IsFinal(*c)) continue;  // failed already, through a predecessor
     if (absl::Status st = VertexMachine::Dispatch(*c, VertexEvent::kStart); !st.ok()) {
@@ -56,7 +56,8 @@ void Schedule::Rearm() {
 
 std::optional<absl::Status> Schedule::EndRun() {
   for (;;) {
-    (void)RunMachine::Dispatch(*this, RunEvent::kEnded);  // every state but idle and the final ones takes it
+    // Every state but idle and the final ones takes it; most runs end from running.
+    (void)RunMachine::DispatchFrom<RunState::kRunning, RunEvent::kEnded>(*this);
     if (RunMachine::StateOf(*this) == RunState::kLast) {
       for (VertexId v : run_last_) {
         RunSignal step;

@@ -49,6 +49,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -324,6 +325,26 @@ class Machine {
     return s;
   }
 
+  // The same for a caller that knows the state `ctx` is most likely in: the
+  // rows of (kFrom, kEvent) are compiled in line at the call site, with no
+  // indirect call, and any other state takes the dispatch above. The rows,
+  // their order and the trace are the table's either way.
+  template <State kFrom, Event kEvent, TraceMode kMode = TraceMode::kRuntime>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status DispatchFrom(Context& ctx,
+                                                                const Payload& payload = EventsOf<Def>::NoPayload()) {
+    constexpr std::size_t kKey = static_cast<std::size_t>(kFrom) * kEvents + static_cast<std::size_t>(kEvent);
+    if (ABSL_PREDICT_FALSE(Def::Cell(ctx).value() != static_cast<uint8_t>(kFrom))) {
+      return Dispatch<kMode>(ctx, kEvent, payload);
+    }
+    if constexpr (!kRaises) {
+      return FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, no_events_);
+    }
+    EventsOf<Def> events;
+    absl::Status s = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events);
+    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    return s;
+  }
+
   // The current state of `ctx`.
   static State StateOf(Context& ctx) { return static_cast<State>(Def::Cell(ctx).value()); }
   // The current state's name.
@@ -384,7 +405,7 @@ class Machine {
   using FireFn = absl::Status (*)(Context&, const Payload&, EventsOf<Def>&);
 
   template <TraceMode kMode, std::size_t kKey, uint16_t kRow>
-  static absl::Status FireRow(Context& ctx, const Payload& payload, EventsOf<Def>& events) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status FireRow(Context& ctx, const Payload& payload, EventsOf<Def>& events) {
     constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
     constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
     if constexpr (kRow == kTable.first(kKey + 1)) {

@@ -185,6 +185,30 @@ TEST(FsmTrace, OffRecordsNothingOnRecordsEverything) {
   EXPECT_LE(rec.records()[0].time_ns, rec.records()[1].time_ns);
 }
 
+// DispatchFrom compiles one (state, event)'s rows in line; from any other
+// state it is the table's dispatch: the same transitions and trace either way.
+TEST(FsmTrace, DispatchFromTakesTheTablesRowsInEveryState) {
+  Turnstile t;
+  t.id = 5;
+  TurnstileMachine::Reset(t);
+  fsm::TraceRecorder rec(16);
+  fsm::ScopedTraceSink on(&rec);
+  // The guard still decides: 1 coin is not enough, and no row is taken.
+  EXPECT_EQ((TurnstileMachine::DispatchFrom<S::kLocked, E::kCoin>(t, 1).code()), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((TurnstileMachine::DispatchFrom<S::kLocked, E::kCoin>(t, 2)).ok());
+  // Not in locked now: the table's dispatch takes unlocked's coin row.
+  ASSERT_TRUE((TurnstileMachine::DispatchFrom<S::kLocked, E::kCoin>(t, 3)).ok());
+  ASSERT_TRUE((TurnstileMachine::DispatchFrom<S::kUnlocked, E::kPush>(t)).ok());
+  // An event the state does not take fails as Dispatch does.
+  const absl::Status s = TurnstileMachine::DispatchFrom<S::kUnlocked, E::kPush>(t);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rec.ToText(),
+            "turnstile#5: locked --coin--> unlocked\n"
+            "turnstile#5: unlocked --coin--> unlocked\n"
+            "turnstile#5: unlocked --push--> locked\n");
+  EXPECT_EQ(t.coins, 2);
+}
+
 TEST(FsmTrace, RecorderCountsWhatDoesNotFitAndExportsChromeJson) {
   Turnstile t;
   t.id = 3;
