@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "base/check.h"
+#include "car/machines.h"
 #include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
@@ -38,6 +40,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   CARTAGE_RETURN_IF_ERROR(rt->routes_.Open(*rt->exchange_, *rt, rt->size(), &rt->agent_any_vc_));
   rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = rt->routes_.private_bytes()});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
+  if (rt->trace_ != nullptr) {
+    rt->trace_->SetLiveLister([pool = rt->pool_.get()](std::vector<fsm::LiveCar>& out) {
+      const int64_t now = absl::GetCurrentTimeNanos();
+      pool->ForEachLive([&](const Car& c) { out.push_back(car::DescribeLive(c, now)); });
+    });
+  }
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
   rt->dead_.assign(static_cast<std::size_t>(rt->size()), absl::OkStatus());
   rt->temps_ = std::make_unique<TempBuffers>(rt->routes_.largest_eager_limit());
@@ -101,6 +109,7 @@ Runtime::~Runtime() {
   if (up) matcher_->TakeAllUnexpected(&left);
   for (Car* u : left) ReleaseUnexpected(u);
   fsm::EndSpan(finalize, "finalize", ~0u, true);
+  if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pool goes before the trace
 }
 
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {
@@ -265,6 +274,7 @@ void Runtime::UnpostRecv(Car& c, car::CarEvents&) {
 
 void Runtime::CheckPeers() {
   last_peer_check_ = std::chrono::steady_clock::now();
+  if (trace_ != nullptr) trace_->AnswerLive();  // a dump on another thread asked for the live CARs
   for (int p = 0; p < size(); ++p) {
     if (p == rank() || !dead_[static_cast<std::size_t>(p)].ok()) continue;
     methods::Method& m = routes_.MethodFor(p);

@@ -41,6 +41,15 @@ class ProcessTrace::State {
   std::mutex stop_mu;
   std::condition_variable stop_cv;
   bool stop = false;
+  // A dump from another thread asks for the live CARs through `live_wanted`;
+  // the rank's thread answers into `live` (under live_mu) and sets live_ready.
+  ProcessTrace::LiveLister lister;
+  std::atomic<bool> live_wanted{false};
+  std::mutex live_mu;
+  std::condition_variable live_cv;
+  std::vector<fsm::LiveCar> live;
+  bool live_ready = false;
+  std::thread::id owner = std::this_thread::get_id();
 };
 
 namespace {
@@ -167,10 +176,15 @@ void ProcessTrace::Watch() {
       still_since = std::chrono::steady_clock::now();
       dumped = false;
     } else if (!dumped && std::chrono::steady_clock::now() - still_since > std::chrono::duration<double>(s.watchdog_s)) {
-      const absl::Status st = Dump("watchdog");
+      bool listed = false;
+      const absl::Status st = Dump("watchdog", &listed);
+      const std::string what = absl::StrCat(
+          "trace written to ", s.path,
+          listed ? ", with the live CARs this rank listed as it waits in cartage"
+                 : "; this rank listed no live CARs: it is not waiting in cartage (it computes or waits in its own code)",
+          " (cartage why-stuck reads it)");
       std::fprintf(stderr, "cartage[%d]: no progress for %g s (CARTAGE_WATCHDOG): %s\n", s.header.rank, s.watchdog_s,
-                   st.ok() ? absl::StrCat("trace written to ", s.path, " (cartage why-stuck reads it)").c_str()
-                           : std::string(st.message()).c_str());
+                   st.ok() ? what.c_str() : std::string(st.message()).c_str());
       dumped = true;
     }
   }
@@ -193,12 +207,48 @@ ProcessTrace::~ProcessTrace() {
   (void)Dump("finalize");
 }
 
-absl::Status ProcessTrace::Dump(const char* why) {
-  std::lock_guard<std::mutex> lock(state_->dump_mu);
-  fsm::TraceFile h = state_->header;
+void ProcessTrace::SetLiveLister(LiveLister lister) { state_->lister = std::move(lister); }
+
+void ProcessTrace::AnswerLive() {
+  State& s = *state_;
+  if (!s.live_wanted.load(std::memory_order_relaxed) || !s.live_wanted.exchange(false)) return;
+  std::vector<fsm::LiveCar> live;
+  if (s.lister) s.lister(live);
+  std::lock_guard<std::mutex> lock(s.live_mu);
+  s.live = std::move(live);
+  s.live_ready = s.lister != nullptr;
+  s.live_cv.notify_all();
+}
+
+absl::Status ProcessTrace::Dump(const char* why, bool* listed_out) {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.dump_mu);
+  fsm::TraceFile h = s.header;
   h.end = why;
   h.dump_ns = absl::GetCurrentTimeNanos();
-  return fsm::WriteTraceFile(state_->path, h, state_->ring.Take());
+  // The rank's own thread lists its CARs where it can (not at finalize or
+  // exit: the pool has gone); another thread asks it, and waits at most
+  // kLiveWait, longer than a waiting rank's peer-check period.
+  std::vector<fsm::LiveCar> live;
+  bool listed = false;
+  if (std::this_thread::get_id() == s.owner) {
+    if (s.lister) {
+      s.lister(live);
+      listed = true;
+    }
+  } else {
+    constexpr auto kLiveWait = std::chrono::milliseconds(200);
+    std::unique_lock<std::mutex> wait(s.live_mu);
+    s.live_ready = false;
+    s.live_wanted.store(true);
+    if (s.live_cv.wait_for(wait, kLiveWait, [&] { return s.live_ready; })) {
+      live = std::move(s.live);
+      listed = true;
+    }
+    s.live_wanted.store(false);
+  }
+  if (listed_out != nullptr) *listed_out = listed;
+  return fsm::WriteTraceFile(s.path, h, s.ring.Take(), listed ? &live : nullptr);
 }
 
 }  // namespace cartage::agent

@@ -9,10 +9,13 @@
 #ifndef CARTAGE_AGENT_TRACE_H_
 #define CARTAGE_AGENT_TRACE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "fsm/trace_file.h"
 #include "methods/host.h"
 
 namespace cartage::agent {
@@ -28,8 +31,21 @@ class ProcessTrace {
   ProcessTrace(const ProcessTrace&) = delete;
   ProcessTrace& operator=(const ProcessTrace&) = delete;
 
-  // Writes what the ring holds now; `why` goes in the file's end line.
-  absl::Status Dump(const char* why);
+  // Writes what the ring holds now; `why` goes in the file's end line. A
+  // dump from another thread than the rank's own (a signal, the watchdog)
+  // asks that thread to list its live CARs, and waits for the list a short
+  // while: a rank waiting inside cartage answers (AnswerLive) within its
+  // peer-check period; one computing in its own code does not, and its file
+  // says so.
+  // `listed`, where given, says whether the live CARs were listed.
+  absl::Status Dump(const char* why, bool* listed = nullptr);
+
+  // How the rank's thread lists its live CARs (null: it cannot now). Set and
+  // called on that thread only.
+  using LiveLister = std::function<void(std::vector<fsm::LiveCar>&)>;
+  void SetLiveLister(LiveLister lister);
+  // Called by the rank's thread as it waits: lists its live CARs if a dump asked.
+  void AnswerLive();
 
   const std::string& path() const { return path_; }
 

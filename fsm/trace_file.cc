@@ -12,23 +12,29 @@
 
 namespace cartage::fsm {
 
-absl::Status WriteTraceFile(const std::string& path, const TraceFile& h, const TraceRing::Snapshot& snap) {
+absl::Status WriteTraceFile(const std::string& path, const TraceFile& h, const TraceRing::Snapshot& snap,
+                            const std::vector<LiveCar>* live) {
   const std::string tmp = absl::StrCat(path, ".tmp");
   std::FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return absl::UnavailableError(absl::StrFormat("trace: cannot write %s", tmp));
   std::string out;
   absl::StrAppend(&out, "cartage-trace 1\njob ", h.job, "\nrank ", h.rank, "\nsize ", h.size, "\nhost ", h.host,
                   "\npid ", h.pid, "\nclock_offset_ns ", h.clock_offset_ns, "\ncapacity ", h.capacity,
-                  "\nrecorded ", snap.recorded, "\nlost ", snap.lost(), "\nend ", h.end, "\ndump_ns ", h.dump_ns, "\n");
+                  "\nrecorded ", snap.recorded, "\nlost ", snap.lost(), "\nend ", h.end, "\ndump_ns ", h.dump_ns,
+                  "\nlive_listed ", live != nullptr ? 1 : 0, "\n");
   absl::flat_hash_map<const MachineNames*, int> index;
-  for (const TraceRecord& r : snap.records) {
-    if (r.machine == nullptr || index.contains(r.machine)) continue;
+  auto declare = [&](const MachineNames* m) {
+    if (m == nullptr || index.contains(m)) return;
     const int i = static_cast<int>(index.size());
-    index[r.machine] = i;
+    index[m] = i;
     std::vector<absl::string_view> events;
-    for (const EventSpec& e : r.machine->events) events.push_back(e.name);
-    absl::StrAppend(&out, "machine ", i, " ", r.machine->machine, " ", absl::StrJoin(r.machine->states, ","), " ",
+    for (const EventSpec& e : m->events) events.push_back(e.name);
+    absl::StrAppend(&out, "machine ", i, " ", m->machine, " ", absl::StrJoin(m->states, ","), " ",
                     absl::StrJoin(events, ","), "\n");
+  };
+  for (const TraceRecord& r : snap.records) declare(r.machine);
+  if (live != nullptr) {
+    for (const LiveCar& l : *live) declare(l.at.machine);
   }
   for (std::size_t i = 0; i < snap.span_names.size(); ++i) absl::StrAppend(&out, "span ", i, " ", snap.span_names[i], "\n");
   for (const TraceRecord& r : snap.records) {
@@ -43,6 +49,13 @@ absl::Status WriteTraceFile(const std::string& path, const TraceFile& h, const T
     if (out.size() > (1 << 20)) {
       std::fwrite(out.data(), 1, out.size(), f);
       out.clear();
+    }
+  }
+  if (live != nullptr) {
+    for (const LiveCar& l : *live) {
+      const TraceRecord& r = l.at;
+      absl::StrAppend(&out, "l ", r.time_ns, " ", index[r.machine], " ", r.instance, " ", r.to, " ", r.context, " ",
+                      r.peer, " ", r.tag, " ", r.bytes, " ", l.done, " ", l.waits_on, "\n");
     }
   }
   std::fwrite(out.data(), 1, out.size(), f);
@@ -101,6 +114,18 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
         return bad("state or event out of its machine's range");
       }
       t.entries.push_back(e);
+    } else if (k == "l") {
+      TraceFile::Entry e;
+      e.kind = 'l';
+      if (f.size() != 11 || !Num(f[1], &e.time_ns) || !Num(f[2], &e.machine) || !Num(f[3], &e.instance) ||
+          !Num(f[4], &e.to) || !Num(f[5], &e.context) || !Num(f[6], &e.peer) || !Num(f[7], &e.tag) ||
+          !Num(f[8], &e.bytes) || !Num(f[9], &e.done) || !Num(f[10], &e.waits_on)) {
+        return bad("malformed live CAR");
+      }
+      if (e.machine < 0 || static_cast<std::size_t>(e.machine) >= t.machines.size()) return bad("undeclared machine");
+      if (e.to >= t.MachineOf(e).states.size()) return bad("state out of its machine's range");
+      e.from = e.to;
+      t.live.push_back(e);
     } else if (k == "b" || k == "e") {
       TraceFile::Entry e;
       e.kind = k[0];
@@ -135,6 +160,11 @@ absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path) {
       else if (k == "recorded") ok = Num(f[1], &t.recorded);
       else if (k == "lost") ok = Num(f[1], &t.lost);
       else if (k == "dump_ns") ok = Num(f[1], &t.dump_ns);
+      else if (k == "live_listed") {
+        int v = 0;
+        ok = Num(f[1], &v) && (v == 0 || v == 1);
+        t.live_listed = v == 1;
+      }
       else return bad("unknown header field");
       if (!ok) return bad("malformed number");
     } else {

@@ -8,6 +8,8 @@
 //   machine 0 car_send idle,wait_deps,... post,cancel,...
 //   span 0 allreduce/recursive_doubling
 //   t TIME_NS MACHINE INSTANCE FROM EVENT TO CONTEXT PEER TAG BYTES
+//   l TIME_NS MACHINE INSTANCE STATE CONTEXT PEER TAG BYTES DONE WAITS_ON
+//                                      (a CAR alive at the dump, as its owner listed it)
 //   b TIME_NS CALL CONTEXT SPAN         (a collective call begins)
 //   e TIME_NS CALL CONTEXT SPAN OK      (and ends)
 // (one header field a line in the file itself).
@@ -36,6 +38,9 @@ struct TraceFile {
   uint64_t lost = 0;      // records the ring dropped before the dump
   std::string end;        // why it was written: "finalize", "exit", "signal", "watchdog"
   int64_t dump_ns = 0;    // when (this rank's clock)
+  // Whether the rank's own thread listed its live CARs for the dump (it does
+  // from a wait inside cartage); when not, only the ring tells what lives.
+  bool live_listed = false;
 
   struct Machine {
     std::string name;
@@ -57,16 +62,29 @@ struct TraceFile {
     int32_t tag = 0;
     uint64_t bytes = 0;
     bool ok = true;  // 'e': the call ended well
+    // 'l' (state in `to`):
+    uint64_t done = 0;      // bytes done
+    uint32_t waits_on = 0;  // dependencies not yet met (buffer, progress, predecessors)
   };
   std::vector<Entry> entries;
+  std::vector<Entry> live;  // 'l': every live CAR, where live_listed
 
   // Accessors for a transition entry's names.
   const Machine& MachineOf(const Entry& e) const { return machines[static_cast<std::size_t>(e.machine)]; }
 };
 
+// A CAR alive as its owner lists it for a dump.
+struct LiveCar {
+  TraceRecord at;  // machine, instance, state (in `to`), context, peer, tag, bytes
+  uint64_t done = 0;
+  uint32_t waits_on = 0;
+};
+
 // Writes the header (entries and names are taken from `snapshot`) to
-// `path`, through a temporary file renamed into place.
-absl::Status WriteTraceFile(const std::string& path, const TraceFile& header, const TraceRing::Snapshot& snapshot);
+// `path`, through a temporary file renamed into place; `live`, where the
+// owner listed its CARs (null: not listed).
+absl::Status WriteTraceFile(const std::string& path, const TraceFile& header, const TraceRing::Snapshot& snapshot,
+                            const std::vector<LiveCar>* live = nullptr);
 
 // Reads one; kInvalidArgument naming the file and line for anything malformed.
 absl::StatusOr<TraceFile> ReadTraceFile(const std::string& path);

@@ -57,6 +57,16 @@ class TraceJobTest : public ::testing::Test {
     }
     return out;
   }
+  // A rank's listed live CARs as "machine state [peer tag bytes done D]".
+  static std::vector<std::string> Live(const fsm::TraceFile& f) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(f.live_listed) << "rank " << f.rank;
+    for (const fsm::TraceFile::Entry& e : f.live) {
+      const fsm::TraceFile::Machine& m = f.MachineOf(e);
+      out.push_back(absl::StrFormat("%s %s [%d %d %d done %d]", m.name, m.states[e.to], e.peer, e.tag, e.bytes, e.done));
+    }
+    return out;
+  }
   std::string dir_;
 };
 
@@ -113,6 +123,10 @@ TEST_F(TraceJobTest, AHungJobIsDumpedAtTheTimeoutShowingWhatEachRankWaitsFor) {
     const int peer = 1 - t.rank;
     EXPECT_THAT(Cars(t), ElementsAre(absl::StrFormat("car_recv#1: idle --post--> posted [%d 7 8]", peer)))
         << "rank " << t.rank;
+    // Waiting inside cartage, the rank listed its live CARs itself.
+    if (t.end == "signal") {
+      EXPECT_THAT(Live(t), ElementsAre(absl::StrFormat("car_recv posted [%d 7 8 done 0]", peer)));
+    }
   }
   // Unfinished: no CAR must be final, and the replay says so.
   const CommandResult check = RunCommand({CARTAGE_BIN, "trace", "check", dir_});
@@ -123,6 +137,32 @@ TEST_F(TraceJobTest, AHungJobIsDumpedAtTheTimeoutShowingWhatEachRankWaitsFor) {
   EXPECT_THAT(why.out, HasSubstr("deadlock: rank 0 waits for a message from rank 1 (tag 7, context 0, 8 bytes) in "
                                  "car_recv#1 'posted', while rank 1 waits for a message from rank 0 (tag 7, context 0, "
                                  "8 bytes) in car_recv#1 'posted': each waits for the next\n"));
+}
+
+TEST_F(TraceJobTest, ADeadlockWhosePostsTheRingLostIsNamedFromTheListedCars) {
+  const CommandResult r = RunCommand(
+      {CARTAGE_BIN, "run", "-n", "2", "--timeout", "2", "--trace", dir_, TRACE_RANKS_BIN, "buried"},
+      {"CARTAGE_TRACE_RECORDS=16", "CARTAGE_METHODS=shm"});
+  EXPECT_EQ(r.code, 124) << r.err;
+  const std::vector<fsm::TraceFile> f = Files();
+  ASSERT_EQ(f.size(), 2u);
+  for (const fsm::TraceFile& t : f) {
+    EXPECT_GT(t.lost, 0u) << "rank " << t.rank;
+    for (const std::string& c : Cars(t)) EXPECT_THAT(c, ::testing::Not(HasSubstr(" 7 8]"))) << "the ring kept a post";
+    // Written on the launcher's SIGUSR1 or at exit (once its peer went, the
+    // receive may have failed): either way the rank listed its CARs itself.
+    EXPECT_THAT(t.end, AnyOf("signal", "exit"));
+    const int peer = 1 - t.rank;
+    EXPECT_THAT(Live(t), AnyOf(ElementsAre(absl::StrFormat("car_recv posted [%d 7 8 done 0]", peer)),
+                               ElementsAre(absl::StrFormat("car_recv failed [%d 7 8 done 0]", peer))));
+  }
+  const CommandResult why = RunCommand({CARTAGE_BIN, "why-stuck", dir_});
+  EXPECT_EQ(why.code, 0) << why.err;
+  EXPECT_THAT(why.out, ::testing::ContainsRegex(
+                           "deadlock: rank 0 waits for a message from rank 1 \\(tag 7, context 0, 8 bytes\\) in "
+                           "car_recv#[0-9]+ 'posted', while rank 1 waits for a message from rank 0 \\(tag 7, context 0, "
+                           "8 bytes\\) in car_recv#[0-9]+ 'posted': each waits for the next\n"))
+      << why.out;
 }
 
 TEST_F(TraceJobTest, ARankThatSkipsACollectiveIsNamed) {
@@ -173,11 +213,26 @@ TEST_F(TraceJobTest, TheWatchdogWritesTheTraceOnceProgressStops) {
                                      {"CARTAGE_WATCHDOG=0.3"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::ContainsRegex("cartage\\[0\\]: no progress for 0.3 s \\(CARTAGE_WATCHDOG\\): trace written to "
-                                              ".*\\.0\\.trace \\(cartage why-stuck reads it\\)"));
+                                              ".*\\.0\\.trace; this rank listed no live CARs: it is not waiting in "
+                                              "cartage \\(it computes or waits in its own code\\) \\(cartage why-stuck "
+                                              "reads it\\)"));
   const CommandResult bad = RunCommand({CARTAGE_BIN, "run", "-n", "1", "--timeout", "30", "--trace", dir_, HELLO_BIN},
                                        {"CARTAGE_WATCHDOG=soon"});
   EXPECT_EQ(bad.code, 1);
   EXPECT_THAT(bad.err, HasSubstr("CARTAGE_WATCHDOG='soon': seconds without progress, > 0"));
+}
+
+TEST_F(TraceJobTest, AWatchdogDumpListsTheCarsOfARankWaitingInCartageOnly) {
+  const CommandResult r = RunCommand(
+      {CARTAGE_BIN, "run", "-n", "2", "--timeout", "30", "--trace", dir_, TRACE_RANKS_BIN, "late"},
+      {"CARTAGE_WATCHDOG=0.3", "CARTAGE_METHODS=shm"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  // Rank 0 waits in its receive and answers the watchdog's thread; rank 1 sleeps in its own code.
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("cartage\\[0\\]: no progress for 0.3 s \\(CARTAGE_WATCHDOG\\): trace written to "
+                                              ".*\\.0\\.trace, with the live CARs this rank listed as it waits in "
+                                              "cartage \\(cartage why-stuck reads it\\)"));
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("cartage\\[1\\]: no progress for 0.3 s \\(CARTAGE_WATCHDOG\\): trace written to "
+                                              ".*\\.1\\.trace; this rank listed no live CARs"));
 }
 
 // Dumps written by hand in the file format, for what a job on this machine

@@ -1,9 +1,11 @@
 // The rank program of trace_job_test: jobs whose trace is known, and jobs
 // that stop in known ways for `cartage why-stuck` to name.
 //   trace_ranks deadlock   2 ranks: each receives from the other first (tag 7)
+//   trace_ranks buried     the same, with 200 messages exchanged (tag 8) after the receives are posted
 //   trace_ranks skipcoll   rank 1 skips the barrier the others enter
 //   trace_ranks count      rank 0 passes 2 elements to an allreduce, the others 4
 //   trace_ranks stall      a receive nobody answers, then 1.5 s outside cartage, then it is cancelled
+//   trace_ranks late       2 ranks: rank 0 waits for a message rank 1 sends after 1.5 s outside cartage
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,7 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: trace_ranks deadlock|skipcoll|count|root|stall\n");
+    std::fprintf(stderr, "usage: trace_ranks deadlock|buried|skipcoll|count|root|stall|late\n");
     return 2;
   }
   auto agent = cartage::Agent::FromEnvironment();
@@ -30,6 +32,24 @@ int main(int argc, char** argv) {
     const int peer = 1 - world.rank();
     CARTAGE_CHECK_OK(world.Recv(buf, sizeof(buf), peer, /*tag=*/7));
     CARTAGE_CHECK_OK(world.Send(buf, sizeof(buf), peer, 7));
+    return 0;
+  }
+  if (mode == "buried" && world.size() == 2) {
+    // A small ring (CARTAGE_TRACE_RECORDS) has lost the posts by the time it hangs.
+    char buf[8] = {};
+    const int peer = 1 - world.rank();
+    cartage::Request rq;
+    CARTAGE_CHECK_OK(world.Irecv(buf, sizeof(buf), peer, /*tag=*/7, &rq));
+    for (int i = 0; i < 100; ++i) {
+      if (world.rank() == 0) {
+        CARTAGE_CHECK_OK(world.Send(buf, sizeof(buf), peer, 8));
+        CARTAGE_CHECK_OK(world.Recv(buf, sizeof(buf), peer, 8));
+      } else {
+        CARTAGE_CHECK_OK(world.Recv(buf, sizeof(buf), peer, 8));
+        CARTAGE_CHECK_OK(world.Send(buf, sizeof(buf), peer, 8));
+      }
+    }
+    CARTAGE_CHECK_OK(rq.Wait());
     return 0;
   }
   if (mode == "skipcoll") {
@@ -49,6 +69,16 @@ int main(int argc, char** argv) {
     const int root = world.rank() == 0 ? 1 : 0;
     CARTAGE_CHECK_OK(cartage::Bcast(world, buf, sizeof(buf), cartage::Datatype::Basic(cartage::datatype::BasicType::kByte),
                                     root));
+    return 0;
+  }
+  if (mode == "late" && world.size() == 2) {
+    char buf[8] = {};
+    if (world.rank() == 1) {
+      ::usleep(1500 * 1000);
+      CARTAGE_CHECK_OK(world.Send(buf, sizeof(buf), 0, /*tag=*/5));
+    } else {
+      CARTAGE_CHECK_OK(world.Recv(buf, sizeof(buf), 1, /*tag=*/5));
+    }
     return 0;
   }
   if (mode == "stall") {

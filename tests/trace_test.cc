@@ -115,6 +115,37 @@ TEST_F(TraceFileTest, RoundTripsEveryField) {
   EXPECT_EQ(f.span_names[static_cast<std::size_t>(f.entries[2].peer)], "barrier/star");
 }
 
+TEST_F(TraceFileTest, RoundTripsTheListedLiveCars) {
+  fsm::TraceRing::Snapshot s;
+  std::vector<fsm::LiveCar> live(1);
+  live[0].at = {.time_ns = 42, .instance = 9, .machine = &fsm::kNamesOf<TurnstileDef>, .from = 1, .to = 1,
+                .context = 3, .peer = 1, .tag = 7, .bytes = 64};
+  live[0].done = 16;
+  live[0].waits_on = 2;
+  const std::string path = Unique("live.trace");
+  ASSERT_TRUE(fsm::WriteTraceFile(path, Header(0, 2, "signal"), s, &live).ok());
+  absl::StatusOr<fsm::TraceFile> f = fsm::ReadTraceFile(path);
+  std::remove(path.c_str());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_TRUE(f->live_listed);
+  EXPECT_TRUE(f->entries.empty());
+  ASSERT_EQ(f->live.size(), 1u);
+  const fsm::TraceFile::Entry& e = f->live[0];
+  EXPECT_EQ(e.kind, 'l');
+  EXPECT_EQ(f->MachineOf(e).name, "turnstile");
+  EXPECT_EQ(f->MachineOf(e).states[e.to], "unlocked");
+  EXPECT_EQ(e.time_ns, 42);
+  EXPECT_EQ(e.instance, 9u);
+  EXPECT_EQ(e.context, 3u);
+  EXPECT_EQ(e.peer, 1);
+  EXPECT_EQ(e.tag, 7);
+  EXPECT_EQ(e.bytes, 64u);
+  EXPECT_EQ(e.done, 16u);
+  EXPECT_EQ(e.waits_on, 2u);
+  // Not listed: the header says so.
+  EXPECT_FALSE(RoundTrip(Header(0, 2, "signal"), s).live_listed);
+}
+
 TEST_F(TraceFileTest, MalformedFilesAreRefusedByLine) {
   const std::string path = Unique("bad.trace");
   std::FILE* f = std::fopen(path.c_str(), "w");

@@ -279,9 +279,10 @@ int RunLauncher(int argc, char** argv) {
       std::fprintf(stderr, "cartage run: %s\n", why.c_str());
     }
     if (tracing && running > 0) {
-      // Traced ranks write what they hold before they go (a hang's last moves).
+      // Traced ranks write what they hold before they go (a hang's last
+      // moves): a rank lists its live CARs within 200 ms, then writes.
       kill_all(SIGUSR1);
-      ::usleep(300 * 1000);
+      ::usleep(800 * 1000);
     }
     kill_all(SIGTERM);
     kill_deadline = Clock::now() + std::chrono::seconds(2);

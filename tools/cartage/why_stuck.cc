@@ -27,7 +27,9 @@ struct Live {
   uint32_t context = 0;
   int32_t peer = -1, tag = 0;
   uint64_t bytes = 0;
-  int64_t since_ns = 0;  // when it entered its state
+  int64_t since_ns = 0;  // when it entered its state (0: its transitions fell out of the ring)
+  uint64_t done = 0;     // bytes done, where the rank listed it
+  uint32_t waits_on = 0;  // dependencies unmet, where the rank listed it
 };
 
 // A collective call begun on a communicator.
@@ -45,6 +47,14 @@ struct RankView {
   int64_t last_ns = 0;                 // the last record's time (0: none)
   bool finalizing = false;             // inside finalize when it wrote its dump
 };
+
+// Whether `state` is final in machine `name` (an unknown machine's are).
+bool IsFinal(const fsm::Registry& registry, const std::string& name, const std::string& state) {
+  const fsm::MachineInfo* info = registry.Find(name);
+  if (info == nullptr) return true;
+  auto it = std::find(info->states.begin(), info->states.end(), state);
+  return it == info->states.end() || info->is_final[static_cast<std::size_t>(it - info->states.begin())];
+}
 
 RankView View(const TraceFile& f, const fsm::Registry& registry) {
   RankView v;
@@ -80,13 +90,22 @@ RankView View(const TraceFile& f, const fsm::Registry& registry) {
     }
     rec = &e;
   }
+  if (f.live_listed) {
+    // The rank's own list is the truth about what lives; the ring adds since when.
+    for (const Entry& e : f.live) {
+      const TraceFile::Machine& m = f.MachineOf(e);
+      if (IsFinal(registry, m.name, m.states[e.to])) continue;  // ended, not yet released
+      const auto it = last.find({e.machine, e.instance});
+      const int64_t since = it != last.end() && it->second.first->to == e.to ? it->second.first->time_ns : 0;
+      v.live.push_back({f.rank, m.name, m.states[e.to], e.instance, e.context, e.peer, e.tag, e.bytes, since, e.done,
+                        e.waits_on});
+    }
+    return v;
+  }
   for (const auto& [key, val] : last) {
     const Entry& e = *val.first;
     const TraceFile::Machine& m = f.MachineOf(e);
-    const fsm::MachineInfo* info = registry.Find(m.name);
-    if (info == nullptr) continue;
-    auto it = std::find(info->states.begin(), info->states.end(), m.states[e.to]);
-    if (it == info->states.end() || info->is_final[static_cast<std::size_t>(it - info->states.begin())]) continue;
+    if (IsFinal(registry, m.name, m.states[e.to])) continue;
     v.live.push_back({f.rank, m.name, m.states[e.to], e.instance, e.context, e.peer, e.tag, e.bytes, e.time_ns});
   }
   return v;
@@ -220,8 +239,12 @@ std::string WhyStuck(const TraceJob& job, const fsm::Registry& registry) {
           : waits.contains(p)         ? "itself waits"
           : it->second.finalizing     ? "is in finalize"
           : it->second.last_ns == 0   ? "recorded no transition at all"
-              : absl::StrFormat("waits for no message: its last transition was %.0f ms before it wrote its dump "
-                                "(it computes, or waits outside cartage)",
+          : it->second.file->live_listed
+              ? absl::StrFormat("waits for no message: it answered the dump from a wait inside cartage, %.0f ms "
+                                "after its last transition",
+                                static_cast<double>(it->second.file->dump_ns - it->second.last_ns) / 1e6)
+              : absl::StrFormat("waits for no message and did not answer the dump from inside cartage: it computes "
+                                "or waits in its own code; its last transition was %.0f ms before the dump",
                                 static_cast<double>(it->second.file->dump_ns - it->second.last_ns) / 1e6);
       out.push_back(absl::StrFormat("%s wait for rank %d, which %s", Ranks(who), p, state));
     }
