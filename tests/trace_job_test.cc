@@ -235,6 +235,25 @@ TEST_F(TraceJobTest, AWatchdogDumpListsTheCarsOfARankWaitingInCartageOnly) {
                                               ".*\\.1\\.trace; this rank listed no live CARs"));
 }
 
+// The fast-path rule's check: two runs of traffic whose order is fixed take
+// the same lives; a run over another method does not.
+TEST_F(TraceJobTest, TwoRunsOfTheSameTrafficCompareLifeForLife) {
+  const std::string a = dir_ + "/a", b = dir_ + "/b", c = dir_ + "/c";
+  for (const auto& [d, methods] : {std::pair{a, "shm"}, std::pair{b, "shm"}, std::pair{c, "tcp"}}) {
+    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "2", "--timeout", "30", "--trace", d, TRACE_RANKS_BIN,
+                                        "late"},
+                                       {absl::StrCat("CARTAGE_METHODS=", methods)});
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  const CommandResult same = RunCommand({CARTAGE_BIN, "trace", "compare", a, b});
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  EXPECT_THAT(same.out, ::testing::MatchesRegex("jobs [0-9a-f-]+ \\(A\\) and [0-9a-f-]+ \\(B\\): the same 2 lives and 2 spans "
+                                                "on 2 ranks\n"));
+  const CommandResult other = RunCommand({CARTAGE_BIN, "trace", "compare", a, c});
+  EXPECT_EQ(other.code, 1) << other.out << other.err;
+  EXPECT_THAT(other.out, ::testing::ContainsRegex("rank 0: tcp_connection [a-z_ >-]+: 0 in A, [0-9]+ in B\n"));
+}
+
 // Dumps written by hand in the file format, for what a job on this machine
 // does not reliably produce.
 TEST_F(TraceJobTest, ACollectiveMessageNoReceiveTookIsNamed) {

@@ -9,6 +9,7 @@
 
 #include "fsm/registry.h"
 #include "fsm/trace_check.h"
+#include "fsm/trace_compare.h"
 #include "fsm/trace_file.h"
 #include "fsm/trace_ring.h"
 #include "gmock/gmock.h"
@@ -189,6 +190,49 @@ TEST_F(TraceFileTest, EveryBrokenRuleIsNamed) {
                                       "rank 0: turnstile#1: leaves 'unlocked' but was in 'broken'",
                                       "rank 0: turnstile#1 ends the job in 'locked', which is not final",
                                       "rank 0: turnstile#9 ends the job in 'unlocked', which is not final"));
+}
+
+// Two runs of the same traffic compare life for life, whatever the
+// instances' ids and the order of their lives; a life taken another way is named.
+TEST_F(TraceFileTest, RunsCompareLifeForLife) {
+  Turnstile a, b, c, d;
+  a.id = 1;
+  b.id = 2;
+  c.id = 7;
+  d.id = 8;
+  fsm::TraceRing::Snapshot one = Drive({{&a, E::kCoin}, {&a, E::kPush}, {&a, E::kKick}, {&b, E::kKick}});
+  TurnstileMachine::Reset(b);  // re-armed: a second life of b
+  const fsm::TraceRing::Snapshot again = Drive({{&b, E::kKick}});
+  one.records.insert(one.records.end(), again.records.begin(), again.records.end());
+  one.recorded = one.records.size();
+  fsm::TraceRing::Snapshot two = Drive({{&c, E::kKick}, {&d, E::kCoin}, {&d, E::kPush}, {&d, E::kKick}});
+  TurnstileMachine::Reset(c);
+  const fsm::TraceRing::Snapshot later = Drive({{&c, E::kKick}});
+  two.records.insert(two.records.end(), later.records.begin(), later.records.end());
+  two.recorded = two.records.size();
+  const fsm::TraceFile fa = RoundTrip(Header(0, 1, "finalize"), one);
+  const fsm::TraceFile fb = RoundTrip(Header(0, 1, "finalize"), two);
+  const fsm::TraceComparison same = fsm::CompareJobTraces(reg_, {fa}, {fb});
+  EXPECT_TRUE(same.differences.empty()) << same.differences.front();
+  EXPECT_EQ(same.lives, 3u);
+
+  Turnstile e, g;
+  e.id = 1;
+  g.id = 2;
+  const fsm::TraceRing::Snapshot other = Drive(
+      {{&e, E::kCoin}, {&e, E::kPush}, {&e, E::kCoin}, {&e, E::kPush}, {&e, E::kKick}, {&g, E::kCoin}});
+  const fsm::TraceComparison diff = fsm::CompareJobTraces(reg_, {fa}, {RoundTrip(Header(0, 1, "signal"), other)});
+  EXPECT_THAT(diff.differences,
+              ElementsAre("rank 0: turnstile locked --coin--> unlocked (unfinished): 0 in A, 1 in B",
+                          "rank 0: turnstile locked --coin--> unlocked --push--> locked --coin--> unlocked --push--> "
+                          "locked --kick--> broken: 0 in A, 1 in B",
+                          "rank 0: turnstile locked --coin--> unlocked --push--> locked --kick--> broken: 1 in A, 0 in B",
+                          "rank 0: turnstile locked --kick--> broken: 2 in A, 0 in B"));
+  // A ring that lost records cannot be compared life for life.
+  fsm::TraceRing::Snapshot lost = two;
+  lost.recorded += 5;
+  EXPECT_THAT(fsm::CompareJobTraces(reg_, {fa}, {RoundTrip(Header(0, 1, "finalize"), lost)}).differences,
+              ElementsAre("rank 0: its ring lost 5 records (raise CARTAGE_TRACE_RECORDS)"));
 }
 
 TEST_F(TraceFileTest, OnlyAFinishedJobMustEndInFinalStates) {

@@ -59,6 +59,8 @@ constexpr absl::string_view kUsage =
     "  trace check DIR               replay every traced job in DIR against the tables\n"
     "  trace diagram DIR [--machine M] [--out D]\n"
     "                                the diagrams with DIR's edge counts and state times on them\n"
+    "  trace compare DIR_A DIR_B     whether two traced runs of the same traffic took the same\n"
+    "                                lives (a fast path on and off)\n"
     "  why-stuck DIR [--job ID]      say why a traced job stopped, from its ranks' dumps (written\n"
     "                                at run --timeout, on SIGUSR1, at CARTAGE_WATCHDOG=SECONDS)\n"
     "  help, --help                  this text\n";

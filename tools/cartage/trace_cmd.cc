@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "fsm/emit.h"
 #include "fsm/trace_check.h"
+#include "fsm/trace_compare.h"
 #include "tools/cartage/diagrams.h"
 
 namespace cartage::tools {
@@ -33,6 +34,9 @@ constexpr char kUsage[] =
     "       cartage trace diagram DIR [--machine M] [--out D]\n"
     "         the state diagrams with what DIR's jobs did drawn on them: each edge's count, each\n"
     "         state's p50/p99 stay; edges never taken faint (default D: DIR/diagrams; SVG and DOT)\n"
+    "       cartage trace compare DIR_A DIR_B\n"
+    "         whether the newest jobs of two folders (the same traffic, a fast path on and off)\n"
+    "         took the same lives, rank by rank and machine by machine; exit 1 on any difference\n"
     "DIR holds what CARTAGE_TRACE=DIR (or `cartage run --trace DIR`) wrote.\n";
 
 std::string Json(absl::string_view s) {
@@ -314,6 +318,27 @@ int Check(const std::string& dir, const fsm::Registry& registry) {
   return bad == 0 ? 0 : 1;
 }
 
+int Compare(const std::string& dir_a, const std::string& dir_b, const fsm::Registry& registry) {
+  absl::StatusOr<std::vector<TraceJob>> a = ReadTraceJobs(dir_a);
+  absl::StatusOr<std::vector<TraceJob>> b = a.ok() ? ReadTraceJobs(dir_b) : a;
+  if (!a.ok() || !b.ok()) {
+    std::cerr << "cartage trace compare: " << (a.ok() ? b : a).status().message() << "\n";
+    return 1;
+  }
+  const TraceJob& ja = a->back();
+  const TraceJob& jb = b->back();
+  const fsm::TraceComparison c = fsm::CompareJobTraces(registry, ja.ranks, jb.ranks);
+  if (c.differences.empty()) {
+    std::cout << absl::StrFormat("jobs %s (A) and %s (B): the same %d lives and %d spans on %d ranks\n", ja.id,
+                                 jb.id, c.lives, c.spans, ja.ranks.size());
+    return 0;
+  }
+  std::cout << absl::StrFormat("jobs %s (A) and %s (B) differ in %d ways:\n", ja.id, jb.id, c.differences.size());
+  for (std::size_t k = 0; k < c.differences.size() && k < 40; ++k) std::cout << "  " << c.differences[k] << "\n";
+  if (c.differences.size() > 40) std::cout << "  ... and " << c.differences.size() - 40 << " more\n";
+  return 1;
+}
+
 int Merge(const std::string& dir, const std::string& job_id, std::string out, const fsm::Registry& registry) {
   absl::StatusOr<std::vector<TraceJob>> jobs = ReadTraceJobs(dir);
   if (!jobs.ok()) {
@@ -454,6 +479,7 @@ int RunTrace(int argc, char** argv, const fsm::Registry& registry) {
     }
   }
   if (pos.size() == 2 && pos[0] == "check") return Check(pos[1], registry);
+  if (pos.size() == 3 && pos[0] == "compare") return Compare(pos[1], pos[2], registry);
   if (pos.size() == 2 && pos[0] == "diagram") return Diagram(pos[1], machine, out, registry);
   if (pos.size() == 1) return Merge(pos[0], job, out, registry);
   std::cerr << kUsage;

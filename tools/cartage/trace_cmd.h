@@ -1,6 +1,7 @@
 // `cartage trace`: reads the files a traced job wrote (CARTAGE_TRACE=DIR,
 // `cartage run --trace DIR`): merges them into one Chrome/Perfetto trace,
-// and replays them against the tables (`cartage trace check`).
+// replays them against the tables (`cartage trace check`), and compares
+// two runs life for life (`cartage trace compare`).
 #ifndef CARTAGE_TOOLS_CARTAGE_TRACE_CMD_H_
 #define CARTAGE_TOOLS_CARTAGE_TRACE_CMD_H_
 
