@@ -379,7 +379,11 @@ absl::Status Comm::Recv(void* buf, std::size_t bytes, int source, int tag, Probe
 
 absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) const {
   if (source != kAnySource && (source < 0 || source >= size_)) {
-    return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: no such rank", source));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("probe from rank %d (tag %d): no such rank in a communicator of %d", source, tag, size_));
+  }
+  if (tag != kAnyTag && (tag < 0 || tag > kMaxTag)) {
+    return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: invalid tag %d (0..%d)", source, tag, kMaxTag));
   }
   rt_->AllowHolding(false);  // what has arrived goes to the unexpected queue, where Peek looks
   rt_->Progress();

@@ -3,6 +3,7 @@
 #include "kit/check.h"
 
 #include <csignal>
+#include <cstdlib>
 
 namespace cartage::kit {
 
@@ -42,6 +43,8 @@ constexpr Case kExtra[] = {
   {"holdprobe",    2,    &HoldThenProbe,    false,   true,  "an envelope held unread is still found by Iprobe"},
   {"self",         2,    &Self,             false,   true,  "a rank's messages to itself, beside other ranks"},
   {"killself",     1,    &KillSelf,         false,   false, "the rank kills itself"},
+  {"segv",         1,    &Segv,             false,   false, "the rank writes through a null pointer"},
+  {"abort",        1,    &Abort,            false,   false, "the rank aborts"},
 };
 // clang-format on
 
@@ -76,5 +79,12 @@ void Fill(std::vector<unsigned char>& v, uint64_t seed) {
 }
 
 void KillSelf(const Comm&, Agent&) { std::raise(SIGKILL); }
+
+void Segv(const Comm&, Agent&) {
+  volatile int* volatile nowhere = nullptr;
+  *nowhere = 1;
+}
+
+void Abort(const Comm&, Agent&) { std::abort(); }
 
 }  // namespace cartage::kit

@@ -74,6 +74,8 @@ void EarlyExit(const Comm& w, Agent& a);
 void PeerDies(const Comm& w, Agent& a);
 void VcError(const Comm& w, Agent& a);
 void KillSelf(const Comm& w, Agent& a);
+void Segv(const Comm& w, Agent& a);
+void Abort(const Comm& w, Agent& a);
 
 }  // namespace cartage::kit
 

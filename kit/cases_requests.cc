@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "cartage/cartage.h"
@@ -80,7 +81,17 @@ void ProbeThenRecv(const Comm& w, Agent&) {
     absl::StatusOr<std::optional<ProbeResult>> none = w.Iprobe(kAnySource, kAnyTag);
     KIT_OK(none.status());
     KIT_EXPECT(!none->has_value(), "nothing should be left");
-    KIT_EXPECT(w.Iprobe(5, 0).status().code() == absl::StatusCode::kInvalidArgument, "bad rank probe");
+    // Arguments are checked as a receive's are, by Iprobe and by a blocking Probe (which must not wait).
+    for (const auto& [source, tag] : {std::pair{w.size(), 0}, std::pair{-5, 0}, std::pair{0, -9}, std::pair{0, kMaxTag + 1},
+                                      std::pair{kAnySource, -2}}) {
+      const absl::Status quick = w.Iprobe(source, tag).status();
+      const absl::Status blocking = w.Probe(source, tag).status();
+      KIT_EXPECT(quick.code() == absl::StatusCode::kInvalidArgument && blocking.code() == quick.code() &&
+                     blocking.message() == quick.message(),
+                 "probe (%d, %d): %s / %s", source, tag, quick.ToString(), blocking.ToString());
+      KIT_EXPECT(absl::StrContains(quick.message(), tag < 0 || tag > kMaxTag ? "invalid tag" : "no such rank"),
+                 "probe (%d, %d): %s", source, tag, quick.ToString());
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -53,6 +55,31 @@ TEST(Launcher, DeadRankStopsTheJobAndIsNamed) {
   EXPECT_THAT(r.err, HasSubstr("cartage run: rank 1 (pid "));
   EXPECT_THAT(r.err, HasSubstr("killed by signal 6 (ABRT); stopping 2 running rank(s)"));
   EXPECT_THAT(r.out, Not(HasSubstr("second fence passed")));
+}
+
+// Processes whose command line holds `mark`.
+std::vector<int> ProcessesWith(const std::string& mark) {
+  std::vector<int> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::string cmdline = cartage::test::Slurp(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(mark) != std::string::npos) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+TEST(Launcher, AFailedStartStopsTheRanksItStarted) {
+  // 64 descriptors run out part-way through 32 ranks' output pipes.
+  const std::string mark = absl::StrCat("31.", ::getpid());
+  const Result r = RunCommand(
+      {"/bin/sh", "-c", absl::StrCat("ulimit -n 64; exec ", kCartage, " run -n 32 /bin/sleep ", mark)});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_THAT(r.err, ::testing::ContainsRegex("cartage run: pipe for rank [0-9]+: Too many open files\n"));
+  const std::vector<int> left = ProcessesWith(absl::StrCat("sleep ", mark));
+  EXPECT_TRUE(left.empty()) << left.size() << " ranks left running";
+  for (int pid : left) ::kill(pid, SIGKILL);
 }
 
 TEST(Launcher, WrongJobKeyIsRefused) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/ascii.h"
@@ -32,24 +33,38 @@ namespace {
 constexpr uint32_t kFiVersion = FI_VERSION(1, 9);
 constexpr std::size_t kCqSize = 16384;
 
-// Debian's libfabric links libpsm_infinipath and libpsm2, whose constructors
-// (and provider start-up) install backtrace handlers for the fatal signals
-// that turn a crashing rank into "exit 1". A rank must die by its signal, so
-// that the launcher names it and its exit status says so: those handlers,
-// and only those, go back to the default.
+// Debian's libfabric links libpsm_infinipath (and through it
+// libinfinipath) and libpsm2, which install backtrace handlers for the fatal
+// signals (and SIGTERM, SIGINT) at load and at provider start-up: a crashing
+// rank then prints a backtrace, drops a *.btr file in the working directory
+// and exits 1. A rank must die by its signal, so that its launcher names it.
+// Their documented switches keep them from installing the handlers (set
+// here, before a provider starts, where the launcher has not set them), and
+// whatever handler one of them installed anyway goes back to the default;
+// every other handler (ASan's, the program's own) stays.
+constexpr const char* kBacktraceLibraries[] = {"libpsm", "libinfinipath", "libhfi"};
+
 void RestoreFatalSignals() {
-  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) {
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT}) {
     struct sigaction sa {};
     if (::sigaction(sig, nullptr, &sa) != 0) continue;
     void* handler = (sa.sa_flags & SA_SIGINFO) != 0 ? reinterpret_cast<void*>(sa.sa_sigaction)
                                                    : reinterpret_cast<void*>(sa.sa_handler);
     Dl_info where{};
     if (handler == nullptr || ::dladdr(handler, &where) == 0 || where.dli_fname == nullptr) continue;
-    if (std::strstr(where.dli_fname, "libpsm") != nullptr) ::signal(sig, SIG_DFL);
+    const char* base = std::strrchr(where.dli_fname, '/');
+    base = base != nullptr ? base + 1 : where.dli_fname;
+    for (const char* lib : kBacktraceLibraries) {
+      if (std::strncmp(base, lib, std::strlen(lib)) == 0) ::signal(sig, SIG_DFL);
+    }
   }
 }
 // Runs once libfabric and its libraries are loaded, before main.
-[[gnu::constructor]] void RestoreFatalSignalsAtLoad() { RestoreFatalSignals(); }
+[[gnu::constructor]] void RestoreFatalSignalsAtLoad() {
+  ::setenv("IPATH_NO_BACKTRACE", "1", /*overwrite=*/0);
+  ::setenv("HFI_NO_BACKTRACE", "1", /*overwrite=*/0);
+  RestoreFatalSignals();
+}
 
 }  // namespace
 

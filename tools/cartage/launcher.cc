@@ -205,6 +205,17 @@ int RunLauncher(int argc, char** argv) {
   }
   const bool bind = bind_mode == Bind::kAlways ||
                     (bind_mode == Bind::kAuto && static_cast<std::size_t>(n) > cpus.size());
+  // A start that fails part-way stops (and reaps) the ranks it started.
+  auto abandon = [&](int code) {
+    for (Rank& k : ranks) {
+      if (k.running) ::kill(k.pid, SIGKILL);
+    }
+    for (Rank& k : ranks) {
+      if (k.running) (void)::waitpid(k.pid, nullptr, 0);
+    }
+    for (const Stream& st : streams) ::close(st.fd);
+    return code;
+  };
   for (int r = 0; r < n; ++r) {
     if (bind && !cpus.empty()) {
       cpu_set_t one;
@@ -213,9 +224,15 @@ int RunLauncher(int argc, char** argv) {
       sched_setaffinity(0, sizeof(one), &one);
     }
     int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      std::perror("cartage run: pipe");
-      return 1;
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "cartage run: pipe for rank %d: %s\n", r, std::strerror(errno));
+      return abandon(1);
+    }
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "cartage run: pipe for rank %d: %s\n", r, std::strerror(errno));
+      ::close(out[0]);
+      ::close(out[1]);
+      return abandon(1);
     }
     std::vector<std::string> env_store;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -232,6 +249,12 @@ int RunLauncher(int argc, char** argv) {
     env_store.push_back(absl::StrCat(wire::kEnvJobKey, "=", job_key));
     env_store.push_back(absl::StrCat(wire::kEnvJobId, "=", job_id));
     if (!trace_dir.empty()) env_store.push_back(absl::StrCat("CARTAGE_TRACE=", trace_dir));
+    // libinfinipath and libhfi (under Debian's libfabric) would catch a
+    // crash, print a backtrace, leave a *.btr file and exit 1: a crashed rank
+    // must die by its signal, for the launcher to name it.
+    for (const char* quiet : {"IPATH_NO_BACKTRACE", "HFI_NO_BACKTRACE"}) {
+      if (std::getenv(quiet) == nullptr) env_store.push_back(absl::StrCat(quiet, "=1"));
+    }
     std::vector<char*> envp;
     for (std::string& e : env_store) envp.push_back(e.data());
     envp.push_back(nullptr);
@@ -247,10 +270,9 @@ int RunLauncher(int argc, char** argv) {
     if (rc != 0) {
       std::fprintf(stderr, "cartage run: cannot start '%s' for rank %d: %s\n", program[0], r,
                    std::strerror(rc));
-      for (Rank& k : ranks) {
-        if (k.running) ::kill(k.pid, SIGKILL);
-      }
-      return 127;
+      ::close(out[0]);
+      ::close(err[0]);
+      return abandon(127);
     }
     ranks[static_cast<std::size_t>(r)] = {pid, true, 0};
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
