@@ -83,15 +83,21 @@ class TcpMethodTest : public ::testing::Test {
     return true;
   }
 
-  // A raw client speaking to rank 0 as `claimed_rank`, `key` as the job key;
-  // returns the socket and the verdict rank 0 answered (0: none, closed).
-  std::pair<int, uint32_t> Greet(int claimed_rank, const std::string& key) {
+  // A raw client's socket connected to rank 0.
+  int Connect0() {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(static_cast<uint16_t>(rank0_->port()));
     EXPECT_EQ(::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)), 0);
+    return fd;
+  }
+
+  // A raw client speaking to rank 0 as `claimed_rank`, `key` as the job key;
+  // returns the socket and the verdict rank 0 answered (0: none, closed).
+  std::pair<int, uint32_t> Greet(int claimed_rank, const std::string& key) {
+    const int fd = Connect0();
     Hello h{};
     h.magic = kHelloMagic;
     h.version = kWireVersion;
@@ -133,6 +139,7 @@ class TcpMethodTest : public ::testing::Test {
 };
 
 TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {
+  ::testing::internal::CaptureStderr();
   // Both ranks send first, before either has progressed: both connect.
   for (int i = 0; i < 50; ++i) {
     Send(*rank0_, host0_, absl::StrCat("from 0 #", i), i);
@@ -161,6 +168,26 @@ TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {
     }
   }
   for (const auto& c : completions_) EXPECT_TRUE(c->done() && c->status.ok()) << c->status;
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "what works as designed says nothing";
+}
+
+// A connection closed before its greeting (the half of a simultaneous
+// connect its rank gave up) goes without a word; one closed part-way
+// through its greeting is refused aloud. Neither touches the real rank's VC.
+TEST_F(TcpMethodTest, AConnectionClosedBeforeItsGreetingIsDroppedQuietly) {
+  ::testing::internal::CaptureStderr();
+  ::close(Connect0());
+  const int partial = Connect0();
+  const char half[4] = {};
+  EXPECT_EQ(::send(partial, half, sizeof(half), 0), 4);
+  ::close(partial);
+  for (int i = 0; i < 200; ++i) rank0_->Progress();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, ::testing::MatchesRegex("cartage tcp \\(rank 0\\): refused a connection from 127\\.0\\.0\\.1:[0-9]+: "
+                                           "closed part-way through its greeting\n"));
+  EXPECT_EQ(rank0_->StateOf(1), VcState::kIdle);
+  Send(*rank1_, host1_, "still welcome", 3);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1; }));
 }
 
 TEST_F(TcpMethodTest, WrongJobKeyIsRefusedAndLogged) {

@@ -344,8 +344,15 @@ void TcpMethod::OnPending(std::size_t fd) {
   const ssize_t n = ::recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
   std::string refuse;
+  if (n <= 0 && p.got == 0) {
+    // A connect the other side gave up before greeting: the losing half of
+    // two ranks connecting to each other at once, as designed; nothing to say.
+    CloseFd(p.fd);
+    pending_.erase(it);
+    return;
+  }
   if (n <= 0) {
-    refuse = "closed before its greeting";
+    refuse = "closed part-way through its greeting";
   } else {
     p.got += static_cast<std::size_t>(n);
     if (p.got < sizeof(Hello)) return;
