@@ -88,7 +88,10 @@ Bootstrap::Bootstrap(int rank, int size, int fd, std::string job_id)
     : rank_(rank), size_(size), fd_(fd), job_id_(std::move(job_id)) {}
 
 Bootstrap::~Bootstrap() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ < 0) return;
+  // Best effort and never blocking: a launcher already gone gets nothing.
+  (void)!::send(fd_, "BYE\n", 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::close(fd_);
 }
 
 absl::StatusOr<std::string> Bootstrap::Call(absl::string_view request, absl::string_view what) {

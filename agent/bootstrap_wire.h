@@ -6,7 +6,10 @@
 //   PUT <key> <hex value>       OK | ERR <why>
 //   FENCE                       OK (once every rank has fenced) | ERR <why>
 //   GET <key>                   VAL <hex value> | NONE
+//   BYE                         (none: the rank finalized, and closes)
 //
+// A rank that said HELLO and exits without BYE ended without finalizing
+// (its Agent was never destroyed): the launcher says so and fails the job.
 // Keys are one word of [A-Za-z0-9_.:/-]; the launcher refuses anything else.
 #ifndef CARTAGE_AGENT_BOOTSTRAP_WIRE_H_
 #define CARTAGE_AGENT_BOOTSTRAP_WIRE_H_

@@ -30,6 +30,9 @@ struct Case {
   bool one_rank;
   // Whether its ranks may be threads of one process (no rank exits or dies).
   bool in_process;
+  // Whether a rank leaves without finalizing (the job then exits 1, its
+  // launcher naming that rank).
+  bool leaves;
   const char* checks;  // one line: what it checks
 };
 

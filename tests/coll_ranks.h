@@ -98,11 +98,12 @@ void Algorithms(const Comm& w, const std::string& only);
 CollectiveCall SumCall(const void* in, void* out, int64_t count, BasicType type, const char* alg = "");
 void Persistent(const Comm& w);
 void Concurrent(const Comm& w);
-void Selection(const Comm& w);
+// Selection and Faults return whether the job may end with a barrier.
+bool Selection(const Comm& w);
 
 // Failed calls end on every rank (coll_ranks_faults.cc).
 void ExpectNothingLeft(const Comm& w, const char* after);
-void Faults(const Comm& w, const std::string& what);
+bool Faults(const Comm& w, const std::string& what);
 
 // Seed 002's xfer blocks and a burst of large sends (coll_ranks_xfer.cc).
 void Burst(const Comm& w);

@@ -355,7 +355,10 @@ TEST(CollectiveRanks, DisagreeingCountsAndADeadRankEndEveryCallWithAnError) {
       const CommandResult r = RunCommand(
           {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "60", RANKS_BIN, "faults", "dead"},
           {absl::StrCat("CARTAGE_OVERSUBSCRIBED=", over)});
-      EXPECT_EQ(r.code, 0) << n << " ranks, oversubscribed " << over << ": " << r.err << r.out;
+      // The last rank left without finalizing: the launcher fails the job, naming it.
+      EXPECT_EQ(r.code, 1) << n << " ranks, oversubscribed " << over << ": " << r.err << r.out;
+      EXPECT_THAT(r.err, HasSubstr(absl::StrFormat("cartage run: rank %d (pid ", n - 1)));
+      EXPECT_THAT(r.err, HasSubstr("exited without finalizing (its Agent was never destroyed)\n"));
       for (int rank = 0; rank < n - 1; ++rank) {
         EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("rank %d: every call returned", rank)))
             << n << " ranks, oversubscribed " << over << ": " << r.err;

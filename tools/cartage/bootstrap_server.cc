@@ -143,6 +143,8 @@ void BootstrapServer::Serve(Client& c) {
         c.rank = rank;
         Reply(c, "OK");
       }
+    } else if (w.size() == 1 && w[0] == "BYE") {
+      c.bye = true;
     } else if (w.size() == 3 && w[0] == "PUT" && wire::ValidKey(w[1]) && w[2].size() % 2 == 0) {
       values_[w[1]] = w[2];
       Reply(c, "OK");
@@ -178,6 +180,30 @@ void BootstrapServer::RankExited(int rank) {
     }
   }
   fenced_ = 0;
+}
+
+void BootstrapServer::Drain(int rank) {
+  for (auto& c : clients_) {
+    if (c->rank != rank) continue;
+    while (c->fd >= 0) {
+      char buf[8192];
+      const ssize_t n = ::read(c->fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // its end closed (or nothing more)
+      c->inbox.append(buf, static_cast<std::size_t>(n));
+      Serve(*c);
+    }
+  }
+}
+
+bool BootstrapServer::LeftWithoutBye(int rank) const {
+  bool greeted = false;
+  for (const auto& c : clients_) {
+    if (c->rank != rank) continue;
+    if (c->bye) return false;
+    greeted = true;
+  }
+  return greeted;
 }
 
 }  // namespace cartage::tools

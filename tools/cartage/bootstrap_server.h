@@ -1,5 +1,5 @@
 // The launcher's side of the bootstrap (agent/bootstrap_wire.h): a Unix
-// socket in a private 0700 directory, serving HELLO, PUT, FENCE and GET to the
+// socket in a private 0700 directory, serving HELLO, PUT, FENCE, GET and BYE to the
 // ranks of one job. Driven by the launcher's poll loop; never blocks.
 #ifndef CARTAGE_TOOLS_CARTAGE_BOOTSTRAP_SERVER_H_
 #define CARTAGE_TOOLS_CARTAGE_BOOTSTRAP_SERVER_H_
@@ -30,12 +30,17 @@ class BootstrapServer {
   // A rank's process ended: fences can no longer complete, so the ranks in
   // one now, and any later FENCE, get an error instead of waiting forever.
   void RankExited(int rank);
+  // Serves what a rank whose process ended left unread (its BYE).
+  void Drain(int rank);
+  // Whether `rank` said HELLO and ended without BYE: it never finalized.
+  bool LeftWithoutBye(int rank) const;
 
  private:
   struct Client {
     int fd = -1;
     int rank = -1;  // -1 until HELLO
     bool fenced = false;
+    bool bye = false;  // finalized
     std::string inbox;
   };
   BootstrapServer(int size, std::string job_key) : size_(size), job_key_(std::move(job_key)) {}

@@ -47,7 +47,10 @@ constexpr char kUsage[] =
     "  --timeout S       kill the job after S seconds (exit code 124)\n"
     "  --trace DIR       every rank records its transitions and collective calls into\n"
     "                    DIR/<job>.<rank>.trace (CARTAGE_TRACE; read them with `cartage trace`);\n"
-    "                    SIGUSR1 to the launcher has every rank write its file now\n";
+    "                    SIGUSR1 to the launcher has every rank write its file now\n"
+    "The exit code is the first failing rank's (128 + signal for a crash; the other\n"
+    "ranks are then stopped), else 1 if a rank that started cartage exited without\n"
+    "finalizing (destroying its Agent), else 0.\n";
 
 volatile std::sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
@@ -310,6 +313,7 @@ int RunLauncher(int argc, char** argv) {
     kill_deadline = Clock::now() + std::chrono::seconds(2);
   };
 
+  bool unfinalized = false;  // a rank ended without finalizing
   std::vector<pollfd> fds;
   while (running > 0 || !streams.empty()) {
     fds.clear();
@@ -346,6 +350,14 @@ int RunLauncher(int argc, char** argv) {
         --running;
         if (running > 0) (*server)->RankExited(static_cast<int>(r));
         const bool abnormal = WIFSIGNALED(status) || WEXITSTATUS(status) != 0;
+        (*server)->Drain(static_cast<int>(r));
+        if (!abnormal && !killing && (*server)->LeftWithoutBye(static_cast<int>(r))) {
+          // As MPI launchers do: the job fails, though the others run on
+          // (they fail as they reach it, naming it).
+          std::fprintf(stderr, "cartage run: rank %zu (pid %d) exited without finalizing (its Agent was never destroyed)\n",
+                       r, pid);
+          unfinalized = true;
+        }
         if (abnormal && first_failure < 0 && !killing) first_failure = ExitCodeOf(status);
         if (abnormal && !killing) {
           begin_kill(absl::StrFormat("rank %d (pid %d) %s", r, pid, Describe(status)));
@@ -388,7 +400,7 @@ int RunLauncher(int argc, char** argv) {
   RemoveSharedMemory(job_id);
   if (timed_out) return 124;
   if (first_failure >= 0) return first_failure;  // not the SIGTERM we sent the others
-  int worst = 0;
+  int worst = unfinalized ? 1 : 0;
   for (const Rank& k : ranks) worst = std::max(worst, ExitCodeOf(k.status));
   if (g_signal != 0 && worst == 0) worst = 128 + g_signal;
   return worst;
