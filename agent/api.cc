@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <tuple>
 
@@ -19,6 +20,15 @@ using agent::Runtime;
 
 // The user's wildcards are the CARs' own.
 static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
+
+namespace {
+// A Comm or Request whose Agent was destroyed.
+absl::Status GoneError(absl::string_view op) {
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s%sthe Agent this was made on was destroyed (finalized); make a new Agent and use its World()", op,
+      op.empty() ? "" : ": "));
+}
+}  // namespace
 
 // ---- Agent ---------------------------------------------------------------------
 
@@ -43,7 +53,7 @@ Agent::~Agent() {
   rt_.reset();
   --g_agents;
 }
-Comm Agent::World() const { return Comm(rt_.get(), rt_->rank(), rt_->size(), 0); }
+Comm Agent::World() const { return Comm(rt_.get(), rt_->life(), rt_->rank(), rt_->size(), 0); }
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
 int Agent::Progress() { return rt_->Progress(); }
@@ -75,8 +85,25 @@ int Request::source() const { return CommRank(done_.source); }
 
 absl::string_view Request::state() const { return car_ != nullptr ? car_->state_name() : absl::string_view(); }
 
+absl::Status Request::Abandon(absl::string_view op) {
+  // Its CAR went with the Agent's pool; a collective's schedule holds CARs
+  // of that pool too and is let go without running its destructor.
+  car_ = nullptr;
+  in_flight_ = false;
+  persistent_ = false;
+  if (activity_) {
+    static std::mutex mu;
+    static auto* kept = new std::vector<std::shared_ptr<engine::Activity>>();
+    std::lock_guard<std::mutex> lock(mu);
+    kept->push_back(std::move(activity_));
+  }
+  done_.status = GoneError(op);
+  return done_.status;
+}
+
 absl::Status Request::Wait() {
   if (!in_flight_) return done_.status;
+  if (Orphaned()) return Abandon("wait");
   runtime_->WaitUntil([this] { return done_.done(); });
   Finish();
   return done_.status;
@@ -84,6 +111,10 @@ absl::Status Request::Wait() {
 
 bool Request::Test() {
   if (!in_flight_) return true;
+  if (Orphaned()) {
+    (void)Abandon("test");
+    return true;
+  }
   if (!done_.done()) runtime_->Progress();
   if (!done_.done()) return false;
   Finish();
@@ -92,11 +123,13 @@ bool Request::Test() {
 
 absl::Status Request::Cancel() {
   if (!in_flight_) return absl::FailedPreconditionError("cancel: the request is not active");
+  if (Orphaned()) return Abandon("cancel");
   if (activity_) return absl::FailedPreconditionError("cancel: a collective cannot be cancelled");
   return runtime_->Cancel(car_);
 }
 
 absl::Status Request::Start() {
+  if (Orphaned()) return Abandon("start");
   if (!persistent_ || (car_ == nullptr && !activity_)) {
     return absl::FailedPreconditionError("start: not a persistent request (use Comm::SendInit/RecvInit)");
   }
@@ -137,6 +170,7 @@ absl::Status Request::BeginActivity() {
 }
 
 absl::Status Request::Free() {
+  if (Orphaned()) return Abandon("free");
   if (in_flight_) return absl::FailedPreconditionError("free: the request is still active");
   if (activity_) {
     activity_.reset();
@@ -152,6 +186,10 @@ absl::Status Request::Free() {
 }
 
 Request::~Request() {
+  if (Orphaned()) {
+    (void)Abandon("");
+    return;
+  }
   if (in_flight_) {
     if (!activity_) (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
     (void)Wait();
@@ -232,6 +270,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   void* const buf = data.buf;
   const char* op = send ? (sync ? "ssend" : "send") : "recv";
   const char* dir = send ? "to" : "from";
+  CARTAGE_RETURN_IF_ERROR(Alive(op));
   if (req == nullptr || req->active() || req->persistent()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op, dir, peer, tag,
@@ -378,6 +417,7 @@ absl::Status Comm::Recv(void* buf, std::size_t bytes, int source, int tag, Probe
 }
 
 absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("probe"));
   if (source != kAnySource && (source < 0 || source >= size_)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("probe from rank %d (tag %d): no such rank in a communicator of %d", source, tag, size_));
@@ -403,6 +443,7 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
 }
 
 absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("probe"));
   std::optional<ProbeResult> found;
   absl::Status error;
   rt_->WaitUntil([&] {
@@ -415,11 +456,14 @@ absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   return *found;
 }
 
-bool Comm::Oversubscribed() const { return rt_->oversubscribed(); }
+bool Comm::Oversubscribed() const { return Alive("").ok() && rt_->oversubscribed(); }
 
-bool Comm::Crowded() const { return rt_->crowded(); }
+bool Comm::Crowded() const { return Alive("").ok() && rt_->crowded(); }
+
+absl::Status Comm::Gone(absl::string_view op) { return GoneError(op); }
 
 absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("path"));
   if (peer < 0 || peer >= size_) {
     return absl::InvalidArgumentError(absl::StrFormat("path: no rank %d in a communicator of %d", peer, size_));
   }
@@ -433,6 +477,7 @@ absl::StatusOr<PathInfo> Comm::PathTo(int peer) const {
 }
 
 absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_t bytes) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("lend buffer"));
   if (peer < 0 || peer >= size_) {
     return absl::InvalidArgumentError(
         absl::StrFormat("lend buffer: no rank %d in a communicator of %d", peer, size_));
@@ -445,9 +490,13 @@ absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_
   });
 }
 
-Comm Comm::Dup() const { return Comm(rt_, rank_, size_, rt_->NewContext(), group_); }
+Comm Comm::Dup() const {
+  if (!Alive("dup").ok()) return *this;  // as gone as this one: every call on it says so
+  return Comm(rt_, life_, rank_, size_, rt_->NewContext(), group_);
+}
 
 absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("split"));
   // Everyone learns everyone's (color, key) over this communicator's
   // collective context, so the exchange never meets point-to-point traffic.
   constexpr int kSplitTag = 1;
@@ -482,7 +531,7 @@ absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
     if (std::get<1>(members[i]) == rank_) my_rank = static_cast<int>(i);
   }
   const int n = static_cast<int>(group->size());
-  return std::optional<Comm>(Comm(rt_, my_rank, n, context, std::move(group)));
+  return std::optional<Comm>(Comm(rt_, life_, my_rank, n, context, std::move(group)));
 }
 
 }  // namespace cartage

@@ -25,6 +25,7 @@ class EngineAccess {
     }
     if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
     req->runtime_ = c.rt_;
+    req->life_ = c.life_;
     req->group_ = c.group_;
     req->type_.reset();
     req->activity_ = std::move(activity);
@@ -78,7 +79,10 @@ class EngineAccess {
     return std::unique_ptr<Agent>(new Agent(std::move(rt)));
   }
 
-  static Comm CollectiveChannel(const Comm& c) { return Comm(c.rt_, c.rank_, c.size_, c.context_ | 1u, c.group_); }
+  static Comm CollectiveChannel(const Comm& c) {
+    return Comm(c.rt_, c.life_, c.rank_, c.size_, c.context_ | 1u, c.group_);
+  }
+  static absl::Status Alive(const Comm& c, absl::string_view op) { return c.Alive(op); }
   static uint32_t NextScheduleSequence(const Comm& c) { return c.rt_->NextSequence(c.context_ | 1u); }
 };
 
@@ -112,6 +116,8 @@ car::Car* CarOf(const Request& req) { return EngineAccess::CarOf(req); }
 void CapEager(Request& req, uint64_t bytes) { EngineAccess::CapEager(req, bytes); }
 
 Comm CollectiveChannel(const Comm& comm) { return EngineAccess::CollectiveChannel(comm); }
+
+absl::Status Alive(const Comm& comm, absl::string_view op) { return EngineAccess::Alive(comm, op); }
 
 uint32_t NextScheduleSequence(const Comm& comm) { return EngineAccess::NextScheduleSequence(comm); }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -19,9 +21,23 @@ namespace cartage::agent {
 using car::Car;
 using car::CarKind;
 
+namespace {
+
+// A live cell for a new runtime. The cells are never freed: a Comm or Request
+// may outlive its runtime and must still find its cell.
+std::atomic<bool>* NewLifeCell() {
+  static std::mutex mu;
+  static auto* cells = new std::deque<std::atomic<bool>>();
+  std::lock_guard<std::mutex> lock(mu);
+  return &cells->emplace_back(true);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange,
                                                          std::unique_ptr<ProcessTrace> trace) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
+  rt->life_ = NewLifeCell();
   rt->trace_ = std::move(trace);
   rt->exchange_ = std::move(exchange);
   rt->rank_ = rt->exchange_->rank();
@@ -110,6 +126,7 @@ Runtime::~Runtime() {
   for (Car* u : left) ReleaseUnexpected(u);
   fsm::EndSpan(finalize, "finalize", ~0u, true);
   if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pool goes before the trace
+  if (life_ != nullptr) life_->store(false);
 }
 
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {
@@ -131,6 +148,7 @@ absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
   if (!car.ok()) return car.status();
   routes_.Bind(**car, peer);
   req->runtime_ = this;
+  req->life_ = life_;
   req->car_ = *car;
   req->peer_ = peer;
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #ifndef CARTAGE_AGENT_RUNTIME_H_
 #define CARTAGE_AGENT_RUNTIME_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -83,6 +84,7 @@ class Runtime : public methods::MethodHost {
   // Posts a send or receive CAR that counts down a completion other than a
   // request's (a schedule's step: engine::StartCounted).
   absl::Status PostCar(car::Car& car);
+  const std::atomic<bool>* life() const { return life_; }
   // Which method carries each peer (also: persistent requests' registrations).
   Routes& routes() { return routes_; }
   const Routes& routes() const { return routes_; }
@@ -161,6 +163,10 @@ class Runtime : public methods::MethodHost {
   // polled method can tell (Method::RanksOnThisCpu).
   bool CrowdedCpu();
 
+  // Whether this runtime lives: a cell that outlives it (never freed), which
+  // its Comms and Requests read, so that one used after its Agent went gets
+  // an error, not a wild pointer.
+  std::atomic<bool>* life_ = nullptr;
   std::unique_ptr<ProcessTrace> trace_;  // first, so that it goes last
   std::unique_ptr<methods::Exchange> exchange_;
   int rank_ = 0;

@@ -340,6 +340,7 @@ absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const C
 }
 
 absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(const Comm& comm, const CollectiveCall& call) {
+  CARTAGE_RETURN_IF_ERROR(engine::Alive(comm, CollectiveName(call.kind)));
   return alg::BuildOn(comm, call, std::nullopt);
 }
 

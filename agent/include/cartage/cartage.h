@@ -21,6 +21,7 @@
 #ifndef CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 #define CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -123,6 +124,11 @@ class Request {
   // to count down `counter` and bind it to the peer's method again.
   absl::Status Rearm(base::Completion* counter);
   agent::Runtime* runtime_ = nullptr;
+  const std::atomic<bool>* life_ = nullptr;  // whether runtime_ lives
+  // Whether the Agent it ran on is gone: nothing of it may be touched.
+  bool Orphaned() const { return life_ != nullptr && !life_->load(std::memory_order_relaxed); }
+  // Lets go of what the gone Agent owned; the status names `op`.
+  absl::Status Abandon(absl::string_view op);
   car::Car* car_ = nullptr;
   base::Completion done_;
   bool in_flight_ = false;
@@ -251,9 +257,15 @@ class Comm {
  private:
   friend class Agent;
   friend class agent::EngineAccess;
-  Comm(agent::Runtime* rt, int rank, int size, uint32_t context,
+  Comm(agent::Runtime* rt, const std::atomic<bool>* life, int rank, int size, uint32_t context,
        std::shared_ptr<const std::vector<int>> group = nullptr)
-      : rt_(rt), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
+      : rt_(rt), life_(life), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
+  // kFailedPrecondition naming `op` once the Agent is gone.
+  absl::Status Alive(absl::string_view op) const {
+    if (life_->load(std::memory_order_relaxed)) [[likely]] return absl::OkStatus();
+    return Gone(op);
+  }
+  static absl::Status Gone(absl::string_view op);
   // What an operation moves: `count` bytes (type null) or elements of `type`.
   struct Buffer {
     void* buf;
@@ -270,6 +282,7 @@ class Comm {
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
   static constexpr uint32_t kOwnContext = ~0u;
   agent::Runtime* rt_;
+  const std::atomic<bool>* life_;  // whether rt_ lives (agent/runtime.h)
   int rank_;
   int size_;
   uint32_t context_;  // even: point-to-point; context_ | 1 carries this communicator's collective traffic

@@ -72,6 +72,9 @@ void CapEager(Request& req, uint64_t bytes);
 // `comm` on its collective context: the same ranks, traffic that never
 // matches point-to-point traffic (schedules send on it).
 Comm CollectiveChannel(const Comm& comm);
+// kFailedPrecondition naming `op` where `comm`'s Agent was destroyed: an
+// engine layer checks before it touches anything of the agent's.
+absl::Status Alive(const Comm& comm, absl::string_view op);
 // The next number of `comm`'s sequence of collective schedules. Every rank
 // builds its schedules in the same order, so the same schedule gets the
 // same number everywhere (its tags derive from it).
