@@ -83,6 +83,7 @@ class EngineAccess {
     return Comm(c.rt_, c.life_, c.rank_, c.size_, c.context_ | 1u, c.group_);
   }
   static absl::Status Alive(const Comm& c, absl::string_view op) { return c.Alive(op); }
+  static bool IsAlive(const Comm& c) { return c.life_->load(std::memory_order_relaxed); }
   static uint32_t NextScheduleSequence(const Comm& c) { return c.rt_->NextSequence(c.context_ | 1u); }
 };
 
@@ -122,8 +123,9 @@ absl::Status Alive(const Comm& comm, absl::string_view op) { return EngineAccess
 uint32_t NextScheduleSequence(const Comm& comm) { return EngineAccess::NextScheduleSequence(comm); }
 
 namespace internal {
-Extension& ExtensionAt(const Comm& comm, const void* key, MakeExtension make) {
-  return EngineAccess::RuntimeOf(comm).ExtensionAt(key, make);
+Extension* ExtensionAt(const Comm& comm, const void* key, MakeExtension make) {
+  if (!EngineAccess::IsAlive(comm)) [[unlikely]] return nullptr;
+  return &EngineAccess::RuntimeOf(comm).ExtensionAt(key, make);
 }
 }  // namespace internal
 

@@ -161,37 +161,6 @@ void CarActions::RaiseError(Car& c, CarEvents& events, absl::Status error) {
   }
 }
 
-// ---- Guards ----------------------------------------------------------------
-
-bool CarActions::HasDeps(const Car& c, const CarSignal&) { return c.deps_pending_ > 0; }
-bool CarActions::IsEager(const Car& c, const CarSignal&) {
-  return c.payload_bytes() <= c.spec().eager_limit;
-}
-bool CarActions::IsSync(const Car& c, const CarSignal&) { return c.spec().synchronous; }
-bool CarActions::ReceiverRead(const Car&, const CarSignal& s) { return (s.proto & kProtoRead) != 0; }
-bool CarActions::Truncates(const Car& c, const CarSignal& s) { return s.bytes > c.payload_bytes(); }
-bool CarActions::IsRendezvous(const Car&, const CarSignal& s) {
-  return (s.proto & kProtoRendezvous) != 0;
-}
-bool CarActions::IsEmpty(const Car&, const CarSignal& s) { return s.bytes == 0; }
-bool CarActions::MoreToCome(const Car& c, const CarSignal& s) {
-  return c.bytes_done_ + s.bytes < c.bytes_total_;
-}
-bool CarActions::AllPredecessorsDone(const Car& c, const CarSignal&) {
-  return c.preds_pending_ == 0;
-}
-bool CarActions::LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
-bool CarActions::FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
-bool CarActions::UnpackFails(const Car& c, const CarSignal& s) {
-  return c.flags().has(CarFlag::kMop) && c.UnpackCutsAnElement(s.bytes);
-}
-bool CarActions::IsSyncEager(const Car&, const CarSignal& s) {
-  return (s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0;
-}
-bool CarActions::Oversize(const Car& c, const CarSignal& s) {
-  return (s.proto & kProtoRendezvous) == 0 && s.bytes > c.spec().pack_size;
-}
-
 // ---- Dependencies ------------------------------------------------------------
 
 void CarActions::Arm(Car& c, const CarSignal&, CarEvents& events) { OfferBuffer(c, events); }

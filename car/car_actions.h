@@ -33,21 +33,41 @@ struct CarActions {
   // not a flag on the CAR).
   static bool Failing(Car& c, const CarEvents& events);
 
-  // Guards.
-  static bool HasDeps(const Car& c, const CarSignal& s);            // buffer/progress deps unmet
-  static bool IsEager(const Car& c, const CarSignal& s);            // send fits the eager limit
-  static bool IsSync(const Car& c, const CarSignal& s);             // synchronous send
-  static bool ReceiverRead(const Car& c, const CarSignal& s);       // a CTS: the data is already across
-  static bool Truncates(const Car& c, const CarSignal& s);          // announced > buffer
-  static bool IsRendezvous(const Car& c, const CarSignal& s);       // RTS, data later
-  static bool IsEmpty(const Car& c, const CarSignal& s);            // zero-byte message
-  static bool MoreToCome(const Car& c, const CarSignal& s);         // not the last bytes
-  static bool AllPredecessorsDone(const Car& c, const CarSignal& s);  // vertex can run now
-  static bool LastPredecessor(const Car& c, const CarSignal& s);    // this one releases it
-  static bool FitsTemp(const Car& c, const CarSignal& s);           // a whole eager message fits
-  static bool Oversize(const Car& c, const CarSignal& s);           // an announced eager message will not fit
-  static bool UnpackFails(const Car& c, const CarSignal& s);        // these last bytes cut a reduced element
-  static bool IsSyncEager(const Car& c, const CarSignal& s);        // a synchronous eager message: acknowledge it
+  // Guards: inline, so that a table's compiled rows test them in line.
+  // Buffer or progress dependencies unmet.
+  static bool HasDeps(const Car& c, const CarSignal&) { return c.deps_pending_ > 0; }
+  // The send fits the eager limit.
+  static bool IsEager(const Car& c, const CarSignal&) { return c.payload_bytes() <= c.spec().eager_limit; }
+  // A synchronous send.
+  static bool IsSync(const Car& c, const CarSignal&) { return c.spec().synchronous; }
+  // A CTS saying the receiver read the data across itself.
+  static bool ReceiverRead(const Car&, const CarSignal& s) { return (s.proto & kProtoRead) != 0; }
+  // The message announced is larger than the buffer.
+  static bool Truncates(const Car& c, const CarSignal& s) { return s.bytes > c.payload_bytes(); }
+  // An RTS: the data comes later.
+  static bool IsRendezvous(const Car&, const CarSignal& s) { return (s.proto & kProtoRendezvous) != 0; }
+  // A zero-byte message.
+  static bool IsEmpty(const Car&, const CarSignal& s) { return s.bytes == 0; }
+  // Not the last bytes.
+  static bool MoreToCome(const Car& c, const CarSignal& s) { return c.bytes_done_ + s.bytes < c.bytes_total_; }
+  // A vertex can run now.
+  static bool AllPredecessorsDone(const Car& c, const CarSignal&) { return c.preds_pending_ == 0; }
+  // This predecessor releases it.
+  static bool LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
+  // A whole eager message fits the temporary buffer.
+  static bool FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
+  // An announced eager message will not fit.
+  static bool Oversize(const Car& c, const CarSignal& s) {
+    return (s.proto & kProtoRendezvous) == 0 && s.bytes > c.spec().pack_size;
+  }
+  // These last bytes cut a reduced element.
+  static bool UnpackFails(const Car& c, const CarSignal& s) {
+    return c.flags().has(CarFlag::kMop) && c.UnpackCutsAnElement(s.bytes);
+  }
+  // A synchronous eager message: acknowledge it.
+  static bool IsSyncEager(const Car&, const CarSignal& s) {
+    return (s.proto & kProtoSync) != 0 && (s.proto & kProtoRendezvous) == 0;
+  }
   template <bool (*Also)(const Car&, const CarSignal&)>
   static bool SyncAnd(const Car& c, const CarSignal& s) {           // synchronous eager, and Also
     return IsSyncEager(c, s) && Also(c, s);

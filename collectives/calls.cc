@@ -155,10 +155,10 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
 // the rest out of line (inlined, it cost a 1 KiB stack frame and its spills
 // on every call).
 absl::Status RunCached(const Comm& comm, const CallView& view) {
-  CARTAGE_RETURN_IF_ERROR(engine::Alive(comm, CollectiveName(view.kind)));
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
-  ScheduleCache* cache = &engine::ExtensionOf<ScheduleCache>(comm);
+  ScheduleCache* cache = engine::ExtensionOf<ScheduleCache>(comm);
+  if (cache == nullptr) [[unlikely]] return engine::Alive(comm, CollectiveName(view.kind));
   // kInPlace as the send buffer, or (scatter's root) as the receive buffer.
   const bool in_place = view.send == kInPlace || view.recv == kInPlace;
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);

@@ -9,7 +9,7 @@
 //   CARTAGE_RETURN_IF_ERROR(cartage::engine::Launch(comm, s, /*persistent=*/false, &req));
 //
 //   struct Cache : cartage::engine::Extension { ... };   // one per agent
-//   Cache& cache = cartage::engine::ExtensionOf<Cache>(comm);
+//   Cache* cache = cartage::engine::ExtensionOf<Cache>(comm);  // null: the agent is gone
 #ifndef CARTAGE_AGENT_INCLUDE_CARTAGE_ENGINE_H_
 #define CARTAGE_AGENT_INCLUDE_CARTAGE_ENGINE_H_
 
@@ -89,16 +89,16 @@ class Extension {
 };
 namespace internal {
 using MakeExtension = std::unique_ptr<Extension> (*)();
-Extension& ExtensionAt(const Comm& comm, const void* key, MakeExtension make);
+Extension* ExtensionAt(const Comm& comm, const void* key, MakeExtension make);
 template <class T>
 inline constexpr char kExtensionKey = 0;  // its address names T
 }  // namespace internal
 // The agent's one `T` (made on first use); every communicator of one agent
-// sees the same.
+// sees the same. Null once the agent was destroyed (Alive says so in words).
 template <class T>
-T& ExtensionOf(const Comm& comm) {
+T* ExtensionOf(const Comm& comm) {
   static_assert(std::is_base_of_v<Extension, T>);
-  return static_cast<T&>(internal::ExtensionAt(comm, &internal::kExtensionKey<T>,
+  return static_cast<T*>(internal::ExtensionAt(comm, &internal::kExtensionKey<T>,
                                                []() -> std::unique_ptr<Extension> { return std::make_unique<T>(); }));
 }
 
