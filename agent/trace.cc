@@ -226,9 +226,10 @@ absl::Status ProcessTrace::Dump(const char* why, bool* listed_out) {
   fsm::TraceFile h = s.header;
   h.end = why;
   h.dump_ns = absl::GetCurrentTimeNanos();
-  // The rank's own thread lists its CARs where it can (not at finalize or
-  // exit: the pool has gone); another thread asks it, and waits at most
-  // kLiveWait, longer than a waiting rank's peer-check period.
+  // The rank's own thread lists its CARs itself (at exit too; not at
+  // finalize, where the runtime took its lister as the pool went); another
+  // thread asks it, and waits at most kLiveWait, longer than a waiting
+  // rank's peer-check period.
   std::vector<fsm::LiveCar> live;
   bool listed = false;
   if (std::this_thread::get_id() == s.owner) {

@@ -296,7 +296,8 @@ class Agent {
   // when started by hand) and sets up the methods. A second agent while the
   // first lives is refused (kFailedPrecondition).
   static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment();
-  // Finalize: waits for every rank to finalize, then detaches.
+  // Finalize: waits for every rank to finalize, then detaches. A Comm or
+  // Request made on it and used afterwards fails with kFailedPrecondition.
   ~Agent();
 
   Comm World() const;
