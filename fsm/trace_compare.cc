@@ -35,8 +35,8 @@ void AddLives(const Registry& registry, const TraceFile& f, Lives& lives, std::v
       continue;
     }
     if (e.kind == 'e') {
-      ++lives[{f.rank, "span", absl::StrCat(f.span_names[static_cast<std::size_t>(e.peer)],
-                                                       e.ok ? " ended well" : " failed")}];
+      ++lives[{f.rank, "span",
+               absl::StrCat(f.span_names[static_cast<std::size_t>(e.peer)], e.ok ? " ended well" : " failed")}];
       calls.erase({e.context, e.instance});
       continue;
     }
