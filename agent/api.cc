@@ -1,6 +1,7 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -50,15 +51,24 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
 }
 Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) { ++g_agents; }
 Agent::~Agent() {
+  if (rt_->life()->load()) {
+    const absl::Status s = rt_->Finalize();
+    if (!s.ok()) std::fprintf(stderr, "cartage: %s\n", std::string(s.message()).c_str());
+  }
   rt_.reset();
   --g_agents;
+}
+absl::Status Agent::Finalize() {
+  if (!rt_->life()->load()) return absl::FailedPreconditionError("finalize: this Agent finalized already");
+  return rt_->Finalize();
 }
 Comm Agent::World() const { return Comm(rt_.get(), rt_->life(), rt_->rank(), rt_->size(), 0); }
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
-int Agent::Progress() { return rt_->Progress(); }
-int Agent::registered_buffers() const { return rt_->routes().registered(); }
+int Agent::Progress() { return rt_->life()->load() ? rt_->Progress() : 0; }
+int Agent::registered_buffers() const { return rt_->life()->load() ? rt_->routes().registered() : 0; }
 std::string Agent::method_for(int rank) const {
+  if (!rt_->life()->load()) return std::string();
   return rank >= 0 && rank < rt_->size() ? std::string(rt_->routes().MethodFor(rank).name()) : std::string();
 }
 

@@ -1,5 +1,6 @@
 #include "agent/bootstrap.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap_wire.h"
+#include "base/check.h"
 
 namespace cartage::agent {
 
@@ -96,14 +98,25 @@ Bootstrap::~Bootstrap() {
 
 absl::StatusOr<std::string> Bootstrap::Call(absl::string_view request, absl::string_view what) {
   if (absl::Status s = WriteAll(fd_, absl::StrCat(request, "\n")); !s.ok()) return s;
+  return ReadReply(what, [] { return -1; });
+}
+
+absl::StatusOr<std::string> Bootstrap::ReadReply(absl::string_view what, absl::FunctionRef<int()> progress) {
   std::size_t nl;
   while ((nl = inbox_.find('\n')) == std::string::npos) {
     if (inbox_.size() > wire::kMaxLine) {
       return absl::DataLossError(absl::StrFormat("bootstrap %s: the launcher's reply is too long", what));
     }
+    // Negative: nothing to progress, block on the socket; no work done: nap
+    // a millisecond (ranks may outnumber cores); work done: look and go on.
+    const int work = progress();
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, work < 0 ? -1 : work == 0 ? 1 : 0);
+    if (ready < 0 && errno != EINTR) return Errno(absl::StrCat(what, ": waiting for the launcher"));
+    if (ready <= 0) continue;
     char buf[4096];
     const ssize_t n = ::read(fd_, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return Errno(absl::StrCat(what, ": reading from the launcher"));
     if (n == 0) {
       return absl::UnavailableError(
@@ -144,6 +157,14 @@ absl::Status Bootstrap::Fence() {
   absl::StatusOr<std::string> r = Call("FENCE", "FENCE");
   if (!r.ok()) return r.status();
   if (*r != "OK") return absl::DataLossError(absl::StrCat("bootstrap FENCE: unexpected reply: ", *r));
+  return absl::OkStatus();
+}
+
+absl::Status Bootstrap::FenceWhile(absl::FunctionRef<int()> progress) {
+  if (local_) return absl::OkStatus();
+  CARTAGE_RETURN_IF_ERROR(WriteAll(fd_, "FENCE\n"));
+  CARTAGE_ASSIGN_OR_RETURN(const std::string r, ReadReply("FENCE", progress));
+  if (r != "OK") return absl::DataLossError(absl::StrCat("bootstrap FENCE: unexpected reply: ", r));
   return absl::OkStatus();
 }
 

@@ -37,12 +37,16 @@ class Bootstrap : public methods::Exchange {
   absl::Status Put(absl::string_view key, absl::string_view value) override;
   // Returns once every rank has called Fence.
   absl::Status Fence() override;
+  absl::Status FenceWhile(absl::FunctionRef<int()> progress) override;
   // The value published under `key`; kNotFound if nobody did.
   absl::StatusOr<std::string> Get(absl::string_view key) override;
 
  private:
   Bootstrap(int rank, int size, int fd, std::string job_id);
   absl::StatusOr<std::string> Call(absl::string_view request, absl::string_view what);
+  // The launcher's next reply line; `progress` runs while none has come
+  // (negative: nothing to progress, block).
+  absl::StatusOr<std::string> ReadReply(absl::string_view what, absl::FunctionRef<int()> progress);
 
   int rank_;
   int size_;

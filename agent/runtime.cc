@@ -103,31 +103,7 @@ void Runtime::GiveBack(std::byte* p) {
   lent_.erase(it);
 }
 
-Runtime::~Runtime() {
-  // In a trace, finalize is a span of its own: a rank that hangs there is
-  // told apart from one that computes (cartage why-stuck).
-  const uint64_t finalize = fsm::BeginSpan("finalize", ~0u);
-  // What the layers above keep per agent (cached collective schedules, with
-  // their CARs and registrations) goes first, while the pool and methods live.
-  extensions_.clear();
-  last_extension_key_ = nullptr;
-  last_extension_ = nullptr;
-  // A runtime whose set-up failed part-way (a method that did not open, a
-  // plugin that did not load) has nothing to finalize with its peers.
-  const bool up = matcher_ != nullptr;
-  // Every rank reaches finalize before anyone detaches.
-  if (up) (void)exchange_->Fence();
-  for (auto& [p, lent] : lent_) lent.first->FreeBuffer(lent.second);
-  lent_.clear();
-  routes_.CloseAll();
-  // Messages nobody received: their CARs and buffers go back.
-  std::vector<Car*> left;
-  if (up) matcher_->TakeAllUnexpected(&left);
-  for (Car* u : left) ReleaseUnexpected(u);
-  fsm::EndSpan(finalize, "finalize", ~0u, true);
-  if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pool goes before the trace
-  if (life_ != nullptr) life_->store(false);
-}
+Runtime::~Runtime() { (void)Finalize(); }
 
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {
   if (methods::Method* native = routes_.native()) return native->Probe({context, source, tag});

@@ -39,7 +39,12 @@ class Runtime : public methods::MethodHost {
   // what finalize does is in it.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange,
                                                          std::unique_ptr<ProcessTrace> trace = nullptr);
+  // Finalizes first if Finalize was not called.
   ~Runtime() override;
+  // Waits, progressing, for every rank to finalize; takes (and names in the
+  // status) messages sent here that no receive took; closes the methods.
+  // Comms and Requests fail from then on. Once only; later calls return OK.
+  absl::Status Finalize();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -146,6 +151,10 @@ class Runtime : public methods::MethodHost {
  private:
   Runtime() = default;
   void CheckPeers();
+  struct Leftovers;  // finalize.cc
+  // Receives into scratch memory what no receive took, naming it in `left`;
+  // returns how many it took.
+  int TakeLeftovers(Leftovers& left);
   // Every rank must count the job as oversubscribed alike: rank 0 published
   // its answer; another rank whose answer differs fails, naming both.
   absl::Status AgreeOnOversubscription();
@@ -202,6 +211,7 @@ class Runtime : public methods::MethodHost {
   std::vector<std::pair<const void*, std::unique_ptr<engine::Extension>>> extensions_;
   const void* last_extension_key_ = nullptr;  // ExtensionAt's last answer
   engine::Extension* last_extension_ = nullptr;
+  bool finalized_ = false;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
 };

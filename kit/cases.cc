@@ -32,6 +32,8 @@ constexpr Case kCases[] = {
   {"datatypes",    2,    &Datatypes,        false,   true,      false, "non-contiguous layouts on either side"},
   {"outstanding",  2,    &Outstanding,      false,   true,      false, "10,000 operations outstanding each way"},
   {"exhaustion",   2,    &Exhaustion,       false,   true,      false, "128 MiB sent to a receiver away: queued, never failed"},
+  {"finalize",     2,    &FinalizeDelivers, false,   true,      false, "sent, then finalized at once: every message delivered"},
+  {"unreceived",   2,    &FinalizeUnreceived, false, true,      false, "messages nobody receives: taken at finalize, named"},
   {"earlyexit",    2,    &EarlyExit,        false,   false,     true,  "a peer that exits without finalizing is named"},
   {"peerdies",     2,    &PeerDies,         false,   false,     true,  "a peer that dies mid-transfer fails the receive"},
   {"vcerror",      3,    &VcError,          false,   false,     true,  "a VC in the error state fails new operations at once"},

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
@@ -57,6 +58,10 @@ class Exchange {
   virtual absl::Status Put(absl::string_view key, absl::string_view value) = 0;
   // Returns once every rank called Fence.
   virtual absl::Status Fence() = 0;
+  // A fence that calls `progress` while it waits (it returns the work it
+  // did; none lets the wait sleep a little): finalize's, during which every
+  // method still moves what was sent, and whoever was sent to still takes it.
+  virtual absl::Status FenceWhile(absl::FunctionRef<int()> progress) = 0;
   // The value under `key`; kNotFound if none.
   virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
 };

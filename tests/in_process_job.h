@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
@@ -53,6 +54,23 @@ class InProcessExchange : public Exchange {
       job_->cv.notify_all();
     } else {
       job_->cv.wait(l, [&] { return job_->generation != gen; });
+    }
+    return absl::OkStatus();
+  }
+  absl::Status FenceWhile(absl::FunctionRef<int()> progress) override {
+    std::unique_lock<std::mutex> l(job_->mu);
+    const uint64_t gen = job_->generation;
+    if (++job_->arrived == job_->size) {
+      job_->arrived = 0;
+      ++job_->generation;
+      job_->cv.notify_all();
+      return absl::OkStatus();
+    }
+    while (job_->generation == gen) {
+      l.unlock();
+      const int work = progress();
+      l.lock();
+      if (work == 0) job_->cv.wait_for(l, std::chrono::milliseconds(1));
     }
     return absl::OkStatus();
   }

@@ -296,14 +296,20 @@ class Agent {
   // when started by hand) and sets up the methods. A second agent while the
   // first lives is refused (kFailedPrecondition).
   static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment();
-  // Finalize: waits for every rank to finalize, then detaches. A Comm or
-  // Request made on it and used afterwards fails with kFailedPrecondition.
+  // Waits, progressing, for every rank to finalize, then detaches. What
+  // this rank sent is still delivered while it waits. A message sent to
+  // this rank that no receive took is taken and thrown away (its sender is
+  // not left waiting) and named in the status (kFailedPrecondition). A Comm
+  // or Request made on it and used afterwards fails with
+  // kFailedPrecondition; so does a second Finalize.
+  absl::Status Finalize();
+  // Finalizes if Finalize was not called, writing a failed status to stderr.
   ~Agent();
 
   Comm World() const;
   int rank() const;
   int size() const;
-  // One round of progress; returns how much work it did.
+  // One round of progress; returns how much work it did (none once finalized).
   int Progress();
   // The name of the method world rank `rank` is reached by ("self", "shm",
   // "tcp", ...; CARTAGE_METHODS chooses), or "" for no such rank.

@@ -1,0 +1,109 @@
+// Finalize: every rank reaches it before anyone detaches, and while it waits
+// for the others it keeps every method moving, so that what was sent is
+// delivered (a provider that still holds messages pushes them out) and what
+// was sent to this rank is taken. A message no receive took is received into
+// scratch memory, so that its sender (waiting for a rendezvous or a
+// synchronous match) finishes too, and named in finalize's status.
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "agent/runtime.h"
+#include "cartage/cartage.h"
+
+namespace cartage::agent {
+
+struct Runtime::Leftovers {
+  int count = 0;
+  car::Envelope first;  // the first one's envelope and size
+  uint64_t first_bytes = 0;
+  absl::Status failed;  // taking one failed: finalize takes no more
+  std::vector<std::byte> scratch;
+
+  void Note(const car::Envelope& e, uint64_t bytes) {
+    if (count++ == 0) {
+      first = e;
+      first_bytes = bytes;
+    }
+  }
+  absl::Status Report(int rank) const {
+    if (count == 0) return failed;
+    std::string what = absl::StrFormat(
+        "finalize (rank %d): %d message%s sent to this rank %s never received; the first: from rank %d "
+        "(context %u, tag %d, %d bytes)",
+        rank, count, count == 1 ? "" : "s", count == 1 ? "was" : "were", first.rank, first.context_id, first.tag,
+        first_bytes);
+    if (!failed.ok()) absl::StrAppend(&what, "; taking one failed: ", failed.message());
+    return absl::FailedPreconditionError(what);
+  }
+};
+
+int Runtime::TakeLeftovers(Leftovers& left) {
+  if (!left.failed.ok()) return 0;
+  int taken = 0;
+  // Every context this rank knows: the world's two and each communicator's.
+  for (uint32_t context = 0; context <= next_context_ + 1; ++context) {
+    for (;;) {
+      absl::StatusOr<std::optional<methods::Method::Probed>> found = Peek(context, car::kAnySource, car::kAnyTag);
+      if (!found.ok() || !found->has_value()) break;
+      const methods::Method::Probed m = **found;
+      if (left.scratch.size() < m.bytes) left.scratch.resize(m.bytes);
+      car::CarSpec spec;
+      spec.kind = car::CarKind::kRecv;
+      spec.flags = car::CarFlag::kRecvData;
+      spec.envelope = {context, m.source, m.tag};
+      spec.segment = car::Segment::Of(left.scratch.data(), m.bytes, datatype::BasicType::kByte);
+      Request req;
+      absl::Status s = Create(spec, m.source, &req);
+      if (s.ok()) s = Post(&req);
+      if (s.ok()) s = req.Wait();
+      left.Note(spec.envelope, m.bytes);
+      ++taken;
+      if (!s.ok()) {
+        left.failed = s;
+        return taken;
+      }
+    }
+  }
+  return taken;
+}
+
+absl::Status Runtime::Finalize() {
+  if (finalized_) return absl::OkStatus();
+  finalized_ = true;
+  // In a trace, finalize is a span of its own: a rank that hangs there is
+  // told apart from one that computes (cartage why-stuck).
+  const uint64_t span = fsm::BeginSpan("finalize", ~0u);
+  // What the layers above keep per agent (cached collective schedules, with
+  // their CARs and registrations) goes first, while the pool and methods live.
+  extensions_.clear();
+  last_extension_key_ = nullptr;
+  last_extension_ = nullptr;
+  // A runtime whose set-up failed part-way (a method that did not open, a
+  // plugin that did not load) has nothing to finalize with its peers.
+  const bool up = matcher_ != nullptr;
+  Leftovers left;
+  absl::Status fenced;
+  if (up) {
+    hold_.allowed = false;  // nothing is held back now: no receive is coming for it
+    fenced = exchange_->FenceWhile([&] { return ProgressAll(/*idle_due=*/true) + TakeLeftovers(left); });
+  }
+  for (auto& [p, lent] : lent_) lent.first->FreeBuffer(lent.second);
+  lent_.clear();
+  routes_.CloseAll();
+  // What arrived after the last look: counted, then its CARs and buffers go back.
+  std::vector<car::Car*> late;
+  if (up) matcher_->TakeAllUnexpected(&late);
+  for (car::Car* u : late) {
+    left.Note(u->envelope(), u->bytes_total());
+    ReleaseUnexpected(u);
+  }
+  absl::Status status = left.Report(rank_);
+  status.Update(fenced);
+  fsm::EndSpan(span, "finalize", ~0u, status.ok());
+  if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pool goes before the trace
+  if (life_ != nullptr) life_->store(false);
+  return status;
+}
+
+}  // namespace cartage::agent
