@@ -15,6 +15,7 @@ namespace cartage::agent {
 class EngineAccess {
  public:
   static Runtime& RuntimeOf(const Comm& c) { return *c.rt_; }
+  static int WorldRank(const Comm& c, int rank) { return c.WorldRank(rank); }
 
   static absl::Status Launch(const Comm& c, std::shared_ptr<engine::Activity> activity, bool persistent,
                              Request* req) {
@@ -121,6 +122,19 @@ Comm CollectiveChannel(const Comm& comm) { return EngineAccess::CollectiveChanne
 absl::Status Alive(const Comm& comm, absl::string_view op) { return EngineAccess::Alive(comm, op); }
 
 uint32_t NextScheduleSequence(const Comm& comm) { return EngineAccess::NextScheduleSequence(comm); }
+
+absl::Status GoneMember(const Comm& comm) {
+  if (!EngineAccess::IsAlive(comm)) return absl::OkStatus();
+  agent::Runtime& rt = EngineAccess::RuntimeOf(comm);
+  rt.CheckPeers();
+  for (int r = 0; r < comm.size(); ++r) {
+    const absl::Status& why = rt.PeerStatus(EngineAccess::WorldRank(comm, r));
+    if (!why.ok()) {
+      return absl::Status(why.code(), absl::StrFormat("rank %d of the communicator is gone: %s", r, why.message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 namespace internal {
 Extension* ExtensionAt(const Comm& comm, const void* key, MakeExtension make) {

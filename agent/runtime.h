@@ -131,6 +131,9 @@ class Runtime : public methods::MethodHost {
   void GiveBack(std::byte* p);
   // Alive while the runtime is: what outlives it (a lent buffer) checks it.
   std::weak_ptr<const void> Liveness() const { return alive_; }
+  // Looks for dead peers now (a waiter does every WaitPolicy::peer_check)
+  // and fails what waits on them; answers a dump's request for live CARs.
+  void CheckPeers();
   // Why `peer` is unusable (OK if it is fine).
   const absl::Status& PeerStatus(int peer) const { return dead_[static_cast<std::size_t>(peer)]; }
 
@@ -150,7 +153,6 @@ class Runtime : public methods::MethodHost {
 
  private:
   Runtime() = default;
-  void CheckPeers();
   struct Leftovers;  // finalize.cc
   // Receives into scratch memory what no receive took, naming it in `left`;
   // returns how many it took.

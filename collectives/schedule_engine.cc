@@ -287,12 +287,20 @@ absl::Status Schedule::RunFused(VertexId v) {
 
 absl::Status Schedule::CheckSize(const Vertex& x, uint64_t received) {
   if (received == x.bytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      received == 0 ? absl::StrFormat("rank %d sent nothing where %d bytes were expected: its part of this "
-                                      "collective failed, or the ranks disagree about the sizes",
-                                      x.peer, x.bytes)
-                    : absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)",
-                                      received, x.bytes));
+  if (received != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("received %d bytes, expected %d (the ranks disagree about the sizes)", received, x.bytes));
+  }
+  // Its peer's part failed: a dead member, if this rank can see one, says why.
+  if (const absl::Status gone = engine::GoneMember(*comm_); !gone.ok()) {
+    return absl::Status(gone.code(), absl::StrFormat("rank %d sent nothing where %d bytes were expected: its part "
+                                                     "of this collective failed (%s)",
+                                                     x.peer, x.bytes, gone.message()));
+  }
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "rank %d sent nothing where %d bytes were expected: its part of this collective failed, or the ranks "
+      "disagree about the sizes",
+      x.peer, x.bytes));
 }
 
 absl::Status Schedule::Finished(VertexId v, Request& r) {

@@ -1,10 +1,16 @@
 // coll_ranks: calls that fail (disagreeing counts, a dead rank) end on
 // every rank, and leave no message behind.
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/coll_ranks.h"
@@ -144,6 +150,63 @@ bool Faults(const Comm& w, const std::string& what) {
            "bcast with rank %d dead: %s", n - 1, b.ToString());
     std::printf("rank %d: every call returned\n", w.rank());
     return false;  // no barrier with a dead rank
+  } else if (what == "killed") {
+    // The launcher is stopped (it reaps nobody and reports nothing), then
+    // the last rank is killed in a run of allreduces and stays an unreaped
+    // zombie: every survivor finds it gone by itself, and its call fails
+    // within 2 s, naming it.
+    const pid_t launcher = ::getppid();
+    // Every rank is past start-up, which the launcher serves, and connected
+    // with every other (tcp looks a peer's address up in the launcher's
+    // exchange at its first connection).
+    for (int d = 1; d < n; ++d) {
+      char out = 1, in = 0;
+      Request rq;
+      KIT_OK(w.Irecv(&in, 1, (w.rank() + n - d) % n, 9, &rq));
+      KIT_OK(w.Send(&out, 1, (w.rank() + d) % n, 9));
+      KIT_OK(rq.Wait());
+    }
+    if (w.rank() == 0) {
+      KIT_EXPECT(::kill(launcher, SIGSTOP) == 0, "stopping the launcher: %s", std::strerror(errno));
+      // Whatever happens, the launcher goes on after 30 s (its --timeout then ends a hang).
+      std::thread([launcher] {
+        std::this_thread::sleep_for(std::chrono::seconds(30));
+        ::kill(launcher, SIGCONT);
+      }).detach();
+    }
+    KIT_OK(cartage::Barrier(w));
+    absl::Status failure;
+    double failed_after = 0;
+    for (int i = 0;; ++i) {
+      if (w.rank() == n - 1 && i == 300) ::raise(SIGKILL);
+      int32_t one = 1, sum = 0;
+      const auto start = std::chrono::steady_clock::now();
+      const absl::Status s = cartage::Allreduce(w, &one, &sum, 1, i32, Op(OpKind::kSum));
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (s.ok()) {
+        KIT_EXPECT(sum == n, "allreduce %d: %d", i, sum);
+        continue;
+      }
+      failure = s;
+      failed_after = secs;
+      std::printf("rank %d: allreduce %d failed after %.3f s: %s\n", w.rank(), i, secs,
+                  std::string(s.message()).c_str());
+      std::fflush(stdout);
+      break;
+    }
+    // The survivors still reach one another: rank 0 lets the launcher go on
+    // once every one of them has its answer (right or wrong).
+    char token = 0;
+    if (w.rank() == 0) {
+      for (int r = 1; r < n - 1; ++r) KIT_OK(w.Recv(&token, 1, r, 5));
+      ::kill(launcher, SIGCONT);
+    } else {
+      KIT_OK(w.Send(&token, 1, 0, 5));
+    }
+    KIT_EXPECT(failed_after < 2, "the allreduce took %.3f s to fail: %s", failed_after, failure.ToString());
+    KIT_EXPECT(absl::StrContains(failure.message(), absl::StrCat("rank ", n - 1, " exited")), "%s",
+               failure.ToString());
+    return false;
   } else if (what == "all") {
     // Every algorithm of every collective but barrier, roots 0 and n-1:
     // rank 0 passes count c, the others 2c (buffers laid out for each rank's
@@ -183,7 +246,7 @@ bool Faults(const Comm& w, const std::string& what) {
     }
     if (w.rank() == 0) std::printf("faults all: %d disagreeing calls ended on %d ranks\n", calls, n);
   } else {
-    KIT_EXPECT(false, "faults: unknown case '%s' (sizes, dead or all)", what);
+    KIT_EXPECT(false, "faults: unknown case '%s' (sizes, dead, killed or all)", what);
   }
   return true;
 }

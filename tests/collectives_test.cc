@@ -1,6 +1,7 @@
 // Collectives: every algorithm builds and renders, the selection table, and
 // every algorithm through real processes (tests/coll_ranks.cc under
 // `cartage run`, shm method) at 1 to 8 ranks on 2 cores.
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -21,6 +22,7 @@ namespace cartage::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -364,6 +366,25 @@ TEST(CollectiveRanks, DisagreeingCountsAndADeadRankEndEveryCallWithAnError) {
             << n << " ranks, oversubscribed " << over << ": " << r.err;
       }
     }
+  }
+}
+
+// A rank killed while the launcher is stopped stays an unreaped zombie,
+// which kill(pid, 0) still finds: every survivor must see it gone by itself
+// (a pidfd) and fail its allreduce within 2 s, naming it, on every method
+// that carries ranks of one host.
+TEST(CollectiveRanks, AKilledRankNobodyReapedFailsEverySurvivorsCallNamingIt) {
+  for (const char* method : {"shm", "tcp", "ofi"}) {
+    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "8", "--timeout", "60", RANKS_BIN, "faults", "killed"},
+                                       {absl::StrCat("CARTAGE_METHODS=", method)});
+    EXPECT_EQ(r.code, 128 + SIGKILL) << method << ": " << r.err << r.out;
+    EXPECT_THAT(r.err, HasSubstr("cartage run: rank 7 (pid ")) << method;
+    EXPECT_THAT(r.err, HasSubstr("killed by signal 9 (KILL)")) << method;
+    for (int rank = 0; rank < 7; ++rank) {
+      EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("rank %d: allreduce 300 failed after ", rank)))
+          << method << ": " << r.err << r.out;
+    }
+    EXPECT_THAT(r.err, Not(HasSubstr(".cc:"))) << method << ": a rank's check failed: " << r.err;
   }
 }
 

@@ -42,7 +42,7 @@ void OfiMethod::Bind(Car& car, int) { new (car.method_private()) OfiCarState(); 
 bool OfiMethod::PeerGone(int peer) {
   if (peer == rank_) return false;
   const Peer& p = peers_[static_cast<std::size_t>(peer)];
-  return !p.error.ok() || (p.host_key == host_key_ && ProcessGone(p.pid));
+  return !p.error.ok() || (p.host_key == host_key_ && watch_.Gone(p.pid));
 }
 
 void OfiMethod::FailPeer(int peer, const absl::Status& why) {

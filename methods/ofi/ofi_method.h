@@ -41,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "car/car.h"
+#include "methods/common/host_keys.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/ofi/ofi_options.h"
@@ -187,6 +188,7 @@ class OfiMethod final : public Method {
   int rank_ = 0;
   int size_ = 0;
   std::string host_key_;
+  ProcessWatch watch_;  // peers on this host, watched for death
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_ = nullptr;
   fid_ep* ep_ = nullptr;

@@ -119,7 +119,7 @@ void ShmMethod::Close() {
 bool ShmMethod::PeerGone(int peer) {
   if (peer == rank_) return false;
   if (segment_->block(peer).finalized.load(std::memory_order_acquire) != 0) return true;
-  return ProcessGone(pids_[static_cast<std::size_t>(peer)]);
+  return watch_.Gone(pids_[static_cast<std::size_t>(peer)]);
 }
 
 // ---- Writing -----------------------------------------------------------------

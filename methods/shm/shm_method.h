@@ -24,6 +24,7 @@
 #include "car/car.h"
 #include "car/car_list.h"
 #include "methods/common/wire_cars.h"
+#include "methods/common/host_keys.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/shm/shm_options.h"
@@ -201,6 +202,7 @@ class ShmMethod final : public Method {
   std::vector<bool> cma_;
   std::vector<CopyChooser> choosers_;  // per sender: CMA or pipelined, for messages between the two minimums
   std::vector<int32_t> pids_;
+  ProcessWatch watch_;  // pids_, watched for death
   std::vector<absl::Status> broken_;          // per peer: OK, or why it failed
   std::vector<car::CarList> parked_;           // per peer, FIFO
   std::vector<car::CarList> streams_;          // per peer: pipelined sends

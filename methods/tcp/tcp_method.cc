@@ -111,7 +111,7 @@ bool TcpMethod::PeerGone(int peer) {
   if (s == ConnState::kFailing || s == ConnState::kError) return true;
   absl::StatusOr<const PeerRecord*> r = Record(peer);
   // A peer whose pid this rank can see (same boot, same pid namespace).
-  return r.ok() && (*r)->host_key == host_key_ && ProcessGone((*r)->pid);
+  return r.ok() && (*r)->host_key == host_key_ && watch_.Gone((*r)->pid);
 }
 
 // ---- VC operations, by state -----------------------------------------------------
@@ -359,6 +359,9 @@ void TcpMethod::BecomeConnected(TcpConn& conn) {
   SwapOps(conn.vc, kConnectedOps);
   // Room for the largest eager frame, and for reading many small ones at once.
   if (conn.rx.empty()) conn.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
+  // Its record (pid, host) now, while the launcher serves: PeerGone then
+  // watches a connected peer's pid without asking the launcher.
+  (void)Record(conn.peer);
 }
 
 void TcpMethod::Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s) {

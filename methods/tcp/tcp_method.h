@@ -39,6 +39,7 @@
 #include "fsm/machine.h"
 #include "fsm/registry.h"
 #include "methods/common/wire_cars.h"
+#include "methods/common/host_keys.h"
 #include "methods/host.h"
 #include "methods/method.h"
 #include "methods/tcp/tcp_options.h"
@@ -213,6 +214,7 @@ class TcpMethod final : public Method {
   uint32_t tick_ = 0;
   WireCars wire_;
   std::string host_key_;            // see PeerRecord
+  ProcessWatch watch_;               // peers on this host, watched for death
   std::string net_key_;
   std::vector<std::optional<PeerRecord>> records_;  // per peer, once read
   std::vector<sockaddr_in> addresses_;              // per peer: where we connect (for messages)

@@ -75,6 +75,10 @@ Comm CollectiveChannel(const Comm& comm);
 // kFailedPrecondition naming `op` where `comm`'s Agent was destroyed: an
 // engine layer checks before it touches anything of the agent's.
 absl::Status Alive(const Comm& comm, absl::string_view op);
+// Why a member of `comm` is gone, after a look for dead peers now (OK if
+// none is): a collective whose peer sent nothing where data was expected
+// names the rank that began it.
+absl::Status GoneMember(const Comm& comm);
 // The next number of `comm`'s sequence of collective schedules. Every rank
 // builds its schedules in the same order, so the same schedule gets the
 // same number everywhere (its tags derive from it).

@@ -397,7 +397,7 @@ class Schedule : public engine::Activity, public std::enable_shared_from_this<Sc
   // buffer exactly), having run the steps fused with a receive.
   absl::Status Finished(VertexId v, Request& r);
   // A receive must fill its buffer exactly: the error if `received` bytes do not.
-  static absl::Status CheckSize(const Vertex& x, uint64_t received);
+  absl::Status CheckSize(const Vertex& x, uint64_t received);
   // The run ended with an error no vertex named, or the steps that run
   // alone carried fewer bytes than they hold (counted_bytes_): names the
   // one that failed or received short, as Finished would have.
