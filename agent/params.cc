@@ -16,6 +16,10 @@ std::vector<methods::ParamInfo> Params() {
        "three or more share each CPU or this rank's); when set, it holds whatever the placement"},
       {"CARTAGE_WAIT_YIELD_US", "2000", "then how long it yields before it blocks on what its methods can wake "
                                         "it with; 0: block at once"},
+      {"CARTAGE_UNEXPECTED_MAX_MB", "1024",
+       "the most memory (MiB) a rank keeps for messages that arrived before their receive (their CARs and "
+       "buffers); a message past it fails its sender's VC with kResourceExhausted naming it, never an "
+       "out-of-memory kill (ofi's provider keeps its own, under its own limits)"},
       {"CARTAGE_TRACE", "",
        "a folder: every rank records its transitions and collective calls and writes DIR/<job>.<rank>.trace at "
        "finalize, exit, SIGUSR1 and the launcher's timeout (cartage trace, cartage why-stuck read them); set it "

@@ -1,12 +1,15 @@
 #include "agent/runtime.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/check.h"
@@ -67,6 +70,13 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   rt->temps_ = std::make_unique<TempBuffers>(rt->routes_.largest_eager_limit());
   rt->handed_off_.reserve(64);
   CARTAGE_ASSIGN_OR_RETURN(rt->wait_, WaitPolicy::ForJob(rt->oversubscribed_, rt->crowded_));
+  if (const char* v = std::getenv("CARTAGE_UNEXPECTED_MAX_MB"); v != nullptr && *v != '\0') {
+    uint64_t mb = 0;
+    if (!absl::SimpleAtoi(v, &mb) || mb < 1 || mb > (uint64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_UNEXPECTED_MAX_MB=%s: need MiB >= 1", v));
+    }
+    rt->unexpected_max_ = mb << 20;
+  }
   rt->last_peer_check_ = std::chrono::steady_clock::now();
   return rt;
 }
@@ -214,8 +224,15 @@ absl::Status Runtime::Cancel(Car* car) {
 }
 
 void Runtime::ReleaseUnexpected(Car* u) {
+  unexpected_bytes_ -= UnexpectedFootprint(u->spec().pack_size);
   if (void* b = u->pack_buf()) temps_->Give(b, u->spec().pack_size);
   pool_->Release(u);
+  // A burst of unexpected messages, drained: its CARs' slabs and buffers go
+  // back to the system (the trim walks the pool once per such drain).
+  if (ABSL_PREDICT_FALSE(pool_->capacity() > kTrimAbove) && pool_->live() * 8 < pool_->capacity()) {
+    pool_->Trim(kTrimAbove / 2);
+    ::malloc_trim(0);
+  }
 }
 
 Car* Runtime::MatchIncoming(car::Envelope envelope) {
@@ -232,6 +249,16 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
         "a message arrived naming sender rank %d in a job of %d ranks (a method delivers the sender's world rank)",
         envelope.rank, size_));
   }
+  const uint64_t footprint = UnexpectedFootprint(buffer_bytes);
+  if (ABSL_PREDICT_FALSE(unexpected_bytes_ + footprint > unexpected_max_)) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a message from rank %d (context %u, tag %d, %d bytes) found no receive, and the %d messages that "
+        "wait for theirs hold %d bytes here: past CARTAGE_UNEXPECTED_MAX_MB=%d (post receives before the "
+        "messages come, or raise it)",
+        envelope.rank, envelope.context_id, envelope.tag, buffer_bytes, matcher_->unexpected(), unexpected_bytes_,
+        unexpected_max_ >> 20));
+  }
+  unexpected_bytes_ += footprint;
   car::CarSpec spec;
   spec.kind = CarKind::kUnexpected;
   spec.flags = car::CarFlag::kRecvData;

@@ -163,6 +163,13 @@ class Runtime : public methods::MethodHost {
   static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
   void FailPeer(int peer, absl::Status why);
   void ReleaseUnexpected(car::Car* u);
+  // What an unexpected message with a `buffer_bytes` buffer holds of memory:
+  // its CAR's slot and its temporary buffer.
+  uint64_t UnexpectedFootprint(uint64_t buffer_bytes) const {
+    return pool_->slot_bytes() + (buffer_bytes > 0 ? temps_->Footprint(buffer_bytes) : 0);
+  }
+  // Past this many slots, a pool mostly empty gives slabs back (CarPool::Trim).
+  static constexpr std::size_t kTrimAbove = 16384;
   // A round in general: every polled method, the idle ones if `idle_due`,
   // then the running activities.
   int ProgressAll(bool idle_due);
@@ -201,6 +208,8 @@ class Runtime : public methods::MethodHost {
   std::vector<absl::Status> dead_;
   std::vector<car::Car*> handed_off_;     // unexpected CARs to release after the current post
   std::unique_ptr<TempBuffers> temps_;    // unexpected eager messages wait in these
+  uint64_t unexpected_bytes_ = 0;         // what the unexpected messages hold (UnexpectedFootprint)
+  uint64_t unexpected_max_ = uint64_t{1} << 30;  // CARTAGE_UNEXPECTED_MAX_MB
   uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {

@@ -22,7 +22,9 @@ CarPool::~CarPool() {
   for (std::size_t i = 0; i < in_use_.size(); ++i) {
     if (in_use_[i]) std::launder(reinterpret_cast<Car*>(SlotAddress(i)))->~Car();
   }
-  for (std::byte* slab : slabs_) ::operator delete(slab, std::align_val_t{kAlign});
+  for (std::byte* slab : slabs_) {
+    if (slab != nullptr) ::operator delete(slab, std::align_val_t{kAlign});
+  }
 }
 
 bool CarPool::Grow() {
@@ -35,9 +37,16 @@ bool CarPool::Grow() {
   // address with one division; under max_cars only the first n are used.
   auto* slab = static_cast<std::byte*>(
       ::operator new(options_.cars_per_slab * slot_bytes_, std::align_val_t{kAlign}));
-  const std::size_t base = slabs_.size() * options_.cars_per_slab;
-  slabs_.push_back(slab);
-  in_use_.resize(base + options_.cars_per_slab, false);
+  // A slab Trim gave back leaves a hole, filled first.
+  const auto hole = std::find(slabs_.begin(), slabs_.end(), nullptr);
+  const auto k = static_cast<std::size_t>(hole - slabs_.begin());
+  const std::size_t base = k * options_.cars_per_slab;
+  if (hole == slabs_.end()) {
+    slabs_.push_back(slab);
+    in_use_.resize(base + options_.cars_per_slab, false);
+  } else {
+    *hole = slab;
+  }
   // Push in reverse so slots are handed out in address order.
   for (std::size_t i = n; i-- > 0;) {
     auto* slot = reinterpret_cast<FreeSlot*>(slab + i * slot_bytes_);
@@ -131,6 +140,40 @@ void CarPool::Release(Car* car) {
   slot->index = index;
   free_ = slot;
   --live_;
+}
+
+std::size_t CarPool::Trim(std::size_t keep) {
+  if (options_.max_cars != 0) return 0;  // a bounded pool keeps what it has
+  const std::size_t per = options_.cars_per_slab;
+  std::vector<std::size_t> live_in(slabs_.size(), 0);
+  for (std::size_t i = 0; i < in_use_.size(); ++i) {
+    if (in_use_[i]) ++live_in[i / per];
+  }
+  std::vector<bool> drop(slabs_.size(), false);
+  std::size_t dropped = 0;
+  for (std::size_t k = slabs_.size(); k-- > 0;) {
+    if (capacity_ - (dropped + 1) * per < std::max(keep, live_)) break;
+    if (slabs_[k] == nullptr || live_in[k] != 0) continue;
+    drop[k] = true;
+    ++dropped;
+  }
+  if (dropped == 0) return 0;
+  FreeSlot* kept = nullptr;
+  FreeSlot** tail = &kept;
+  for (FreeSlot* f = free_; f != nullptr; f = f->next) {
+    if (drop[f->index / per]) continue;
+    *tail = f;
+    tail = &f->next;
+  }
+  *tail = nullptr;
+  free_ = kept;
+  for (std::size_t k = 0; k < slabs_.size(); ++k) {
+    if (!drop[k]) continue;
+    ::operator delete(slabs_[k], std::align_val_t{kAlign});
+    slabs_[k] = nullptr;
+  }
+  capacity_ -= dropped * per;
+  return dropped * per;
 }
 
 void CarPool::ForEachLive(const std::function<void(const Car&)>& fn) const {

@@ -50,6 +50,11 @@ class CarPool {
   // Allocates slabs until `n` slots are free (so later Creates never allocate).
   absl::Status Reserve(std::size_t n);
 
+  // Gives back the slabs no live CAR is in, keeping at least `keep` slots
+  // (a burst of CARs, drained, returns its memory); returns the slots freed.
+  // A pool with max_cars keeps its slabs.
+  std::size_t Trim(std::size_t keep);
+
   std::size_t live() const { return live_; }          // CARs created and not released
   std::size_t capacity() const { return capacity_; }  // slots allocated
   std::size_t slot_bytes() const { return slot_bytes_; }

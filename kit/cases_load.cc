@@ -82,4 +82,80 @@ void Exhaustion(const Comm& w, Agent&) {
   }
 }
 
+namespace {
+
+// This process's resident memory in bytes (/proc/self/statm).
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * ::sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace
+
+// 10^6 8-byte messages, all unexpected at rank 1 before it receives any:
+// what each holds of rank 1's memory while queued, and what is left once
+// they were received (a drained burst gives its memory back).
+void UnexpectedMemory(const Comm& w, Agent&) {
+  constexpr int kMessages = 1000000;
+  if (w.rank() == 0) {
+    for (int i = 0; i < kMessages; ++i) {
+      const uint64_t v = static_cast<uint64_t>(i);
+      KIT_OK(w.Send(&v, sizeof(v), 1, 1));
+    }
+    const int done = 1;
+    KIT_OK(w.Send(&done, sizeof(done), 1, 2));
+  } else if (w.rank() == 1) {
+    const int64_t before = ResidentBytes();
+    int done = 0;
+    KIT_OK(w.Recv(&done, sizeof(done), 0, 2));  // every message is unexpected now
+    const int64_t queued = ResidentBytes();
+    for (int i = 0; i < kMessages; ++i) {
+      uint64_t v = ~uint64_t{0};
+      KIT_OK(w.Recv(&v, sizeof(v), 0, 1));
+      KIT_EXPECT(v == static_cast<uint64_t>(i), "message %d carried %d", i, v);
+    }
+    const int64_t drained = ResidentBytes();
+    const double each = static_cast<double>(queued - before) / kMessages;
+    std::printf("unexpected 8 B x %d: %.0f bytes each while queued; %.1f MB of them kept after the drain\n",
+                kMessages, each, static_cast<double>(std::max<int64_t>(drained - before, 0)) / 1e6);
+    KIT_EXPECT(each < 512, "%.0f bytes per queued 8-byte message", each);
+    KIT_EXPECT(drained - before < (queued - before) / 4, "the drain kept %d of %d bytes", drained - before,
+               queued - before);
+  }
+}
+
+// Under CARTAGE_UNEXPECTED_MAX_MB=1, a flood of unexpected messages ends in
+// a clear error naming the cap, not in an out-of-memory kill: the receive
+// that waits behind them fails, and so does any later receive from that
+// sender, whose VC the cap failed.
+void UnexpectedCap(const Comm& w, Agent&) {
+  constexpr int kMessages = 100000;
+  if (w.rank() == 0) {
+    for (int i = 0; i < kMessages; ++i) {
+      const uint64_t v = static_cast<uint64_t>(i);
+      if (!w.Send(&v, sizeof(v), 1, 1).ok()) return;  // rank 1 gave up on this rank
+    }
+    const int done = 1;
+    (void)w.Send(&done, sizeof(done), 1, 2);
+  } else if (w.rank() == 1) {
+    int done = 0;
+    const absl::Status s = w.Recv(&done, sizeof(done), 0, 2);  // everything before it is unexpected
+    KIT_EXPECT(s.code() == absl::StatusCode::kResourceExhausted, "%s", s.ToString());
+    KIT_EXPECT(s.message().find("past CARTAGE_UNEXPECTED_MAX_MB=1 (post receives before the messages come") !=
+                   std::string::npos,
+               "%s", s.ToString());
+    // The VC is in the error state: a new receive from rank 0 fails at once, with the same reason.
+    uint64_t v = 0;
+    const absl::Status again = w.Recv(&v, sizeof(v), 0, 1);
+    KIT_EXPECT(again.code() == absl::StatusCode::kUnavailable &&
+                   again.message().find("CARTAGE_UNEXPECTED_MAX_MB=1") != std::string::npos,
+               "%s", again.ToString());
+    std::printf("unexpected cap: %s\n", std::string(s.message()).c_str());
+  }
+}
+
 }  // namespace cartage::kit
