@@ -98,6 +98,12 @@ absl::Status Runtime::Finalize() {
     left.Note(u->envelope(), u->bytes_total());
     ReleaseUnexpected(u);
   }
+  std::vector<CompactMessage*> compacted;
+  if (up) matcher_->TakeAllCompact(&compacted);
+  for (CompactMessage* r : compacted) {
+    left.Note(r->envelope, r->bytes);
+    FreeCompact(r);
+  }
   absl::Status status = left.Report(rank_);
   status.Update(fenced);
   fsm::EndSpan(span, "finalize", ~0u, status.ok());

@@ -47,24 +47,42 @@ Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
   return oldest;
 }
 
-Car* Matcher::PostReceive(Car* recv) {
+Car* Matcher::PostReceive(Car* recv, CompactMessage** compact) {
   const Envelope& e = recv->envelope();
-  if (unexpected_count_ == 0) {
+  const bool compacts = compact != nullptr && compact_count_ > 0;
+  if (unexpected_count_ == 0 && !compacts) {
     // Nothing waiting: straight to the posted queues.
   } else if (e.rank != kAnySource && e.tag != kAnyTag) {
     // One source, one tag: its bucket's oldest, found with one lookup. The
     // bucket stays when it empties (the next message from there reuses it).
-    if (car::CarList* bucket = unexpected_.Find(Key{e.context_id, e.rank, e.tag})) {
-      if (Car* m = bucket->PopFront()) {
-        --unexpected_count_;
-        return m;
+    const Key key{e.context_id, e.rank, e.tag};
+    car::CarList* bucket = unexpected_count_ > 0 ? unexpected_.Find(key) : nullptr;
+    Car* m = bucket != nullptr ? bucket->front() : nullptr;
+    if (compacts) {
+      auto it = compact_.find(key);
+      if (it != compact_.end() && (m == nullptr || it->second.head->seq < m->link.seq)) {
+        *compact = PopCompact(key);
+        return nullptr;
       }
     }
-  } else if (Car* m = PeekUnexpected(e)) {
-    const Envelope& me = m->envelope();
-    unexpected_.Find(Key{me.context_id, me.rank, me.tag})->Unlink(m);
-    --unexpected_count_;
-    return m;
+    if (m != nullptr) {
+      bucket->PopFront();
+      --unexpected_count_;
+      return m;
+    }
+  } else {
+    Car* m = unexpected_count_ > 0 ? PeekUnexpected(e) : nullptr;
+    const CompactMessage* r = compacts ? PeekCompact(e) : nullptr;
+    if (r != nullptr && (m == nullptr || r->seq < m->link.seq)) {
+      *compact = PopCompact(Key{r->envelope.context_id, r->envelope.rank, r->envelope.tag});
+      return nullptr;
+    }
+    if (m != nullptr) {
+      const Envelope& me = m->envelope();
+      unexpected_.Find(Key{me.context_id, me.rank, me.tag})->Unlink(m);
+      --unexpected_count_;
+      return m;
+    }
   }
   recv->link.seq = posts_++;
   ++posted_count_;
@@ -195,6 +213,55 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
       ++it;
     }
   }
+}
+
+const CompactMessage* Matcher::PeekCompact(const Envelope& pattern) const {
+  if (compact_count_ == 0) return nullptr;
+  if (pattern.rank != kAnySource && pattern.tag != kAnyTag) {
+    auto it = compact_.find(Key{pattern.context_id, pattern.rank, pattern.tag});
+    return it == compact_.end() ? nullptr : it->second.head;
+  }
+  const CompactMessage* oldest = nullptr;
+  for (const auto& [key, list] : compact_) {
+    const CompactMessage* r = list.head;
+    if (!Matches(pattern, r->envelope)) continue;
+    if (oldest == nullptr || r->seq < oldest->seq) oldest = r;
+  }
+  return oldest;
+}
+
+void Matcher::InsertCompact(CompactMessage* r) {
+  CompactList& list = compact_[Key{r->envelope.context_id, r->envelope.rank, r->envelope.tag}];
+  ++compact_count_;
+  if (list.tail == nullptr || list.tail->seq < r->seq) {  // the usual case: the newest
+    r->next = nullptr;
+    (list.tail != nullptr ? list.tail->next : list.head) = r;
+    list.tail = r;
+    return;
+  }
+  CompactMessage** at = &list.head;
+  while ((*at)->seq < r->seq) at = &(*at)->next;
+  r->next = *at;
+  *at = r;
+}
+
+CompactMessage* Matcher::PopCompact(const Key& key) {
+  auto it = compact_.find(key);
+  CompactList& list = it->second;
+  CompactMessage* r = list.head;
+  list.head = r->next;
+  if (list.head == nullptr) compact_.erase(it);
+  --compact_count_;
+  r->next = nullptr;
+  return r;
+}
+
+void Matcher::TakeAllCompact(std::vector<CompactMessage*>* out) {
+  for (auto& [key, list] : compact_) {
+    for (CompactMessage* r = list.head; r != nullptr; r = r->next) out->push_back(r);
+  }
+  compact_.clear();
+  compact_count_ = 0;
 }
 
 void Matcher::TakeAllUnexpected(std::vector<Car*>* out) {

@@ -20,6 +20,10 @@
 // stamps compare as serial numbers, which holds while fewer than 2^31
 // wildcard receives are posted during one receive's lifetime.
 //
+// A small eager message may wait without its CAR, as a CompactMessage in a
+// store of its own (bucketed alike, ordered by the same arrival counter):
+// every lookup of the unexpected messages takes the older of the two.
+//
 //   Car* unexpected = matcher.PostReceive(recv);      // nullptr: now posted
 //   Car* recv = matcher.MatchIncoming(envelope);      // nullptr: keep it unexpected
 //   matcher.AddUnexpected(unexpected_car);
@@ -36,14 +40,30 @@
 
 namespace cartage::agent {
 
+// A small eager message that waits without a CAR (car_unexpected's
+// compacted): its envelope, size and bytes, which follow it in the same
+// allocation. A new CAR is made from it when a receive matches it.
+struct CompactMessage {
+  CompactMessage* next = nullptr;
+  uint64_t seq = 0;  // arrival order, shared with the unexpected CARs
+  car::Envelope envelope;
+  uint32_t bytes = 0;
+  uint32_t proto = 0;
+  std::byte* payload() { return reinterpret_cast<std::byte*>(this + 1); }
+  const std::byte* payload() const { return reinterpret_cast<const std::byte*>(this + 1); }
+};
+
 class Matcher {
  public:
   // `ranks`: how many sources exist; `first_stamp` lets tests start near the wrap.
   explicit Matcher(int ranks, uint32_t first_stamp = 0);
 
   // Receive side of find-or-allocate: the oldest unexpected message `recv`
-  // matches (removed from the store), or nullptr after queueing `recv` as posted.
-  car::Car* PostReceive(car::Car* recv);
+  // matches (removed from the store), or nullptr after queueing `recv` as
+  // posted. With `compact`, the compact store is looked at too: where its
+  // message is the oldest, nullptr is returned with *compact set to it (taken
+  // out; `recv` is not posted).
+  car::Car* PostReceive(car::Car* recv, CompactMessage** compact = nullptr);
 
   // Takes a posted receive back (cancel); false if it is not queued.
   bool RemovePosted(car::Car* recv);
@@ -58,6 +78,17 @@ class Matcher {
   // The oldest unexpected message `pattern` (wildcards allowed) matches, left
   // in the store (probe).
   car::Car* PeekUnexpected(const car::Envelope& pattern) const;
+  // The same among the compact messages.
+  const CompactMessage* PeekCompact(const car::Envelope& pattern) const;
+
+  // Replaces each unexpected CAR `make` gives a record for by that record,
+  // in its place in arrival order; returns those CARs, out of the store,
+  // for the caller to release.
+  template <class Make>
+  std::vector<car::Car*> Compact(Make make);
+  // Takes every compact message out (finalize).
+  void TakeAllCompact(std::vector<CompactMessage*>* out);
+  std::size_t compact() const { return compact_count_; }
 
   // Takes every posted receive and unexpected message from `source` out
   // (a dead peer); wildcard receives stay.
@@ -153,7 +184,36 @@ class Matcher {
   Buckets unexpected_;
   uint64_t arrivals_ = 0;
   std::size_t unexpected_count_ = 0;
+  // The compact store: one list per key, oldest first (its tail kept for
+  // appends); an emptied list is erased.
+  struct CompactList {
+    CompactMessage* head = nullptr;
+    CompactMessage* tail = nullptr;
+  };
+  void InsertCompact(CompactMessage* r);
+  CompactMessage* PopCompact(const Key& key);
+  absl::flat_hash_map<Key, CompactList> compact_;
+  std::size_t compact_count_ = 0;
 };
+
+template <class Make>
+std::vector<car::Car*> Matcher::Compact(Make make) {
+  std::vector<car::Car*> gone;
+  for (auto& [key, list] : unexpected_.map()) {
+    for (car::Car* c = list.front(); c != nullptr;) {
+      car::Car* next = c->link.next;
+      if (CompactMessage* r = make(*c)) {
+        r->seq = c->link.seq;
+        list.Unlink(c);
+        --unexpected_count_;
+        InsertCompact(r);
+        gone.push_back(c);
+      }
+      c = next;
+    }
+  }
+  return gone;
+}
 
 }  // namespace cartage::agent
 

@@ -118,6 +118,10 @@ Runtime::~Runtime() { (void)Finalize(); }
 absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t context, int source, int tag) const {
   if (methods::Method* native = routes_.native()) return native->Probe({context, source, tag});
   const Car* u = matcher_->PeekUnexpected({context, source, tag});
+  const CompactMessage* r = matcher_->PeekCompact({context, source, tag});
+  if (r != nullptr && (u == nullptr || r->seq < u->link.seq)) {
+    return std::optional<methods::Method::Probed>(methods::Method::Probed{r->envelope.rank, r->envelope.tag, r->bytes});
+  }
   if (u == nullptr) return std::optional<methods::Method::Probed>();
   return std::optional<methods::Method::Probed>(
       methods::Method::Probed{u->envelope().rank, u->envelope().tag, u->bytes_total()});
@@ -154,6 +158,10 @@ absl::Status Runtime::PostCar(Car& car) {
   if (!handed_off_.empty()) {
     for (Car* u : handed_off_) ReleaseUnexpected(u);
     handed_off_.clear();
+  }
+  if (!revived_.empty()) {
+    for (CompactMessage* r : revived_) FreeCompact(r);
+    revived_.clear();
   }
   return s;
 }
@@ -272,13 +280,79 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
   absl::StatusOr<Car*> u = pool_->CreateUnchecked(spec);  // valid by construction
   if (!u.ok()) return u.status();
   matcher_->AddUnexpected(*u);
+  if (ABSL_PREDICT_FALSE(matcher_->unexpected() > compact_above_)) CompactUnexpected();
   return u;
+}
+
+void Runtime::CompactUnexpected() {
+  std::vector<Car*> gone = matcher_->Compact([this](Car& c) -> CompactMessage* {
+    if (car::UnexpectedMachine::StateOf(c) != car::UnexpectedState::kBuffered ||
+        !car::CarActions::Compactable(c, car::CarSignal{})) {
+      return nullptr;
+    }
+    const uint64_t bytes = c.bytes_total();
+    auto* r = new (temps_->Take(sizeof(CompactMessage) + bytes)) CompactMessage();
+    r->envelope = c.envelope();
+    r->bytes = static_cast<uint32_t>(bytes);
+    r->proto = c.proto();
+    if (bytes > 0) std::memcpy(r->payload(), c.pack_buf(), bytes);
+    unexpected_bytes_ += temps_->Footprint(sizeof(CompactMessage) + bytes);
+    (void)car::UnexpectedMachine::Dispatch(c, car::UnexpectedEvent::kCompact);
+    return r;
+  });
+  for (Car* c : gone) ReleaseUnexpected(c);
+  compact_peak_ = std::max(compact_peak_, matcher_->compact());
+  // What could not be compacted (rendezvous, synchronous, larger messages)
+  // is not walked again until as many more came.
+  compact_above_ = std::max(kCompactAbove, 2 * matcher_->unexpected());
+}
+
+Car* Runtime::Revive(CompactMessage& r, car::CarEvents& events) {
+  const car::Envelope e = r.envelope;
+  car::CarSpec spec;
+  spec.kind = CarKind::kUnexpected;
+  spec.flags = car::CarFlag::kRecvData;
+  spec.envelope = e;
+  spec.owner = this;
+  spec.vc = routes_.VcFor(e.rank);
+  if (r.bytes > 0) {
+    spec.pack_buf = temps_->Take(r.bytes);
+    spec.pack_size = r.bytes;
+  }
+  absl::StatusOr<Car*> made = pool_->CreateUnchecked(spec);
+  CARTAGE_CHECK_OK(made.status());  // an unbounded pool fails only where new does
+  Car* u = *made;
+  routes_.MethodFor(e.rank).Bind(*u, e.rank);  // fresh method state: a compacted message needs none of its sender's
+  unexpected_bytes_ += UnexpectedFootprint(r.bytes);
+  car::CarSignal eager;
+  eager.bytes = r.bytes;
+  eager.proto = r.proto;
+  eager.source = e.rank;
+  eager.tag = e.tag;
+  eager.data = r.payload();  // read when the raised event runs; the record goes after the post (PostCar)
+  events.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kEager, eager);
+  revived_.push_back(&r);
+  return u;
+}
+
+void Runtime::FreeCompact(CompactMessage* r) {
+  const std::size_t bytes = sizeof(CompactMessage) + r->bytes;
+  unexpected_bytes_ -= temps_->Footprint(bytes);
+  r->~CompactMessage();
+  temps_->Give(r, bytes);
+  // A flood of records, drained: their memory goes back to the system.
+  if (ABSL_PREDICT_FALSE(compact_peak_ > kTrimAbove) && matcher_->compact() * 8 < compact_peak_) {
+    compact_peak_ = matcher_->compact();
+    ::malloc_trim(0);
+  }
 }
 
 void Runtime::PostRecv(Car& c, car::CarEvents& events) {
   auto* rt = static_cast<Runtime*>(c.spec().owner);
   ++rt->hold_.postings;  // a held envelope may match it
-  Car* u = rt->matcher_->PostReceive(&c);
+  CompactMessage* compact = nullptr;
+  Car* u = rt->matcher_->PostReceive(&c, &compact);
+  if (compact != nullptr) u = rt->Revive(*compact, events);  // a CAR again, buffered before it matches
   if (u == nullptr) return;  // posted; an arriving envelope will match it
   // The unexpected message carries what the method knows of its sender.
   std::memcpy(c.method_private(), u->method_private(), rt->pool_->method_private_bytes());

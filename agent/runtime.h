@@ -168,6 +168,15 @@ class Runtime : public methods::MethodHost {
   uint64_t UnexpectedFootprint(uint64_t buffer_bytes) const {
     return pool_->slot_bytes() + (buffer_bytes > 0 ? temps_->Footprint(buffer_bytes) : 0);
   }
+  // Past this many unexpected CARs, the small buffered ones become compact
+  // records (car_unexpected's compact): a flood of unexpected messages costs
+  // a record each, not a CAR.
+  static constexpr std::size_t kCompactAbove = 1024;
+  void CompactUnexpected();
+  // A compacted message's CAR made again, its eager event raised on `events`
+  // (ahead of the match); the record is freed after the post.
+  car::Car* Revive(CompactMessage& r, car::CarEvents& events);
+  void FreeCompact(CompactMessage* r);
   // Past this many slots, a pool mostly empty gives slabs back (CarPool::Trim).
   static constexpr std::size_t kTrimAbove = 16384;
   // A round in general: every polled method, the idle ones if `idle_due`,
@@ -210,6 +219,9 @@ class Runtime : public methods::MethodHost {
   std::unique_ptr<TempBuffers> temps_;    // unexpected eager messages wait in these
   uint64_t unexpected_bytes_ = 0;         // what the unexpected messages hold (UnexpectedFootprint)
   uint64_t unexpected_max_ = uint64_t{1} << 30;  // CARTAGE_UNEXPECTED_MAX_MB
+  std::size_t compact_above_ = kCompactAbove;     // unexpected CARs that make CompactUnexpected walk
+  std::vector<CompactMessage*> revived_;          // records to free after the current post
+  std::size_t compact_peak_ = 0;                  // the most records since the last trim
   uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {

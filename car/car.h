@@ -154,6 +154,10 @@ enum CarProto : uint32_t {
   kProtoRead = 1u << 2,        // a CTS: the receiver read the data itself (single copy)
 };
 
+// An unexpected eager message of at most this many bytes may wait as a
+// compact record instead of a CAR (car_unexpected's compact).
+inline constexpr uint64_t kCompactBytes = 64;
+
 // The payload every CAR event carries.
 struct CarSignal {
   uint64_t bytes = 0;     // data arrived / message size (envelope)

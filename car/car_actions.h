@@ -56,6 +56,11 @@ struct CarActions {
   static bool LastPredecessor(const Car& c, const CarSignal&) { return c.preds_pending_ == 1; }
   // A whole eager message fits the temporary buffer.
   static bool FitsTemp(const Car& c, const CarSignal& s) { return s.bytes <= c.spec().pack_size; }
+  // A message small enough to wait as a record, whose match needs nothing
+  // of its sender (no acknowledgement): car_unexpected's compact.
+  static bool Compactable(const Car& c, const CarSignal&) {
+    return c.bytes_total() <= kCompactBytes && (c.proto() & kProtoSync) == 0;
+  }
   // An announced eager message will not fit.
   static bool Oversize(const Car& c, const CarSignal& s) {
     return (s.proto & kProtoRendezvous) == 0 && s.bytes > c.spec().pack_size;

@@ -2,7 +2,11 @@
 // (CarKind::kUnexpected), kept in the global unexpected queue. Its data lands
 // in a temporary buffer until a receive matches; then HandOff copies what has
 // arrived and the rest lands straight in the user buffer ("if we buffer, you
-// suffer", seed 002).
+// suffer", seed 002). A small eager message that waits long among many
+// is compacted: its CAR goes, a record of its envelope and bytes stays in
+// the matcher, and a new CAR is made from the record when a receive matches
+// it (Runtime::CompactUnexpected), so a flood of unexpected messages costs a
+// record each rather than a CAR.
 #ifndef CARTAGE_CAR_UNEXPECTED_FSM_H_
 #define CARTAGE_CAR_UNEXPECTED_FSM_H_
 
@@ -16,19 +20,19 @@
 namespace cartage::car {
 
 struct UnexpectedDef : CarMachineBase {
-  enum class State : uint8_t { kNew, kArriving, kBuffered, kRtsHeld, kHandedOff, kDropped, kCount };
-  enum class Event : uint8_t { kEnvelope, kData, kEager, kMatch, kError, kCount };
+  enum class State : uint8_t { kNew, kArriving, kBuffered, kRtsHeld, kHandedOff, kDropped, kCompacted, kCount };
+  enum class Event : uint8_t { kEnvelope, kData, kEager, kMatch, kError, kCompact, kCount };
   static constexpr absl::string_view kName = "car_unexpected";
   static constexpr absl::string_view kSummary =
       "an unmatched incoming message: buffered, then handed to the receive that matches it";
-  static constexpr std::array<absl::string_view, 6> kStates = {
-      "new", "arriving", "buffered", "rts_held", "handed_off", "dropped"};
-  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{
+  static constexpr std::array<absl::string_view, 7> kStates = {
+      "new", "arriving", "buffered", "rts_held", "handed_off", "dropped", "compacted"};
+  static constexpr std::array<fsm::EventSpec, 6> kEvents = {{
       {"envelope", fsm::EventKind::kWire}, {"data", fsm::EventKind::kWire},
       {"eager", fsm::EventKind::kWire},    {"match", fsm::EventKind::kUser},
-      {"error", fsm::EventKind::kWire}}};
+      {"error", fsm::EventKind::kWire},    {"compact", fsm::EventKind::kProgress}}};
   static constexpr State kInitial = State::kNew;
-  static constexpr std::array kFinal = {State::kHandedOff, State::kDropped};
+  static constexpr std::array kFinal = {State::kHandedOff, State::kDropped, State::kCompacted};
 };
 
 namespace unexpected_fsm {
@@ -47,6 +51,7 @@ inline constexpr fsm::Guard<D> kFitsTemp{"FitsTemp", &A::FitsTemp};
 inline constexpr fsm::Guard<D> kOversize{"Oversize", &A::Oversize};
 inline constexpr fsm::Action<D> kStashEager{"StashEager", &A::StashEager};
 inline constexpr fsm::Action<D> kDropOversize{"DropOversize", &A::DropOversize};
+inline constexpr fsm::Guard<D> kCompactable{"Compactable", &A::Compactable};
 
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
@@ -62,6 +67,7 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kArriving, E::kMatch,    {},            kHandOff,      S::kHandedOff},
   {S::kArriving, E::kError,    {},            kDrop,         S::kDropped},
   {S::kBuffered, E::kMatch,    {},            kHandOff,      S::kHandedOff},
+  {S::kBuffered, E::kCompact,  kCompactable,  {},            S::kCompacted},
   {S::kRtsHeld,  E::kMatch,    {},            kHandOff,      S::kHandedOff},
   {S::kRtsHeld,  E::kError,    {},            kDrop,         S::kDropped},
 });

@@ -122,7 +122,7 @@ void UnexpectedMemory(const Comm& w, Agent&) {
     const double each = static_cast<double>(queued - before) / kMessages;
     std::printf("unexpected 8 B x %d: %.0f bytes each while queued; %.1f MB of them kept after the drain\n",
                 kMessages, each, static_cast<double>(std::max<int64_t>(drained - before, 0)) / 1e6);
-    KIT_EXPECT(each < 512, "%.0f bytes per queued 8-byte message", each);
+    KIT_EXPECT(each <= 128, "%.0f bytes per queued 8-byte message", each);
     KIT_EXPECT(drained - before < (queued - before) / 4, "the drain kept %d of %d bytes", drained - before,
                queued - before);
   }

@@ -132,6 +132,62 @@ TEST_F(MatcherTest, UnexpectedOldestFirstAndWildcards) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
+// Compacted messages keep their place in arrival order: a receive, specific
+// or wildcard, takes the older of the oldest CAR and the oldest record, and
+// one that passes no `compact` never sees the records.
+TEST_F(MatcherTest, CompactMessagesKeepTheirPlaceInArrivalOrder) {
+  Matcher m(4);
+  Car* a = Message(1, 4);
+  Car* b = Message(1, 4);
+  Car* c = Message(2, 7);
+  Car* d = Message(1, 4);
+  for (Car* x : {a, b, c, d}) m.AddUnexpected(x);
+  CompactMessage rb, rc;
+  std::vector<Car*> gone = m.Compact([&](Car& x) -> CompactMessage* {
+    CompactMessage* r = &x == b ? &rb : &x == c ? &rc : nullptr;
+    if (r != nullptr) r->envelope = x.envelope();
+    return r;
+  });
+  std::sort(gone.begin(), gone.end());
+  std::vector<Car*> want = {b, c};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(gone, want);
+  EXPECT_EQ(m.unexpected(), 2u);
+  EXPECT_EQ(m.compact(), 2u);
+  EXPECT_EQ(m.PeekUnexpected({0, kAnySource, kAnyTag}), a);
+  EXPECT_EQ(m.PeekCompact({0, kAnySource, kAnyTag}), &rb);
+  EXPECT_EQ(m.PeekCompact({0, 2, 7}), &rc);
+  CompactMessage* got = nullptr;
+  EXPECT_EQ(m.PostReceive(Recv(1, 4), &got), a);  // older than b's record
+  EXPECT_EQ(got, nullptr);
+  EXPECT_EQ(m.PostReceive(Recv(1, 4), &got), nullptr);
+  EXPECT_EQ(got, &rb);
+  got = nullptr;
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, kAnyTag), &got), nullptr);  // c came before d
+  EXPECT_EQ(got, &rc);
+  got = nullptr;
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, 4), &got), d);
+  EXPECT_EQ(got, nullptr);
+  EXPECT_EQ(m.compact(), 0u);
+  EXPECT_EQ(m.unexpected(), 0u);
+  EXPECT_EQ(m.posted(), 0u);
+  // A compacted message older than a CAR of another envelope, taken by a
+  // receive that does not look at records: posted, the record untouched.
+  Car* e = Message(3, 1);
+  m.AddUnexpected(e);
+  CompactMessage re;
+  (void)m.Compact([&](Car& x) -> CompactMessage* {
+    re.envelope = x.envelope();
+    return &re;
+  });
+  EXPECT_EQ(m.PostReceive(Recv(3, 1)), nullptr);
+  EXPECT_EQ(m.posted(), 1u);
+  EXPECT_EQ(m.compact(), 1u);
+  std::vector<CompactMessage*> left;
+  m.TakeAllCompact(&left);
+  EXPECT_EQ(left, std::vector<CompactMessage*>{&re});
+}
+
 // More (source, tag) buckets than ranks: an ANY_SOURCE receive for one tag
 // looks the tag up per source; it must still take the oldest arrival, stay
 // in its context, and leave other tags alone.
