@@ -155,13 +155,13 @@ absl::Status Runtime::PostCar(Car& car) {
   const absl::Status s = car.kind() == CarKind::kSend
                              ? car::SendMachine::Dispatch(car, car::SendEvent::kPost)
                              : car::RecvMachine::Dispatch(car, car::RecvEvent::kPost);
-  if (!handed_off_.empty()) {
+  if (!handed_off_.empty()) {  // a revived record's CAR is among them
     for (Car* u : handed_off_) ReleaseUnexpected(u);
     handed_off_.clear();
-  }
-  if (!revived_.empty()) {
-    for (CompactMessage* r : revived_) FreeCompact(r);
-    revived_.clear();
+    if (!revived_.empty()) {
+      for (CompactMessage* r : revived_) FreeCompact(r);
+      revived_.clear();
+    }
   }
   return s;
 }
