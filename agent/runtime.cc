@@ -257,8 +257,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
         "a message arrived naming sender rank %d in a job of %d ranks (a method delivers the sender's world rank)",
         envelope.rank, size_));
   }
-  const uint64_t footprint = UnexpectedFootprint(buffer_bytes);
-  if (ABSL_PREDICT_FALSE(unexpected_bytes_ + footprint > unexpected_max_)) {
+  if (ABSL_PREDICT_FALSE(unexpected_bytes_ + UnexpectedFootprint(buffer_bytes) > unexpected_max_)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "a message from rank %d (context %u, tag %d, %d bytes) found no receive, and the %d messages that "
         "wait for theirs hold %d bytes here: past CARTAGE_UNEXPECTED_MAX_MB=%d (post receives before the "
@@ -266,18 +265,7 @@ absl::StatusOr<Car*> Runtime::NewUnexpected(const car::Envelope& envelope, uint6
         envelope.rank, envelope.context_id, envelope.tag, buffer_bytes, matcher_->unexpected(), unexpected_bytes_,
         unexpected_max_ >> 20));
   }
-  unexpected_bytes_ += footprint;
-  car::CarSpec spec;
-  spec.kind = CarKind::kUnexpected;
-  spec.flags = car::CarFlag::kRecvData;
-  spec.envelope = envelope;
-  spec.owner = this;
-  spec.vc = routes_.VcFor(envelope.rank);
-  if (buffer_bytes > 0) {
-    spec.pack_buf = temps_->Take(buffer_bytes);
-    spec.pack_size = buffer_bytes;
-  }
-  absl::StatusOr<Car*> u = pool_->CreateUnchecked(spec);  // valid by construction
+  absl::StatusOr<Car*> u = MakeUnexpected(envelope, buffer_bytes);
   if (!u.ok()) return u.status();
   matcher_->AddUnexpected(*u);
   if (ABSL_PREDICT_FALSE(matcher_->unexpected() > compact_above_)) CompactUnexpected();
@@ -307,23 +295,32 @@ void Runtime::CompactUnexpected() {
   compact_above_ = std::max(kCompactAbove, 2 * matcher_->unexpected());
 }
 
-Car* Runtime::Revive(CompactMessage& r, car::CarEvents& events) {
-  const car::Envelope e = r.envelope;
+absl::StatusOr<Car*> Runtime::MakeUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) {
   car::CarSpec spec;
   spec.kind = CarKind::kUnexpected;
   spec.flags = car::CarFlag::kRecvData;
-  spec.envelope = e;
+  spec.envelope = envelope;
   spec.owner = this;
-  spec.vc = routes_.VcFor(e.rank);
-  if (r.bytes > 0) {
-    spec.pack_buf = temps_->Take(r.bytes);
-    spec.pack_size = r.bytes;
+  spec.vc = routes_.VcFor(envelope.rank);
+  if (buffer_bytes > 0) {
+    spec.pack_buf = temps_->Take(buffer_bytes);
+    spec.pack_size = buffer_bytes;
   }
-  absl::StatusOr<Car*> made = pool_->CreateUnchecked(spec);
+  absl::StatusOr<Car*> u = pool_->CreateUnchecked(spec);  // valid by construction
+  if (!u.ok()) {
+    if (spec.pack_buf != nullptr) temps_->Give(spec.pack_buf, buffer_bytes);
+    return u.status();
+  }
+  unexpected_bytes_ += UnexpectedFootprint(buffer_bytes);
+  return u;
+}
+
+Car* Runtime::Revive(CompactMessage& r, car::CarEvents& events) {
+  const car::Envelope e = r.envelope;
+  absl::StatusOr<Car*> made = MakeUnexpected(e, r.bytes);
   CARTAGE_CHECK_OK(made.status());  // an unbounded pool fails only where new does
   Car* u = *made;
   routes_.MethodFor(e.rank).Bind(*u, e.rank);  // fresh method state: a compacted message needs none of its sender's
-  unexpected_bytes_ += UnexpectedFootprint(r.bytes);
   car::CarSignal eager;
   eager.bytes = r.bytes;
   eager.proto = r.proto;

@@ -173,6 +173,9 @@ class Runtime : public methods::MethodHost {
   // a record each, not a CAR.
   static constexpr std::size_t kCompactAbove = 1024;
   void CompactUnexpected();
+  // An unexpected CAR with a temporary buffer of `buffer_bytes`, counted in
+  // unexpected_bytes_ (not yet in the matcher).
+  absl::StatusOr<car::Car*> MakeUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes);
   // A compacted message's CAR made again, its eager event raised on `events`
   // (ahead of the match); the record is freed after the post.
   car::Car* Revive(CompactMessage& r, car::CarEvents& events);
