@@ -19,7 +19,8 @@ std::vector<methods::ParamInfo> Params() {
       {"CARTAGE_UNEXPECTED_MAX_MB", "1024",
        "the most memory (MiB) a rank keeps for messages that arrived before their receive (their CARs and "
        "buffers); a message past it fails its sender's VC with kResourceExhausted naming it, never an "
-       "out-of-memory kill (ofi's provider keeps its own, under its own limits)"},
+       "out-of-memory kill. ofi, whose provider keeps them, holds each sender back at its share of it "
+       "(CARTAGE_OFI_HOLD_S)"},
       {"CARTAGE_TRACE", "",
        "a folder: every rank records its transitions and collective calls and writes DIR/<job>.<rank>.trace at "
        "finalize, exit, SIGUSR1 and the launcher's timeout (cartage trace, cartage why-stuck read them); set it "

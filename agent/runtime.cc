@@ -47,6 +47,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   rt->size_ = rt->exchange_->size();
   rt->InstallAgentOps(rt->agent_any_vc_);
   rt->agent_any_vc_.name = "any";
+  // Before the methods open: one that buffers unexpected messages itself (ofi's provider) honours it too.
+  if (const char* v = std::getenv("CARTAGE_UNEXPECTED_MAX_MB"); v != nullptr && *v != '\0') {
+    uint64_t mb = 0;
+    if (!absl::SimpleAtoi(v, &mb) || mb < 1 || mb > (uint64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_UNEXPECTED_MAX_MB=%s: need MiB >= 1", v));
+    }
+    rt->unexpected_max_ = mb << 20;
+  }
   // Oversubscription steers choices every rank must make alike (the
   // collectives' schedules, shm's copies and ring sizes): checked against
   // rank 0's before the methods set up.
@@ -70,13 +78,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   rt->temps_ = std::make_unique<TempBuffers>(rt->routes_.largest_eager_limit());
   rt->handed_off_.reserve(64);
   CARTAGE_ASSIGN_OR_RETURN(rt->wait_, WaitPolicy::ForJob(rt->oversubscribed_, rt->crowded_));
-  if (const char* v = std::getenv("CARTAGE_UNEXPECTED_MAX_MB"); v != nullptr && *v != '\0') {
-    uint64_t mb = 0;
-    if (!absl::SimpleAtoi(v, &mb) || mb < 1 || mb > (uint64_t{1} << 40)) {
-      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_UNEXPECTED_MAX_MB=%s: need MiB >= 1", v));
-    }
-    rt->unexpected_max_ = mb << 20;
-  }
   rt->last_peer_check_ = std::chrono::steady_clock::now();
   return rt;
 }

@@ -144,6 +144,7 @@ class Runtime : public methods::MethodHost {
   // While `allowed` is false the methods hold back no envelope (an Iprobe's
   // round: what arrived must be in the unexpected queue for it to see).
   void AllowHolding(bool allowed) { hold_.allowed = allowed; }
+  uint64_t UnexpectedMax() const override { return unexpected_max_; }
   absl::StatusOr<car::Car*> NewUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) override;
   void InstallAgentOps(car::Vc& vc) override;
 

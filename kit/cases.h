@@ -75,6 +75,7 @@ void Outstanding(const Comm& w, Agent& a);
 void Exhaustion(const Comm& w, Agent& a);
 void UnexpectedMemory(const Comm& w, Agent& a);
 void UnexpectedCap(const Comm& w, Agent& a);
+void FastSender(const Comm& w, Agent& a);
 void FinalizeDelivers(const Comm& w, Agent& a);
 void FinalizeUnreceived(const Comm& w, Agent& a);
 void EarlyExit(const Comm& w, Agent& a);

@@ -94,6 +94,10 @@ class MethodHost {
   // the next call's message of a collective until that call posts its
   // receive spares it the unexpected queue's CAR, buffer and second copy.
   virtual const HoldControl* Holding() const { return nullptr; }
+  // The most bytes the unexpected messages may hold at this rank
+  // (CARTAGE_UNEXPECTED_MAX_MB). A method whose provider buffers them out of
+  // the agent's sight (ofi) keeps its own account against it.
+  virtual uint64_t UnexpectedMax() const { return uint64_t{1} << 30; }
   // A new unexpected-message CAR for `envelope`, stored in the unexpected
   // queue, with a temporary buffer of `buffer_bytes` (0: none, e.g. an RTS).
   // Its machine is still in `new`: the method dispatches the envelope.

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
@@ -57,14 +58,20 @@ void OfiMethod::FailPeer(int peer, const absl::Status& why) {
   for (OfiOp* op : live_) {
     if (op->peer == peer && op->car != nullptr) mine.push_back(op);
   }
-  for (std::deque<OfiOp*>& q : queued_) {
-    for (auto it = q.begin(); it != q.end();) {
+  Account& a = account_[static_cast<std::size_t>(peer)];
+  if (!a.held.empty()) --holding_;
+  for (OfiOp* op : std::exchange(a.held, {})) {
+    if (op->car != nullptr) FailCar(*op->car, why);
+    FreeOp(op);
+  }
+  for (std::deque<OfiOp*>* q : {&queued_[0], &queued_[1]}) {  // control messages still go (a give-up)
+    for (auto it = q->begin(); it != q->end();) {
       OfiOp* op = *it;
       if (op->peer != peer) {
         ++it;
         continue;
       }
-      it = q.erase(it);
+      it = q->erase(it);
       if (op->car != nullptr) FailCar(*op->car, why);
       FreeOp(op);
     }
@@ -130,6 +137,11 @@ ssize_t OfiMethod::Issue(OfiOp* op) {
   const bool data = layout().uses_data();
   const uint64_t me = layout().Data(rank_, op->len);
   switch (op->kind) {
+    case OfiOp::Kind::kCtlSend:
+      return op->inject ? fi_inject(ep_, op->buf, op->len, op->addr)
+                        : fi_send(ep_, op->buf, op->len, nullptr, op->addr, &op->ctx);
+    case OfiOp::Kind::kCtlRecv:
+      return fi_recv(ep_, op->buf, op->len, nullptr, FI_ADDR_UNSPEC, &op->ctx);
     case OfiOp::Kind::kSend:
     case OfiOp::Kind::kAckSend:
       if (op->inject) {
@@ -247,7 +259,7 @@ void OfiMethod::StartSend(Car& c, CarEvents& events) {
   op->tag = m.layout().Send(env.context_id, m.rank_, env.tag, sync);
   op->inject = bytes <= m.provider_.inject_size;
   st.op = op;
-  m.Post(op, &events);
+  m.SendOrHold(op, &events);
 }
 
 void OfiMethod::PostRecv(Car& c, CarEvents& events) {

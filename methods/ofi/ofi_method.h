@@ -19,6 +19,15 @@
 //   FI_EAGAIN   the operation waits in a FIFO (so later ones cannot overtake
 //               it) and progress posts it again; it never fails for that
 //   errors      an error completion fails its CAR with the provider's text
+//   unexpected  the provider keeps a message no receive has taken out of the
+//               agent's sight (tcp;ofi_rxm: a 16 KiB receive buffer each), so
+//               the method keeps the account: a sender counts what it sent
+//               each rank, a receiver tells it what its receives took (a
+//               control message per quarter window). A sender whose receiver
+//               holds its window (CARTAGE_UNEXPECTED_MAX_MB over the other
+//               ranks) holds its next sends back until the receiver takes
+//               some; held CARTAGE_OFI_HOLD_S in vain, both fail naming the
+//               cap. The receiver's total stays within the cap.
 //
 // A method that matches envelopes itself must see every message a receive
 // could match, so it carries every rank of the job, self included, and the
@@ -29,6 +38,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -83,7 +93,7 @@ bool ProviderNamed(const std::string& name, const std::vector<std::string>& list
 // the provider still holds after its CAR has failed (a dead peer) stays
 // valid until the provider lets it go.
 struct OfiOp {
-  enum class Kind : uint8_t { kSend, kRecv, kAckRecv, kAckSend, kPeek };
+  enum class Kind : uint8_t { kSend, kRecv, kAckRecv, kAckSend, kPeek, kCtlRecv, kCtlSend };
   fi_context2 ctx;          // the provider's scratch (FI_CONTEXT2 mode); first
   Kind kind = Kind::kSend;
   bool inject = false;      // fi_tinject: no completion will come
@@ -97,6 +107,7 @@ struct OfiOp {
   uint64_t tag = 0;
   uint64_t ignore = 0;
   std::byte* bounce = nullptr;  // a non-contiguous message, packed (owned)
+  uint64_t ctl[3] = {};         // a control message: what it says, its figure, its sender
   OfiOp* next_free = nullptr;
 };
 
@@ -146,7 +157,9 @@ class OfiMethod final : public Method {
   static OfiCarState& StateOf(car::Car& c) { return *static_cast<OfiCarState*>(c.method_private()); }
 
   // Operations waiting on FI_EAGAIN.
-  std::size_t queued() const { return queued_[0].size() + queued_[1].size(); }
+  std::size_t queued() const {
+    return queued_[0].size() + queued_[1].size() + queued_[2].size() + queued_[3].size();
+  }
 
  private:
   OfiMethod() = default;
@@ -181,6 +194,39 @@ class OfiMethod final : public Method {
   void Orphan(OfiOp* op);  // the CAR goes on without it; the provider still holds it
   void CloseFabric();
 
+  // The account of messages the provider holds for want of a receive. Each
+  // message is charged what the provider keeps for it: its receive buffer,
+  // and the payload where that spans several (tcp;ofi_rxm's segmented sizes).
+  enum Control : uint64_t { kTook = 1, kGaveUp = 2 };
+  static uint64_t Charge(uint64_t bytes);
+  // Posts a message, or holds it back while its receiver holds a window's
+  // worth of this rank's messages (ordered behind any held before it).
+  void SendOrHold(OfiOp* op, car::CarEvents* events);
+  void Release(int peer);  // what the window now allows goes out
+  void CountSent(int peer, uint64_t bytes);
+  void CountTaken(int peer, uint64_t bytes);
+  void SendControl(int peer, Control what, uint64_t figure);
+  void PostControlRecv(OfiOp* op);
+  void OnControl(OfiOp* op, const fi_cq_tagged_entry& e);
+  void CheckHeld();  // sends held CARTAGE_OFI_HOLD_S in vain fail
+  // Fails `peer`'s VC for the cap: receives with `why` (kResourceExhausted),
+  // later operations with the VC's error.
+  void FailForCap(int peer, const std::string& why);
+  struct Account {
+    uint64_t sent = 0;        // charged for what this rank sent the peer
+    uint64_t peer_took = 0;   // ...for what the peer says its receives took of it
+    uint64_t taken = 0;       // ...for what this rank's receives took of it
+    uint64_t taken_said = 0;  // ...as far as this rank last told the peer
+    std::deque<OfiOp*> held;  // sends waiting for the peer to take some
+    std::chrono::steady_clock::time_point held_since;  // the last time the window moved
+  };
+  std::vector<Account> account_;
+  uint64_t held_max_ = 0;     // CARTAGE_UNEXPECTED_MAX_MB
+  uint64_t window_ = 0;       // what one sender may have held at one receiver
+  uint64_t step_ = 0;         // a took per this much taken from one peer
+  int holding_ = 0;           // peers with sends held back
+  bool draining_ = false;     // inside Drain: a nested read would reuse entries_
+
   OfiOptions options_;
   ProviderChoice provider_;
   Capabilities caps_;
@@ -212,10 +258,18 @@ class OfiMethod final : public Method {
   absl::flat_hash_set<OfiOp*> live_;  // in the provider's hands
   // Waiting on FI_EAGAIN, in posting order: sends [0] and receives [1]
   // apart, so that receives the provider cannot take yet never hold back
-  // the sends that would complete them (the peer's sends, likewise).
-  std::deque<OfiOp*> queued_[2];
+  // the sends that would complete them (the peer's sends, likewise); the
+  // control messages' sends [2] and receives [3] apart from both, so that
+  // what releases held sends never waits behind what waits for them.
+  std::deque<OfiOp*> queued_[4];
   std::deque<OfiOp*>& QueueOf(const OfiOp* op) {
-    return queued_[op->kind == OfiOp::Kind::kRecv || op->kind == OfiOp::Kind::kAckRecv ? 1 : 0];
+    switch (op->kind) {
+      case OfiOp::Kind::kRecv:
+      case OfiOp::Kind::kAckRecv: return queued_[1];
+      case OfiOp::Kind::kCtlSend: return queued_[2];
+      case OfiOp::Kind::kCtlRecv: return queued_[3];
+      default: return queued_[0];
+    }
   }
   bool Unqueue(OfiOp* op);  // takes a queued operation out; false if it was not queued
   std::vector<fi_cq_tagged_entry> entries_;

@@ -30,6 +30,8 @@ std::vector<ParamInfo> Params() {
       {"PROVIDER_EXCLUDE", "", "providers never to use, comma-separated"},
       {"TAG_MODE", "auto", "envelope layout in the 64-bit tag: auto, ofi_tag_1, ofi_tag_2, ofi_tag_full"},
       {"EVENTS", "100", "completions read per fi_cq_read (progress reads until the queue is empty)"},
+      {"HOLD_S", "60", "seconds a send waits while its receiver holds its share of CARTAGE_UNEXPECTED_MAX_MB "
+                       "in messages no receive took, before both sides fail naming the cap (0: wait for ever)"},
   };
 }
 
@@ -45,6 +47,11 @@ absl::StatusOr<OfiOptions> OfiOptions::FromEnvironment() {
   if (const char* v = std::getenv("CARTAGE_OFI_EVENTS")) {
     if (!absl::SimpleAtoi(v, &o.events) || o.events < 1 || o.events > 4096) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_EVENTS=%s: need a number 1..4096", v));
+    }
+  }
+  if (const char* v = std::getenv("CARTAGE_OFI_HOLD_S")) {
+    if (!absl::SimpleAtoi(v, &o.hold_s) || o.hold_s < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_HOLD_S=%s: need seconds >= 0", v));
     }
   }
   return o;

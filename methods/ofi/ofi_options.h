@@ -18,6 +18,7 @@ struct OfiOptions {
   std::vector<std::string> exclude;  // providers never to use
   TagMode tag_mode = TagMode::kAuto;
   int events = 100;                  // completions read per fi_cq_read
+  int hold_s = 60;                   // a send held back for the receiver this long fails (0: never)
   static absl::StatusOr<OfiOptions> FromEnvironment();
 };
 std::vector<ParamInfo> Params();

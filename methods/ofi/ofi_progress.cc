@@ -56,10 +56,13 @@ int OfiMethod::RetryQueued() {
 int OfiMethod::Progress() {
   int work = Drain();
   if (queued() > 0) work += RetryQueued();
+  if (holding_ > 0) CheckHeld();
   return work;
 }
 
 int OfiMethod::Drain() {
+  if (draining_) return 0;
+  draining_ = true;
   int work = 0;
   for (;;) {
     const ssize_t n = fi_cq_read(cq_, entries_.data(), entries_.size());
@@ -81,6 +84,7 @@ int OfiMethod::Drain() {
     }
     break;  // -FI_EAGAIN: empty
   }
+  draining_ = false;
   return work;
 }
 
@@ -134,7 +138,11 @@ void OfiMethod::OnCompletion(OfiOp* op, const fi_cq_tagged_entry& e) {
       return;
     }
     case OfiOp::Kind::kAckSend:
+    case OfiOp::Kind::kCtlSend:
       FreeOp(op);
+      return;
+    case OfiOp::Kind::kCtlRecv:
+      OnControl(op, e);
       return;
   }
 }
@@ -213,6 +221,7 @@ void OfiMethod::DeliverRecv(OfiOp* op, const fi_cq_tagged_entry& e, int64_t trun
     return;
   }
   if (PeerOf(c) < 0) c.Rebind(&peers_[static_cast<std::size_t>(source)].vc);  // a wildcard receive learns its VC
+  CountTaken(source, static_cast<uint64_t>(total));
   st.tag = layout().TagOf(e.tag);
   CarSignal sig;
   sig.bytes = static_cast<uint64_t>(total);
@@ -229,6 +238,133 @@ void OfiMethod::DeliverRecv(OfiOp* op, const fi_cq_tagged_entry& e, int64_t trun
     (void)::madvise(sink_, std::min<std::size_t>(e.len - op->len, kSinkBytes), MADV_DONTNEED);
   }
   FreeOp(op);
+}
+
+// ---- The unexpected-message account ----------------------------------------------
+
+namespace {
+
+// What tcp;ofi_rxm keeps for one message no receive has taken: a receive
+// buffer of FI_OFI_RXM_BUFFER_SIZE (16 KiB) and its descriptor, about 17 KB
+// measured; a message up to its segmented limit (128 KiB) fills more.
+constexpr uint64_t kHeldPerMessage = 17 * 1024;
+constexpr uint64_t kSegmentedLimit = 128 * 1024;
+
+}  // namespace
+
+uint64_t OfiMethod::Charge(uint64_t bytes) {
+  return kHeldPerMessage + (bytes > kHeldPerMessage && bytes <= kSegmentedLimit ? bytes : 0);
+}
+
+void OfiMethod::SendOrHold(OfiOp* op, car::CarEvents* events) {
+  Account& a = account_[static_cast<std::size_t>(op->peer)];
+  const uint64_t ahead = a.sent - std::min(a.sent, a.peer_took);
+  // One message larger than the window still goes when nothing is ahead.
+  if (a.held.empty() && (ahead == 0 || ahead + Charge(op->len) <= window_)) {
+    Post(op, events);
+    CountSent(op->peer, op->len);
+    return;
+  }
+  if (a.held.empty()) {
+    a.held_since = std::chrono::steady_clock::now();
+    ++holding_;
+  }
+  a.held.push_back(op);
+}
+
+void OfiMethod::Release(int peer) {
+  Account& a = account_[static_cast<std::size_t>(peer)];
+  bool moved = false;
+  while (!a.held.empty()) {
+    OfiOp* op = a.held.front();
+    const uint64_t ahead = a.sent - std::min(a.sent, a.peer_took);
+    if (ahead != 0 && ahead + Charge(op->len) > window_) break;
+    a.held.pop_front();
+    moved = true;
+    Post(op, nullptr);
+    CountSent(peer, op->len);
+  }
+  if (a.held.empty() && moved) --holding_;
+  if (moved) a.held_since = std::chrono::steady_clock::now();
+}
+
+void OfiMethod::CountSent(int peer, uint64_t bytes) {
+  Account& a = account_[static_cast<std::size_t>(peer)];
+  a.sent += Charge(bytes);
+}
+
+void OfiMethod::CountTaken(int peer, uint64_t bytes) {
+  Account& a = account_[static_cast<std::size_t>(peer)];
+  a.taken += Charge(bytes);
+  if (a.taken - a.taken_said < step_) return;
+  a.taken_said = a.taken;
+  SendControl(peer, kTook, a.taken);
+}
+
+void OfiMethod::SendControl(int peer, Control what, uint64_t figure) {
+  OfiOp* op = NewOp(OfiOp::Kind::kCtlSend, nullptr, peer);
+  op->ctl[0] = what;
+  op->ctl[1] = figure;
+  op->ctl[2] = static_cast<uint64_t>(rank_);
+  op->buf = op->ctl;
+  op->len = sizeof(op->ctl);
+  op->addr = addrs_[static_cast<std::size_t>(peer)];
+  op->inject = op->len <= provider_.inject_size;
+  Post(op, nullptr);  // behind the messages it reports on
+}
+
+void OfiMethod::PostControlRecv(OfiOp* op) {
+  op->ctl[0] = op->ctl[1] = 0;
+  op->ctl[2] = ~uint64_t{0};
+  op->buf = op->ctl;
+  op->len = sizeof(op->ctl);
+  op->addr = FI_ADDR_UNSPEC;
+  Post(op, nullptr);
+}
+
+void OfiMethod::OnControl(OfiOp* op, const fi_cq_tagged_entry& e) {
+  const uint64_t what = op->ctl[0], figure = op->ctl[1], sender = op->ctl[2];
+  PostControlRecv(op);
+  if (sender >= static_cast<uint64_t>(size_) || e.len != sizeof(op->ctl)) return;  // not one of ours
+  const int from = static_cast<int>(sender);
+  Account& a = account_[static_cast<std::size_t>(from)];
+  switch (what) {
+    case kTook:
+      a.peer_took = std::max(a.peer_took, figure);
+      Release(from);
+      return;
+    case kGaveUp:
+      FailForCap(from, absl::StrFormat(
+                           "ofi: rank %d gave up sending to rank %d: this rank holds %d bytes of its messages that no "
+                           "receive took, its share of CARTAGE_UNEXPECTED_MAX_MB=%d, and took none for %d s (post "
+                           "receives before the messages come, or raise it)",
+                           from, rank_, figure, held_max_ >> 20, options_.hold_s));
+      return;
+    default:
+      return;
+  }
+}
+
+void OfiMethod::CheckHeld() {
+  if (options_.hold_s == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (int p = 0; p < size_ && holding_ > 0; ++p) {
+    Account& a = account_[static_cast<std::size_t>(p)];
+    if (a.held.empty() || now - a.held_since < std::chrono::seconds(options_.hold_s)) continue;
+    const uint64_t ahead = a.sent - std::min(a.sent, a.peer_took);
+    SendControl(p, kGaveUp, ahead);
+    FailForCap(p, absl::StrFormat(
+                      "ofi: rank %d holds %d bytes of this rank's messages that no receive took, its share of "
+                      "CARTAGE_UNEXPECTED_MAX_MB=%d, and took none for %d s: %d sends held back fail (post "
+                      "receives before the messages come, or raise it)",
+                      p, ahead, held_max_ >> 20, options_.hold_s, a.held.size()));
+  }
+}
+
+void OfiMethod::FailForCap(int peer, const std::string& why) {
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (p.error.ok()) p.error = absl::UnavailableError(why);
+  FailPeer(peer, absl::ResourceExhaustedError(why));
 }
 
 // ---- Waiting ---------------------------------------------------------------------

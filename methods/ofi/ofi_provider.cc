@@ -32,6 +32,9 @@ namespace {
 
 constexpr uint32_t kFiVersion = FI_VERSION(1, 9);
 constexpr std::size_t kCqSize = 16384;
+// Control messages from any rank the provider can take at once without
+// keeping one as unexpected (each is reposted as soon as it completes).
+constexpr int kControlReceives = 8;
 
 // Debian's libfabric links libpsm_infinipath (and through it
 // libinfinipath) and libpsm2, which install backtrace handlers for the fatal
@@ -90,7 +93,9 @@ namespace {
 // domain; the address vector as a table so that fi_addr_t is the rank.
 FiInfoPtr Hints(bool directed) {
   FiInfoPtr hints(fi_allocinfo());
-  hints->caps = FI_TAGGED | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0);
+  // FI_MSG carries the method's control messages, apart from the tagged
+  // matching (a wildcard receive posted there would slow every match).
+  hints->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -241,6 +246,11 @@ absl::Status OfiMethod::Open(Exchange& exchange, fi_info* info) {
   any_.name = "ofi from any rank";
   any_.context = this;
   entries_.resize(static_cast<std::size_t>(options_.events));
+  account_.assign(static_cast<std::size_t>(size_), Account{});
+  held_max_ = host_ != nullptr ? host_->UnexpectedMax() : uint64_t{1} << 30;
+  window_ = std::max(held_max_ / static_cast<uint64_t>(std::max(size_ - 1, 1)), 8 * Charge(0));
+  step_ = window_ / 4;
+  for (int i = 0; i < std::min(size_, kControlReceives); ++i) PostControlRecv(NewOp(OfiOp::Kind::kCtlRecv, nullptr, -1));
   if (provider_.rx_iov_limit >= 2) {
     void* sink = ::mmap(nullptr, kSinkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (sink != MAP_FAILED) sink_ = static_cast<std::byte*>(sink);
