@@ -49,6 +49,7 @@ constexpr Case kExtra[] = {
   {"unexpectedmem", 2,   &UnexpectedMemory, false,   false,     false, "10^6 unexpected 8-byte messages: bytes each, memory after the drain"},
   {"unexpectedcap", 2,   &UnexpectedCap,    false,   false,     false, "past CARTAGE_UNEXPECTED_MAX_MB: a clear error, what came before delivered"},
   {"fastsender",    2,   &FastSender,       false,   false,     false, "a sender 100,000 messages ahead: what waits stays within the cap"},
+  {"strangerkilled", 3,  &StrangerKilled,   false,   false,     true,  "launcher stopped, a rank killed: one that never talked to it learns in < 2 s"},
   {"killself",     1,    &KillSelf,         false,   false,     false, "the rank kills itself"},
   {"segv",         1,    &Segv,             false,   false,     false, "the rank writes through a null pointer"},
   {"abort",        1,    &Abort,            false,   false,     false, "the rank aborts"},

@@ -76,6 +76,7 @@ void Exhaustion(const Comm& w, Agent& a);
 void UnexpectedMemory(const Comm& w, Agent& a);
 void UnexpectedCap(const Comm& w, Agent& a);
 void FastSender(const Comm& w, Agent& a);
+void StrangerKilled(const Comm& w, Agent& a);
 void FinalizeDelivers(const Comm& w, Agent& a);
 void FinalizeUnreceived(const Comm& w, Agent& a);
 void EarlyExit(const Comm& w, Agent& a);

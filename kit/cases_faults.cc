@@ -128,4 +128,42 @@ void VcError(const Comm& w, Agent&) {
   KIT_EXPECT(got == 40 + peer, "the healthy pair exchanged %d", got);
 }
 
+// With the launcher stopped (it reaps nobody, answers nobody), rank 1 is
+// killed and stays an unreaped zombie while rank 2 waits for a message from
+// it; the two never talked, so no connection tells rank 2. Its receive must
+// still fail within 2 s naming rank 1: every method watches a peer's pid
+// from what it learnt at set-up, never asking the stopped launcher.
+void StrangerKilled(const Comm& w, Agent&) {
+  char token = 0;
+  if (w.rank() == 0) {
+    const pid_t launcher = ::getppid();
+    for (int r : {1, 2}) KIT_OK(w.Recv(&token, 1, r, 1));  // both are past start-up
+    KIT_EXPECT(::kill(launcher, SIGSTOP) == 0, "stopping the launcher: %s", std::strerror(errno));
+    // Whatever happens, the launcher goes on after 30 s (its --timeout then ends a hang).
+    std::thread([launcher] {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      ::kill(launcher, SIGCONT);
+    }).detach();
+    for (int r : {1, 2}) KIT_OK(w.Send(&token, 1, r, 2));
+    KIT_OK(w.Recv(&token, 1, 2, 3));  // rank 2 has its answer
+    ::kill(launcher, SIGCONT);
+  } else if (w.rank() == 1) {
+    KIT_OK(w.Send(&token, 1, 0, 1));
+    KIT_OK(w.Recv(&token, 1, 0, 2));
+    ::raise(SIGKILL);
+  } else if (w.rank() == 2) {
+    KIT_OK(w.Send(&token, 1, 0, 1));
+    KIT_OK(w.Recv(&token, 1, 0, 2));
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status s = w.Recv(&token, 1, 1, 4);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("stranger killed: the receive from rank 1 failed after %.3f s: %s\n", secs, s.ToString().c_str());
+    std::fflush(stdout);
+    KIT_EXPECT(s.code() == absl::StatusCode::kUnavailable && s.message().find("rank 1 exited") != std::string::npos,
+               "%s", s.ToString());
+    KIT_EXPECT(secs < 2, "the receive took %.3f s to fail", secs);
+    KIT_OK(w.Send(&token, 1, 0, 3));  // the launcher goes on, and stops the job for rank 1's death
+  }
+}
+
 }  // namespace cartage::kit

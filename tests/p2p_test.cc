@@ -134,6 +134,23 @@ TEST(Unexpected, AFastSenderIsHeldWithinTheCap) {
   }
 }
 
+// The launcher stopped, a rank killed and left unreaped: a rank that never
+// talked to it still sees it gone within 2 s (it watches the pid it learnt
+// at set-up) and its receive fails naming it, on every method.
+TEST(DeadPeer, ARankThatNeverTalkedToTheKilledOneLearnsWithoutTheLauncher) {
+  for (const char* method : {"shm", "tcp", "ofi"}) {
+    const CommandResult r = RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", RANKS_BIN, "strangerkilled"},
+                                       {absl::StrCat("CARTAGE_METHODS=", method),
+                                        "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"});
+    EXPECT_EQ(r.code, 128 + 9) << method << ": " << r.err << r.out;
+    EXPECT_THAT(r.err, HasSubstr("rank 1 (pid ")) << method;
+    EXPECT_THAT(r.out, ::testing::ContainsRegex("stranger killed: the receive from rank 1 failed after [01]\\.[0-9]+ "
+                                                "s: UNAVAILABLE: .*rank 1 exited"))
+        << method << ": " << r.out;
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("cases_faults.cc"))) << method << ": " << r.err;  // no failed check
+  }
+}
+
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).
 int SharedMemoryNames(int pid) {
   const std::string prefix = absl::StrCat("cartage-", pid, "-");

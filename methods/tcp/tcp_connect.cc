@@ -139,7 +139,14 @@ absl::Status TcpMethod::Listen() {
   const std::string record =
       absl::StrCat(::getpid(), ";", host_key_, ";", net_key_, ";", port_, ";", absl::StrJoin(addrs, ","));
   CARTAGE_RETURN_IF_ERROR(exchange_->Put(absl::StrCat("tcp.", rank_), record));
-  return exchange_->Fence();
+  CARTAGE_RETURN_IF_ERROR(exchange_->Fence());
+  // Every record now, while the launcher serves: connections stay lazy, but
+  // PeerGone watches any peer's pid without asking the launcher, which may
+  // be stopped by then. One that does not parse is named when it is used.
+  for (int p = 0; p < size_; ++p) {
+    if (p != rank_) (void)Record(p);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<const PeerRecord*> TcpMethod::Record(int peer) {

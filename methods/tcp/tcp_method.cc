@@ -109,9 +109,10 @@ bool TcpMethod::PeerGone(int peer) {
   if (peer == rank_) return false;
   const ConnState s = ConnMachine::StateOf(conns_[i]);
   if (s == ConnState::kFailing || s == ConnState::kError) return true;
-  absl::StatusOr<const PeerRecord*> r = Record(peer);
-  // A peer whose pid this rank can see (same boot, same pid namespace).
-  return r.ok() && (*r)->host_key == host_key_ && watch_.Gone((*r)->pid);
+  // A peer whose pid this rank can see (same boot, same pid namespace); its
+  // record came at set-up, so that this never waits for the launcher.
+  const std::optional<PeerRecord>& r = records_[i];
+  return r.has_value() && r->host_key == host_key_ && watch_.Gone(r->pid);
 }
 
 // ---- VC operations, by state -----------------------------------------------------
@@ -359,9 +360,6 @@ void TcpMethod::BecomeConnected(TcpConn& conn) {
   SwapOps(conn.vc, kConnectedOps);
   // Room for the largest eager frame, and for reading many small ones at once.
   if (conn.rx.empty()) conn.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
-  // Its record (pid, host) now, while the launcher serves: PeerGone then
-  // watches a connected peer's pid without asking the launcher.
-  (void)Record(conn.peer);
 }
 
 void TcpMethod::Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s) {
