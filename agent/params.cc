@@ -21,6 +21,10 @@ std::vector<methods::ParamInfo> Params() {
        "buffers); a message past it fails its sender's VC with kResourceExhausted naming it, never an "
        "out-of-memory kill. ofi, whose provider keeps them, holds each sender back at its share of it "
        "(CARTAGE_OFI_HOLD_S)"},
+      {"CARTAGE_HOST_TAG", "",
+       "ranks with different tags count as on different hosts: tcp and ofi do not watch one another's pids, "
+       "and learn of a death from their connection or from a rank that saw it (to run the multi-host paths on "
+       "one machine)"},
       {"CARTAGE_TRACE", "",
        "a folder: every rank records its transitions and collective calls and writes DIR/<job>.<rank>.trace at "
        "finalize, exit, SIGUSR1 and the launcher's timeout (cartage trace, cartage why-stuck read them); set it "

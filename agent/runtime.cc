@@ -372,7 +372,11 @@ void Runtime::CheckPeers() {
     if (p == rank() || !dead_[static_cast<std::size_t>(p)].ok()) continue;
     methods::Method& m = routes_.MethodFor(p);
     if (m.StateOf(p) == methods::VcState::kError) {  // the method failed the VC (lost, malformed)
-      FailPeer(p, m.PeerStatus(p));
+      const absl::Status why = m.PeerStatus(p);
+      FailPeer(p, why);
+      // A lost line (or news of a death) is passed on; a peer refused for
+      // what it sent (malformed, past a cap) is this rank's business only.
+      if (why.code() == absl::StatusCode::kUnavailable) TellGone(p);
       continue;
     }
     if (!m.PeerGone(p)) continue;
@@ -380,6 +384,13 @@ void Runtime::CheckPeers() {
     m.Progress();  // what it sent before it went is still delivered (none held back)
     hold_.allowed = true;
     FailPeer(p, absl::UnavailableError(absl::StrFormat("rank %d exited or finalized", p)));
+    TellGone(p);
+  }
+}
+
+void Runtime::TellGone(int gone) {
+  for (int q = 0; q < size(); ++q) {
+    if (q != rank() && q != gone && dead_[static_cast<std::size_t>(q)].ok()) routes_.MethodFor(q).TellGone(q, gone);
   }
 }
 

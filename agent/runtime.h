@@ -163,6 +163,8 @@ class Runtime : public methods::MethodHost {
   absl::Status AgreeOnOversubscription();
   static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
   void FailPeer(int peer, absl::Status why);
+  // Passes the news of `gone`'s death to every live peer (Method::TellGone).
+  void TellGone(int gone);
   void ReleaseUnexpected(car::Car* u);
   // What an unexpected message with a `buffer_bytes` buffer holds of memory:
   // its CAR's slot and its temporary buffer.

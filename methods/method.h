@@ -190,6 +190,16 @@ class Method {
   // sent something malformed (the agent sees StateOf's kError and fails the
   // receives it holds from that peer).
   virtual void FailPeer(int peer, const absl::Status& why) = 0;
+  // Tells `peer` that rank `gone` died, over a line the method already has
+  // to it (no new connection for it); `peer`'s method fails `gone`'s VC
+  // with the news, and its agent passes it on once. So a rank on another
+  // host, which cannot watch `gone`'s pid and may never have talked to it,
+  // learns too. A method whose peers all watch one another's pids (shm)
+  // need not.
+  virtual void TellGone(int peer, int gone) {
+    (void)peer;
+    (void)gone;
+  }
   // Called once every rank has reached finalize (after the job's fence).
   virtual void Close() = 0;
 

@@ -151,6 +151,21 @@ TEST(DeadPeer, ARankThatNeverTalkedToTheKilledOneLearnsWithoutTheLauncher) {
   }
 }
 
+// The same on "three hosts" (CARTAGE_HOST_TAG apart: nobody watches
+// another's pid) over tcp: rank 0 sees rank 1's connection close and passes
+// the news to rank 2, which never talked to rank 1, over their connection.
+TEST(DeadPeer, NewsOfADeathReachesARankOnAnotherHostThatNeverTalkedToIt) {
+  const CommandResult r =
+      RunCommand({CARTAGE_BIN, "run", "-n", "3", "--timeout", "60", "sh", "-c",
+                  absl::StrCat("CARTAGE_HOST_TAG=host$CARTAGE_RANK exec ", RANKS_BIN, " strangerkilled")},
+                 {"CARTAGE_METHODS=tcp"});
+  EXPECT_EQ(r.code, 128 + 9) << r.err << r.out;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("stranger killed: the receive from rank 1 failed after [01]\\.[0-9]+ "
+                                              "s: UNAVAILABLE: .*rank 1 exited \\(rank 0 saw it go\\)"))
+      << r.out;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("cases_faults.cc"))) << r.err;
+}
+
 // Names in /dev/shm of the job the launcher with `pid` ran (job ids start with it).
 int SharedMemoryNames(int pid) {
   const std::string prefix = absl::StrCat("cartage-", pid, "-");

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -35,8 +36,12 @@ inline uint64_t InodeOf(const char* path) {
 }
 
 // Equal for two processes that see each other's pids.
+// CARTAGE_HOST_TAG, where set, joins it: ranks with different tags count as
+// on different hosts, which runs the multi-host paths on one machine.
 inline std::string HostKey() {
-  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/pid"));
+  const char* tag = std::getenv("CARTAGE_HOST_TAG");
+  return absl::StrCat(ReadFirstLine("/proc/sys/kernel/random/boot_id"), ":", InodeOf("/proc/self/ns/pid"),
+                      tag != nullptr ? ":" : "", tag != nullptr ? tag : "");
 }
 // Equal for two processes in one network namespace.
 inline std::string NetKey() {

@@ -143,6 +143,7 @@ class OfiMethod final : public Method {
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override;
   void FailPeer(int peer, const absl::Status& why) override;
+  void TellGone(int peer, int gone) override { SendControl(peer, kGone, static_cast<uint64_t>(gone)); }
   void Close() override;
 
   // VC operations (car::Vc); the VC's context is the method. The provider
@@ -197,7 +198,7 @@ class OfiMethod final : public Method {
   // The account of messages the provider holds for want of a receive. Each
   // message is charged what the provider keeps for it: its receive buffer,
   // and the payload where that spans several (tcp;ofi_rxm's segmented sizes).
-  enum Control : uint64_t { kTook = 1, kGaveUp = 2 };
+  enum Control : uint64_t { kTook = 1, kGaveUp = 2, kGone = 3 };
   static uint64_t Charge(uint64_t bytes);
   // Posts a message, or holds it back while its receiver holds a window's
   // worth of this rank's messages (ordered behind any held before it).
@@ -209,8 +210,7 @@ class OfiMethod final : public Method {
   void PostControlRecv(OfiOp* op);
   void OnControl(OfiOp* op, const fi_cq_tagged_entry& e);
   void CheckHeld();  // sends held CARTAGE_OFI_HOLD_S in vain fail
-  // Fails `peer`'s VC for the cap: receives with `why` (kResourceExhausted),
-  // later operations with the VC's error.
+  // Fails `peer`'s VC for the cap, naming it (kResourceExhausted).
   void FailForCap(int peer, const std::string& why);
   struct Account {
     uint64_t sent = 0;        // charged for what this rank sent the peer

@@ -340,6 +340,13 @@ void OfiMethod::OnControl(OfiOp* op, const fi_cq_tagged_entry& e) {
                            "receives before the messages come, or raise it)",
                            from, rank_, figure, held_max_ >> 20, options_.hold_s));
       return;
+    case kGone:
+      if (figure < static_cast<uint64_t>(size_) && figure != static_cast<uint64_t>(rank_) &&
+          figure != sender && peers_[static_cast<std::size_t>(figure)].error.ok()) {
+        FailPeer(static_cast<int>(figure),
+                 absl::UnavailableError(absl::StrFormat("rank %d exited (rank %d saw it go)", figure, from)));
+      }
+      return;
     default:
       return;
   }
@@ -362,8 +369,6 @@ void OfiMethod::CheckHeld() {
 }
 
 void OfiMethod::FailForCap(int peer, const std::string& why) {
-  Peer& p = peers_[static_cast<std::size_t>(peer)];
-  if (p.error.ok()) p.error = absl::UnavailableError(why);
   FailPeer(peer, absl::ResourceExhaustedError(why));
 }
 

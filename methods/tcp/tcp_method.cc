@@ -276,6 +276,15 @@ void TcpMethod::SendCts(Car& c, CarEvents&) {
   m.QueueControl(m.conn(PeerOf(c)), h);
 }
 
+void TcpMethod::TellGone(int peer, int gone) {
+  TcpConn& to = conn(peer);
+  if (ConnMachine::StateOf(to) != ConnState::kConnected) return;  // news rides a line already there
+  FrameHeader h{};
+  h.type = kFrameGone;
+  h.a = static_cast<uint64_t>(gone);
+  QueueControl(to, h);
+}
+
 void TcpMethod::SendAck(Car& c, CarEvents&) {
   TcpMethod& m = MethodOf<TcpMethod>(c);
   OpScope scope(m);

@@ -120,6 +120,7 @@ class TcpMethod final : public Method {
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override;
   void FailPeer(int peer, const absl::Status& why) override;
+  void TellGone(int peer, int gone) override;
   void Close() override;
 
   // Vc operations, by VC state.

@@ -199,6 +199,21 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
       conn.head += sizeof(FrameHeader);
       return true;
     }
+    case kFrameGone: {
+      if (h.a >= static_cast<uint64_t>(size_) || h.a == static_cast<uint64_t>(rank_) ||
+          h.a == static_cast<uint64_t>(source)) {
+        Malformed(conn, absl::StrFormat("news of rank %d's death", static_cast<int64_t>(h.a)));
+        return false;
+      }
+      conn.head += sizeof(FrameHeader);
+      const int gone = static_cast<int>(h.a);
+      TcpConn& g = conns_[static_cast<std::size_t>(gone)];
+      const ConnState s = ConnMachine::StateOf(g);
+      if (s != ConnState::kFailing && s != ConnState::kError && s != ConnState::kClosed) {
+        Lost(g, absl::UnavailableError(absl::StrFormat("rank %d exited (rank %d saw it go)", gone, source)));
+      }
+      return true;
+    }
     default:
       Malformed(conn, absl::StrFormat("unknown frame type %d", h.type));
       return false;

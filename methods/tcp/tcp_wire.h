@@ -39,7 +39,10 @@ struct HelloReply {
   uint32_t verdict;
 };
 
-enum FrameType : uint8_t { kFrameEager = 1, kFrameRts = 2, kFrameCts = 3, kFrameData = 4, kFrameAck = 5 };
+enum FrameType : uint8_t {
+  kFrameEager = 1, kFrameRts = 2, kFrameCts = 3, kFrameData = 4, kFrameAck = 5,
+  kFrameGone = 6,  // a: a rank the sender saw die
+};
 
 struct FrameHeader {
   uint8_t type;
@@ -48,7 +51,7 @@ struct FrameHeader {
   uint32_t context;
   int32_t tag;
   uint64_t length;   // EAGER/RTS: message bytes; DATA: bytes following
-  uint64_t a;        // EAGER/RTS/CTS/ACK: sender handle; DATA: receiver handle
+  uint64_t a;        // EAGER/RTS/CTS/ACK: sender handle; DATA: receiver handle; GONE: the rank
   uint64_t b;        // CTS: receiver handle; DATA: offset
 };
 static_assert(sizeof(FrameHeader) == 40);
