@@ -199,9 +199,11 @@ void FastSender(const Comm& w, Agent&) {
     std::printf("fast sender: %.1f MB waited for receives (cap %lld MB)\n", static_cast<double>(waiting) / 1e6,
                 static_cast<long long>(cap_mb));
     // The cap counts what the runtime and its provider hold; the allocator's
-    // own slack comes on top.
+    // own slack comes on top (ASan's pads and quarantine make it meaningless).
+#if !defined(__SANITIZE_ADDRESS__)
     KIT_EXPECT(waiting <= 2 * (cap_mb << 20) + (int64_t{16} << 20), "%d bytes waited under a %d MB cap", waiting,
                cap_mb);
+#endif
   }
 }
 
