@@ -71,6 +71,7 @@ struct ProviderChoice {
   bool host_only = false;  // shm: reaches one host
   bool rma = false;        // advertises FI_RMA
   std::size_t rx_iov_limit = 1;
+  bool control = false;    // FI_MSG: control messages (the unexpected account, news of deaths)
 };
 // Frees what fi_getinfo returned.
 struct FiInfoDeleter {
@@ -143,7 +144,9 @@ class OfiMethod final : public Method {
   void Block(int timeout_us) override;
   bool PeerGone(int peer) override;
   void FailPeer(int peer, const absl::Status& why) override;
-  void TellGone(int peer, int gone) override { SendControl(peer, kGone, static_cast<uint64_t>(gone)); }
+  void TellGone(int peer, int gone) override {
+    if (provider_.control) SendControl(peer, kGone, static_cast<uint64_t>(gone));
+  }
   void Close() override;
 
   // VC operations (car::Vc); the VC's context is the method. The provider

@@ -86,8 +86,9 @@ std::vector<std::string> Details() {
   if (!o.ok()) return {std::string(o.status().message())};
   absl::StatusOr<ProviderChoice> p = ChooseProvider(*o);
   if (!p.ok()) return {std::string(p.status().message())};
-  return {absl::StrFormat("provider %s (fabric %s, domain %s): inject %d B, max message %d B%s", p->name, p->fabric,
-                          p->domain, p->inject_size, p->max_message, p->rma ? ", FI_RMA" : ""),
+  return {absl::StrFormat("provider %s (fabric %s, domain %s): inject %d B, max message %d B%s%s", p->name, p->fabric,
+                          p->domain, p->inject_size, p->max_message, p->rma ? ", FI_RMA" : "",
+                          p->control ? ", FI_MSG" : " (no FI_MSG: no unexpected-message cap, no news of deaths)"),
           absl::StrCat("tag layout ", p->layout.Describe())};
 }
 

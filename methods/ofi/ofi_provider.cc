@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 
@@ -91,11 +94,11 @@ namespace {
 
 // Tagged, reliable, ordered (MPI's non-overtaking rule), one thread per
 // domain; the address vector as a table so that fi_addr_t is the rank.
-FiInfoPtr Hints(bool directed) {
+FiInfoPtr Hints(bool directed, bool msg) {
   FiInfoPtr hints(fi_allocinfo());
   // FI_MSG carries the method's control messages, apart from the tagged
   // matching (a wildcard receive posted there would slow every match).
-  hints->caps = FI_TAGGED | FI_MSG | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0);
+  hints->caps = FI_TAGGED | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0) | (msg ? FI_MSG : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -110,9 +113,11 @@ FiInfoPtr Hints(bool directed) {
 
 absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoPtr* out) {
   std::vector<std::string> seen;
-  // First with FI_DIRECTED_RECV (ofi_tag_full needs it), then without.
-  for (bool directed : {true, false}) {
-    FiInfoPtr hints = Hints(directed);
+  // First with FI_DIRECTED_RECV (ofi_tag_full needs it), then without; each
+  // first with FI_MSG (the control messages), then without.
+  for (const auto& [directed, msg] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true},
+                                      std::pair{false, false}}) {
+    FiInfoPtr hints = Hints(directed, msg);
     fi_info* list = nullptr;
     const int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints.get(), &list);
     RestoreFatalSignals();  // providers starting up may have installed theirs
@@ -142,7 +147,8 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
                        i->tx_attr->inject_size,
                        prov == "shm",
                        (i->caps & FI_RMA) != 0,
-                       i->rx_attr->iov_limit};
+                       i->rx_attr->iov_limit,
+                       msg};
       if (out != nullptr) out->reset(fi_dupinfo(i));
       return c;
     }
@@ -250,7 +256,11 @@ absl::Status OfiMethod::Open(Exchange& exchange, fi_info* info) {
   held_max_ = host_ != nullptr ? host_->UnexpectedMax() : uint64_t{1} << 30;
   window_ = std::max(held_max_ / static_cast<uint64_t>(std::max(size_ - 1, 1)), 8 * Charge(0));
   step_ = window_ / 4;
-  for (int i = 0; i < std::min(size_, kControlReceives); ++i) PostControlRecv(NewOp(OfiOp::Kind::kCtlRecv, nullptr, -1));
+  if (provider_.control) {
+    for (int i = 0; i < std::min(size_, kControlReceives); ++i) PostControlRecv(NewOp(OfiOp::Kind::kCtlRecv, nullptr, -1));
+  } else {
+    window_ = std::numeric_limits<uint64_t>::max() / 2;  // no control messages: nothing would release a held send
+  }
   if (provider_.rx_iov_limit >= 2) {
     void* sink = ::mmap(nullptr, kSinkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (sink != MAP_FAILED) sink_ = static_cast<std::byte*>(sink);
