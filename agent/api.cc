@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
     return absl::FailedPreconditionError(
         "Agent::FromEnvironment: this process has an agent already (one per program; destroy it first)");
   }
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::Bootstrap> boot, agent::Bootstrap::FromEnvironment());
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<methods::Exchange> boot, agent::OpenJobExchange());
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::ProcessTrace> trace, agent::ProcessTrace::FromEnvironment(*boot));
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot), std::move(trace)));
   return std::unique_ptr<Agent>(new Agent(std::move(rt)));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap_wire.h"
+#include "agent/pmi1.h"
 #include "base/check.h"
 
 namespace cartage::agent {
@@ -32,16 +33,6 @@ namespace {
 
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrFormat("bootstrap: %s: %s", what, std::strerror(errno)));
-}
-
-absl::Status WriteAll(int fd, absl::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno("writing to the launcher");
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -86,46 +77,28 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment() {
   return b;
 }
 
-Bootstrap::Bootstrap(int rank, int size, int fd, std::string job_id)
-    : rank_(rank), size_(size), fd_(fd), job_id_(std::move(job_id)) {}
-
-Bootstrap::~Bootstrap() {
-  if (fd_ < 0) return;
-  // Best effort and never blocking: a launcher already gone gets nothing.
-  (void)!::send(fd_, "BYE\n", 4, MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::close(fd_);
+absl::StatusOr<std::unique_ptr<methods::Exchange>> OpenJobExchange() {
+  if (std::getenv(wire::kEnvSocket) == nullptr && Pmi1Exchange::Offered()) {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Pmi1Exchange> pmi, Pmi1Exchange::FromEnvironment());
+    return pmi;
+  }
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> own, Bootstrap::FromEnvironment());
+  return own;
 }
 
+Bootstrap::Bootstrap(int rank, int size, int fd, std::string job_id)
+    : rank_(rank), size_(size), line_(fd, "the launcher", wire::kMaxLine), job_id_(std::move(job_id)) {}
+
+// Best effort and never blocking: a launcher already gone gets nothing.
+Bootstrap::~Bootstrap() { line_.WriteAndClose("BYE"); }
+
 absl::StatusOr<std::string> Bootstrap::Call(absl::string_view request, absl::string_view what) {
-  if (absl::Status s = WriteAll(fd_, absl::StrCat(request, "\n")); !s.ok()) return s;
+  CARTAGE_RETURN_IF_ERROR(line_.Write(request));
   return ReadReply(what, [] { return -1; });
 }
 
 absl::StatusOr<std::string> Bootstrap::ReadReply(absl::string_view what, absl::FunctionRef<int()> progress) {
-  std::size_t nl;
-  while ((nl = inbox_.find('\n')) == std::string::npos) {
-    if (inbox_.size() > wire::kMaxLine) {
-      return absl::DataLossError(absl::StrFormat("bootstrap %s: the launcher's reply is too long", what));
-    }
-    // Negative: nothing to progress, block on the socket; no work done: nap
-    // a millisecond (ranks may outnumber cores); work done: look and go on.
-    const int work = progress();
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, work < 0 ? -1 : work == 0 ? 1 : 0);
-    if (ready < 0 && errno != EINTR) return Errno(absl::StrCat(what, ": waiting for the launcher"));
-    if (ready <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fd_, buf, sizeof(buf));
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n < 0) return Errno(absl::StrCat(what, ": reading from the launcher"));
-    if (n == 0) {
-      return absl::UnavailableError(
-          absl::StrFormat("bootstrap %s (rank %d): the launcher closed the connection", what, rank_));
-    }
-    inbox_.append(buf, static_cast<std::size_t>(n));
-  }
-  std::string reply = inbox_.substr(0, nl);
-  inbox_.erase(0, nl + 1);
+  CARTAGE_ASSIGN_OR_RETURN(std::string reply, line_.Read(what, rank_, progress));
   if (absl::StartsWith(reply, "ERR ")) {
     return absl::FailedPreconditionError(
         absl::StrFormat("bootstrap %s (rank %d): the launcher refused: %s", what, rank_, reply.substr(4)));
@@ -162,7 +135,7 @@ absl::Status Bootstrap::Fence() {
 
 absl::Status Bootstrap::FenceWhile(absl::FunctionRef<int()> progress) {
   if (local_) return absl::OkStatus();
-  CARTAGE_RETURN_IF_ERROR(WriteAll(fd_, "FENCE\n"));
+  CARTAGE_RETURN_IF_ERROR(line_.Write("FENCE"));
   CARTAGE_ASSIGN_OR_RETURN(const std::string r, ReadReply("FENCE", progress));
   if (r != "OK") return absl::DataLossError(absl::StrCat("bootstrap FENCE: unexpected reply: ", r));
   return absl::OkStatus();

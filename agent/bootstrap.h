@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/line_channel.h"
 #include "methods/host.h"
 
 namespace cartage::agent {
@@ -50,12 +51,16 @@ class Bootstrap : public methods::Exchange {
 
   int rank_;
   int size_;
-  int fd_;  // -1: a job of one, served locally
+  LineChannel line_;  // fd -1: a job of one, served locally
   std::string job_id_;
-  std::string inbox_;  // bytes read past the last reply
   class Local;
   std::unique_ptr<Local> local_;
 };
+
+// The exchange of the launcher that started this rank: `cartage run`'s
+// (CARTAGE_BOOTSTRAP), a PMI-1 launcher's such as Hydra (PMI_FD), else a job
+// of one rank (a program started by hand).
+absl::StatusOr<std::unique_ptr<methods::Exchange>> OpenJobExchange();
 
 }  // namespace cartage::agent
 

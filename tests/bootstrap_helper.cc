@@ -1,5 +1,7 @@
 // A rank program for the launcher tests: `bootstrap_helper MODE`.
+// It opens whichever exchange its launcher offers (`cartage run`'s, PMI-1's).
 //   kv      every rank publishes a value with awkward bytes, fences, reads all
+//   big     every rank publishes a 32 KiB value of every byte, fences, reads all
 //   rounds  ten fence rounds, each reading the previous round's values
 //   die     rank 1 aborts after the first fence; the others wait in a second
 //   badkey  presents a wrong job key
@@ -15,7 +17,7 @@
 #include "agent/bootstrap.h"
 #include "agent/bootstrap_wire.h"
 
-using cartage::agent::Bootstrap;
+using cartage::methods::Exchange;
 
 namespace {
 int Fail(const absl::Status& s) {
@@ -23,14 +25,19 @@ int Fail(const absl::Status& s) {
   return 3;
 }
 std::string ValueOf(int rank) { return absl::StrCat("v ", rank, "\n\t\x01 end"); }
+std::string BigValueOf(int rank) {
+  std::string v(32 * 1024, '\0');
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<char>((i * 7 + static_cast<std::size_t>(rank)) & 0xff);
+  return v;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "badkey") setenv(cartage::agent::bootstrap::kEnvJobKey, "00ff", 1);
-  auto boot = Bootstrap::FromEnvironment();
+  auto boot = cartage::agent::OpenJobExchange();
   if (!boot.ok()) return Fail(boot.status());
-  Bootstrap& b = **boot;
+  Exchange& b = **boot;
   if (mode == "kv") {
     if (auto s = b.Put(absl::StrCat("value.", b.rank()), ValueOf(b.rank())); !s.ok()) return Fail(s);
     if (auto s = b.Fence(); !s.ok()) return Fail(s);
@@ -42,6 +49,15 @@ int main(int argc, char** argv) {
     auto missing = b.Get("value.none");
     if (missing.status().code() != absl::StatusCode::kNotFound) return Fail(missing.status());
     std::printf("rank %d of %d: read %d values\n", b.rank(), b.size(), b.size());
+  } else if (mode == "big") {
+    if (auto s = b.Put(absl::StrCat("big.", b.rank()), BigValueOf(b.rank())); !s.ok()) return Fail(s);
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+    for (int r = 0; r < b.size(); ++r) {
+      auto v = b.Get(absl::StrCat("big.", r));
+      if (!v.ok()) return Fail(v.status());
+      if (*v != BigValueOf(r)) return Fail(absl::DataLossError(absl::StrCat("wrong 32 KiB value from ", r)));
+    }
+    std::printf("rank %d of %d: read %d values of 32 KiB\n", b.rank(), b.size(), b.size());
   } else if (mode == "rounds") {
     for (int round = 0; round < 10; ++round) {
       if (auto s = b.Put(absl::StrCat("r", round, ".", b.rank()), absl::StrCat(round * 100 + b.rank()));

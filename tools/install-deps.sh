@@ -13,6 +13,7 @@ packages=(
   graphviz                                          # renders diagrams/*.svg from the DOT we emit
   python3                                           # summaries in the bench scripts
   iproute2                                          # tcp across network namespaces (tests/netns_test.sh)
+  mpich                                             # mpiexec.hydra: ranks started by Hydra (tests/hydra_test.sh)
 )
 
 missing=()
