@@ -98,10 +98,10 @@ absl::StatusOr<std::string> Bootstrap::Call(absl::string_view request, absl::str
 }
 
 absl::StatusOr<std::string> Bootstrap::ReadReply(absl::string_view what, absl::FunctionRef<int()> progress) {
-  CARTAGE_ASSIGN_OR_RETURN(std::string reply, line_.Read(what, rank_, progress));
-  if (absl::StartsWith(reply, "ERR ")) {
+  absl::StatusOr<std::string> reply = line_.Read(what, rank_, progress);
+  if (reply.ok() && absl::StartsWith(*reply, "ERR ")) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("bootstrap %s (rank %d): the launcher refused: %s", what, rank_, reply.substr(4)));
+        absl::StrFormat("bootstrap %s (rank %d): the launcher refused: %s", what, rank_, reply->substr(4)));
   }
   return reply;
 }
