@@ -38,25 +38,24 @@ int main(int argc, char** argv) {
   auto boot = cartage::agent::OpenJobExchange();
   if (!boot.ok()) return Fail(boot.status());
   Exchange& b = **boot;
-  if (mode == "kv") {
-    if (auto s = b.Put(absl::StrCat("value.", b.rank()), ValueOf(b.rank())); !s.ok()) return Fail(s);
-    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+  // Every rank publishes value_of(rank) under prefix.rank, fences, and checks everyone's.
+  auto exchange_all = [&b](const char* prefix, std::string (*value_of)(int)) -> absl::Status {
+    if (auto s = b.Put(absl::StrCat(prefix, ".", b.rank()), value_of(b.rank())); !s.ok()) return s;
+    if (auto s = b.Fence(); !s.ok()) return s;
     for (int r = 0; r < b.size(); ++r) {
-      auto v = b.Get(absl::StrCat("value.", r));
-      if (!v.ok()) return Fail(v.status());
-      if (*v != ValueOf(r)) return Fail(absl::DataLossError(absl::StrCat("wrong value from ", r)));
+      auto v = b.Get(absl::StrCat(prefix, ".", r));
+      if (!v.ok()) return v.status();
+      if (*v != value_of(r)) return absl::DataLossError(absl::StrCat("wrong ", prefix, " value from ", r));
     }
+    return absl::OkStatus();
+  };
+  if (mode == "kv") {
+    if (auto s = exchange_all("value", &ValueOf); !s.ok()) return Fail(s);
     auto missing = b.Get("value.none");
     if (missing.status().code() != absl::StatusCode::kNotFound) return Fail(missing.status());
     std::printf("rank %d of %d: read %d values\n", b.rank(), b.size(), b.size());
   } else if (mode == "big") {
-    if (auto s = b.Put(absl::StrCat("big.", b.rank()), BigValueOf(b.rank())); !s.ok()) return Fail(s);
-    if (auto s = b.Fence(); !s.ok()) return Fail(s);
-    for (int r = 0; r < b.size(); ++r) {
-      auto v = b.Get(absl::StrCat("big.", r));
-      if (!v.ok()) return Fail(v.status());
-      if (*v != BigValueOf(r)) return Fail(absl::DataLossError(absl::StrCat("wrong 32 KiB value from ", r)));
-    }
+    if (auto s = exchange_all("big", &BigValueOf); !s.ok()) return Fail(s);
     std::printf("rank %d of %d: read %d values of 32 KiB\n", b.rank(), b.size(), b.size());
   } else if (mode == "rounds") {
     for (int round = 0; round < 10; ++round) {
