@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap_wire.h"
-#include "agent/pmi1.h"
+#include "agent/pmi.h"
+#include "agent/pmix.h"
+#include "cartage/config.h"
 #include "base/check.h"
 
 namespace cartage::agent {
@@ -42,11 +44,7 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment() {
   const char* size_s = std::getenv(wire::kEnvSize);
   const char* socket_s = std::getenv(wire::kEnvSocket);
   const char* key_s = std::getenv(wire::kEnvJobKey);
-  if (rank_s == nullptr && size_s == nullptr && socket_s == nullptr) {
-    auto b = std::unique_ptr<Bootstrap>(new Bootstrap(0, 1, -1, absl::StrCat("solo-", getpid())));
-    b->local_ = std::make_unique<Local>();
-    return b;
-  }
+  if (rank_s == nullptr && size_s == nullptr && socket_s == nullptr) return Solo();
   int rank = -1, size = -1;
   if (rank_s == nullptr || size_s == nullptr || socket_s == nullptr || key_s == nullptr ||
       !absl::SimpleAtoi(rank_s, &rank) || !absl::SimpleAtoi(size_s, &size) || size < 1 ||
@@ -74,16 +72,53 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment() {
   auto b = std::unique_ptr<Bootstrap>(new Bootstrap(rank, size, fd, job_id ? job_id : key_s));
   absl::StatusOr<std::string> hello = b->Call(absl::StrCat("HELLO ", rank, " ", key_s), "HELLO");
   if (!hello.ok()) return hello.status();
+  // `cartage run --hosts` says where it placed every rank; without it, all
+  // are on this host.
+  if (const char* mapping = std::getenv(wire::kEnvMapping); mapping != nullptr && *mapping != '\0') {
+    CARTAGE_ASSIGN_OR_RETURN(b->host_ranks_, PmiExchange::RanksOnHostOf(mapping, rank, size));
+  } else {
+    for (int r = 0; r < size; ++r) b->host_ranks_.push_back(r);
+  }
+  return b;
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::Solo() {
+  auto b = std::unique_ptr<Bootstrap>(new Bootstrap(0, 1, -1, absl::StrCat("solo-", getpid())));
+  b->local_ = std::make_unique<Local>();
+  b->host_ranks_ = {0};
   return b;
 }
 
 absl::StatusOr<std::unique_ptr<methods::Exchange>> OpenJobExchange() {
-  if (std::getenv(wire::kEnvSocket) == nullptr && Pmi1Exchange::Offered()) {
-    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Pmi1Exchange> pmi, Pmi1Exchange::FromEnvironment());
+  const char* forced = std::getenv(wire::kEnvChoice);
+  std::string choice = forced != nullptr && *forced != '\0' ? forced : "auto";
+  if (choice == "auto") {
+    // The launcher's own: cartage's, PMIx (Open MPI's mpirun, srun
+    // --mpi=pmix), a PMI socket (Hydra, srun --mpi=pmi2), else a job of one.
+    choice = std::getenv(wire::kEnvSocket) != nullptr ? "cartage"
+             : PmixExchange::Offered()                ? "pmix"
+             : PmiExchange::Offered()                 ? "pmi1"
+                                                      : "singleton";
+  }
+  if (choice == "cartage") {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> own, Bootstrap::FromEnvironment());
+    return own;
+  }
+  if (choice == "pmix") {
+#if CARTAGE_HAVE_PMIX
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<PmixExchange> pmix, PmixExchange::FromEnvironment());
+    return pmix;
+#else
+    return absl::UnimplementedError("bootstrap: CARTAGE_BOOTSTRAP=pmix, but this cartage was built without libpmix");
+#endif
+  }
+  if (choice == "pmi1" || choice == "pmi2") {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<PmiExchange> pmi, PmiExchange::FromEnvironment(choice == "pmi1" ? 1 : 2));
     return pmi;
   }
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> own, Bootstrap::FromEnvironment());
-  return own;
+  if (choice == "singleton") return Bootstrap::Solo();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "bootstrap: CARTAGE_BOOTSTRAP=%s: need auto, cartage, pmix, pmi2, pmi1 or singleton", choice));
 }
 
 Bootstrap::Bootstrap(int rank, int size, int fd, std::string job_id)

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,10 +22,12 @@ namespace cartage::agent {
 
 class Bootstrap : public methods::Exchange {
  public:
-  // Reads CARTAGE_RANK, CARTAGE_SIZE, CARTAGE_BOOTSTRAP and CARTAGE_JOB_KEY,
+  // Reads CARTAGE_RANK, CARTAGE_SIZE, CARTAGE_BOOTSTRAP_SOCKET and CARTAGE_JOB_KEY,
   // connects and introduces itself. Without them (a program started by hand)
   // it is a job of one rank whose exchange stays in this process.
   static absl::StatusOr<std::unique_ptr<Bootstrap>> FromEnvironment();
+  // A job of one rank whose exchange stays in this process.
+  static std::unique_ptr<Bootstrap> Solo();
   ~Bootstrap() override;
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
@@ -41,6 +44,8 @@ class Bootstrap : public methods::Exchange {
   absl::Status FenceWhile(absl::FunctionRef<int()> progress) override;
   // The value published under `key`; kNotFound if nobody did.
   absl::StatusOr<std::string> Get(absl::string_view key) override;
+  // Every rank, or as `cartage run --hosts` placed them (CARTAGE_PROCESS_MAPPING).
+  std::vector<int> HostRanks() const override { return host_ranks_; }
 
  private:
   Bootstrap(int rank, int size, int fd, std::string job_id);
@@ -53,13 +58,16 @@ class Bootstrap : public methods::Exchange {
   int size_;
   LineChannel line_;  // fd -1: a job of one, served locally
   std::string job_id_;
+  std::vector<int> host_ranks_;
   class Local;
   std::unique_ptr<Local> local_;
 };
 
 // The exchange of the launcher that started this rank: `cartage run`'s
-// (CARTAGE_BOOTSTRAP), a PMI-1 launcher's such as Hydra (PMI_FD), else a job
-// of one rank (a program started by hand).
+// (CARTAGE_BOOTSTRAP_SOCKET), a PMIx server's (Open MPI's mpirun, srun
+// --mpi=pmix), a PMI socket's (Hydra, srun --mpi=pmi2: PMI-1 unless
+// CARTAGE_BOOTSTRAP=pmi2), else a job of one rank (a program started by
+// hand). CARTAGE_BOOTSTRAP=cartage|pmix|pmi2|pmi1|singleton forces one.
 absl::StatusOr<std::unique_ptr<methods::Exchange>> OpenJobExchange();
 
 }  // namespace cartage::agent

@@ -23,9 +23,16 @@ namespace cartage::agent::bootstrap {
 // Environment the launcher gives every rank.
 inline constexpr char kEnvRank[] = "CARTAGE_RANK";
 inline constexpr char kEnvSize[] = "CARTAGE_SIZE";
-inline constexpr char kEnvSocket[] = "CARTAGE_BOOTSTRAP";
+inline constexpr char kEnvSocket[] = "CARTAGE_BOOTSTRAP_SOCKET";
+// Which exchange a rank opens (OpenJobExchange); unset or "auto": the
+// launcher's own, as its environment shows.
+inline constexpr char kEnvChoice[] = "CARTAGE_BOOTSTRAP";
 inline constexpr char kEnvJobKey[] = "CARTAGE_JOB_KEY";
 inline constexpr char kEnvJobId[] = "CARTAGE_JOB_ID";
+// With `cartage run --hosts`: the rank's host, and every rank's placement
+// in PMI_process_mapping's form ("(vector,(0,1,2),(1,1,2))").
+inline constexpr char kEnvHost[] = "CARTAGE_HOST";
+inline constexpr char kEnvMapping[] = "CARTAGE_PROCESS_MAPPING";
 
 // Longest line either side accepts (a value of 32 KiB, hex-encoded, plus the key).
 inline constexpr std::size_t kMaxLine = 64 * 1024 + 256;

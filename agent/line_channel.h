@@ -1,6 +1,6 @@
-// A line-at-a-time channel to a launcher over a socket (cartage's own
-// bootstrap, PMI-1's wire protocol): write a request, read the reply line,
-// running the caller's progress while none has come.
+// A channel to a launcher over a socket, a line at a time (cartage's own
+// bootstrap, PMI-1's wire protocol) or so many bytes (PMI-2's messages):
+// write a request, read the reply, running the caller's progress meanwhile.
 #ifndef CARTAGE_AGENT_LINE_CHANNEL_H_
 #define CARTAGE_AGENT_LINE_CHANNEL_H_
 
@@ -26,6 +26,8 @@ class LineChannel {
   int fd() const { return fd_; }
   // Writes `line` and a newline.
   absl::Status Write(absl::string_view line);
+  // Writes `data` as it is (a length-prefixed protocol such as PMI-2's).
+  absl::Status WriteBytes(absl::string_view data);
   // The next line (without its newline). `progress` runs while none has
   // come: negative, nothing to progress (block); 0, idle (nap 1 ms, for
   // ranks that outnumber cores); positive, look again at once. `what` and
@@ -34,10 +36,16 @@ class LineChannel {
   absl::StatusOr<std::string> Read(absl::string_view what, int rank) {
     return Read(what, rank, [] { return -1; });
   }
+  // The next `n` bytes (at most the longest line), as Read waits for them.
+  absl::StatusOr<std::string> ReadBytes(std::size_t n, absl::string_view what, int rank,
+                                        absl::FunctionRef<int()> progress);
   // Best effort, never blocking (a launcher already gone gets nothing).
   void WriteAndClose(absl::string_view line);
 
  private:
+  // Appends what one read brings, running `progress` while nothing comes.
+  absl::Status Fill(absl::string_view what, int rank, absl::FunctionRef<int()> progress);
+
   int fd_;
   std::string who_;
   std::size_t max_line_;

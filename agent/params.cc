@@ -8,9 +8,13 @@ std::vector<methods::ParamInfo> Params() {
        "methods to use, in order of preference; each peer goes by the first that reaches it (self is added "
        "when missing); every rank must be given the same"},
       {"CARTAGE_METHOD_PATH", "", "out-of-tree methods to load: shared libraries, colon-separated"},
+      {"CARTAGE_BOOTSTRAP", "auto",
+       "the launcher's exchange a rank opens: auto (cartage run's, else PMIx where PMIX_RANK and a server URI "
+       "are set, else PMI-1 where PMI_FD is, else a job of one), cartage, pmix, pmi2, pmi1 or singleton"},
       {"CARTAGE_OVERSUBSCRIBED", "auto",
-       "auto: the job counts as oversubscribed where its ranks outnumber the host's CPUs; yes or no say so "
-       "(every rank must agree). It sets the wait's spin, shm's defaults and the collectives' choices"},
+       "auto: the job counts as oversubscribed where the ranks the launcher placed on a host outnumber its "
+       "CPUs (on several hosts, where any host's do); yes or no say so (on one host every rank must agree). It "
+       "sets the wait's spin, shm's defaults and the collectives' choices"},
       {"CARTAGE_WAIT_SPIN", "2000",
        "idle progress rounds before a waiting rank yields its CPU (20 where ranks outnumber CPUs, 4 where "
        "three or more share each CPU or this rank's); when set, it holds whatever the placement"},

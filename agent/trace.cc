@@ -106,12 +106,12 @@ absl::StatusOr<int64_t> ClockOffset(methods::Exchange& ex, const std::string& ho
     const int64_t now = absl::GetCurrentTimeNanos();
     if (ex.rank() == 0) CARTAGE_RETURN_IF_ERROR(ex.Put(absl::StrCat("trace.clock", round), absl::StrCat(now)));
     CARTAGE_RETURN_IF_ERROR(ex.Fence());
-    CARTAGE_ASSIGN_OR_RETURN(const std::string zero, ex.Get(absl::StrCat("trace.clock", round)));
+    CARTAGE_ASSIGN_OR_RETURN(const std::string zero, ex.GetFrom(0, absl::StrCat("trace.clock", round)));
     int64_t t0 = 0;
     if (!absl::SimpleAtoi(zero, &t0)) return absl::InternalError("trace: rank 0's clock reading is malformed");
     offsets.push_back(t0 - now);
   }
-  CARTAGE_ASSIGN_OR_RETURN(const std::string zero_host, ex.Get("trace.host"));
+  CARTAGE_ASSIGN_OR_RETURN(const std::string zero_host, ex.GetFrom(0, "trace.host"));
   if (zero_host == host) return 0;
   std::sort(offsets.begin(), offsets.end());
   return offsets[1];

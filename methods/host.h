@@ -6,9 +6,11 @@
 
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -64,6 +66,21 @@ class Exchange {
   virtual absl::Status FenceWhile(absl::FunctionRef<int()> progress) = 0;
   // The value under `key`; kNotFound if none.
   virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+  // The value rank `from` put under `key`: what callers use, since they know
+  // who put it. An exchange that keeps each rank's values apart (PMIx) looks
+  // only there; the others hold one table for the job.
+  virtual absl::StatusOr<std::string> GetFrom(int from, absl::string_view key) {
+    (void)from;
+    return Get(key);
+  }
+  // The ranks on this rank's host, in increasing order, this one included,
+  // as the launcher placed them. The default is every rank: a launcher that
+  // starts the whole job on one machine.
+  virtual std::vector<int> HostRanks() const {
+    std::vector<int> all(static_cast<std::size_t>(size()));
+    for (int r = 0; r < size(); ++r) all[static_cast<std::size_t>(r)] = r;
+    return all;
+  }
 };
 
 // What a method may hold back (MethodHost::Holding): an envelope no posted

@@ -1,11 +1,14 @@
 // A rank program for the launcher tests: `bootstrap_helper MODE`.
-// It opens whichever exchange its launcher offers (`cartage run`'s, PMI-1's).
+// It opens whichever exchange its launcher offers (`cartage run`'s, PMIx,
+// PMI-2, PMI-1) or CARTAGE_BOOTSTRAP names.
 //   kv      every rank publishes a value with awkward bytes, fences, reads all
 //   big     every rank publishes a 32 KiB value of every byte, fences, reads all
 //   rounds  ten fence rounds, each reading the previous round's values
 //   die     rank 1 aborts after the first fence; the others wait in a second
 //   badkey  presents a wrong job key
 //   cpus    prints the CPUs the rank may run on ("rank R cpus 0,1")
+//   barrier rank 0 arrives late and leaves a mark; every rank sees it after the fence
+//   hosts   prints the ranks the launcher placed on this rank's host, and its hostname
 #include <sched.h>
 #include <unistd.h>
 
@@ -43,7 +46,7 @@ int main(int argc, char** argv) {
     if (auto s = b.Put(absl::StrCat(prefix, ".", b.rank()), value_of(b.rank())); !s.ok()) return s;
     if (auto s = b.Fence(); !s.ok()) return s;
     for (int r = 0; r < b.size(); ++r) {
-      auto v = b.Get(absl::StrCat(prefix, ".", r));
+      auto v = b.GetFrom(r, absl::StrCat(prefix, ".", r));
       if (!v.ok()) return v.status();
       if (*v != value_of(r)) return absl::DataLossError(absl::StrCat("wrong ", prefix, " value from ", r));
     }
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
       }
       if (auto s = b.Fence(); !s.ok()) return Fail(s);
       const int peer = (b.rank() + 1) % b.size();
-      auto v = b.Get(absl::StrCat("r", round, ".", peer));
+      auto v = b.GetFrom(peer, absl::StrCat("r", round, ".", peer));
       if (!v.ok() || *v != absl::StrCat(round * 100 + peer)) return Fail(absl::DataLossError("round"));
     }
     std::printf("rank %d: 10 rounds\n", b.rank());
@@ -83,6 +86,25 @@ int main(int argc, char** argv) {
       if (CPU_ISSET(c, &set)) absl::StrAppend(&list, list.empty() ? "" : ",", c);
     }
     std::printf("rank %d cpus %s\n", b.rank(), list.c_str());
+  } else if (mode == "barrier") {
+    // A fence that let a rank through before rank 0 came would miss the mark.
+    const std::string mark = absl::StrCat("/tmp/cartage-barrier-", b.job_id());
+    if (b.rank() == 0) {
+      usleep(300 * 1000);
+      if (FILE* f = std::fopen(mark.c_str(), "w"); f != nullptr) std::fclose(f);
+    }
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+    const bool seen = access(mark.c_str(), F_OK) == 0;
+    if (auto s = b.Fence(); !s.ok()) return Fail(s);
+    if (b.rank() == 0) unlink(mark.c_str());
+    if (!seen) return Fail(absl::FailedPreconditionError("the fence returned before rank 0 reached it"));
+    std::printf("rank %d: the fence waited for rank 0\n", b.rank());
+  } else if (mode == "hosts") {
+    std::string list;
+    for (int r : b.HostRanks()) absl::StrAppend(&list, list.empty() ? "" : ",", r);
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    std::printf("rank %d of %d: host ranks %s on %s\n", b.rank(), b.size(), list.c_str(), name);
   } else {
     std::fprintf(stderr, "helper: unknown mode '%s'\n", mode.c_str());
     return 2;

@@ -9,11 +9,14 @@ packages=(
   libgtest-dev libgmock-dev                         # unit, conformance and multi-process tests
   libbenchmark-dev                                  # micro-benchmarks (bench/)
   libfabric-dev libfabric-bin                       # the OFI method, fi_pingpong as its peer figure
+  libpmix-dev                                       # starting under PMIx (Open MPI's mpirun, srun --mpi=pmix)
   libibverbs-dev                                    # the verbs method
   graphviz                                          # renders diagrams/*.svg from the DOT we emit
   python3                                           # summaries in the bench scripts
   iproute2                                          # tcp across network namespaces (tests/netns_test.sh)
-  mpich                                             # mpiexec.hydra: ranks started by Hydra (tests/hydra_test.sh)
+  mpich                                             # mpiexec.hydra: ranks started by Hydra (PMI-1, PMI-2)
+  openmpi-bin                                       # mpirun.openmpi: ranks started under PMIx
+  slurm-wlm munge                                   # srun --mpi=pmix|pmi2 (tests/slurm_test.sh starts the daemons)
 )
 
 missing=()

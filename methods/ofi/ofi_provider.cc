@@ -228,7 +228,7 @@ absl::Status OfiMethod::Open(Exchange& exchange, fi_info* info) {
   addrs_.assign(static_cast<std::size_t>(size_), FI_ADDR_UNSPEC);
   for (int p = 0; p < size_; ++p) {
     Peer& peer = peers_[static_cast<std::size_t>(p)];
-    CARTAGE_ASSIGN_OR_RETURN(std::string record, exchange.Get(absl::StrCat("ofi.", p)));
+    CARTAGE_ASSIGN_OR_RETURN(std::string record, exchange.GetFrom(p, absl::StrCat("ofi.", p)));
     std::vector<std::string> f = absl::StrSplit(record, ';');
     std::string peer_name;
     if (f.size() != 3 || !absl::SimpleAtoi(f[1], &peer.pid) || f[0].size() % 2 != 0 ||

@@ -152,7 +152,7 @@ absl::Status TcpMethod::Listen() {
 absl::StatusOr<const PeerRecord*> TcpMethod::Record(int peer) {
   std::optional<PeerRecord>& r = records_[static_cast<std::size_t>(peer)];
   if (!r.has_value()) {
-    CARTAGE_ASSIGN_OR_RETURN(std::string text, exchange_->Get(absl::StrCat("tcp.", peer)));
+    CARTAGE_ASSIGN_OR_RETURN(std::string text, exchange_->GetFrom(peer, absl::StrCat("tcp.", peer)));
     CARTAGE_ASSIGN_OR_RETURN(r, ParseRecord(peer, text));
   }
   return &*r;

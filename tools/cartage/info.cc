@@ -41,13 +41,16 @@ void PrintInfo(const fsm::Registry& reg) {
     std::cout << absl::StrFormat("  %-23s default %-12s %s\n", p.name, *p.default_value ? p.default_value : "(none)",
                                  p.help);
   }
-  std::cout << "\noptional method dependencies found at configure time:\n";
+  std::cout << "\noptional dependencies found at configure time:\n";
   std::cout << absl::StrFormat("  %-6s %-11s %s\n", "ofi", "libfabric",
                                CARTAGE_HAVE_OFI ? absl::StrCat("found, ", CARTAGE_OFI_VERSION)
                                                 : std::string("not found (CARTAGE_WITH_OFI)"));
   std::cout << absl::StrFormat("  %-6s %-11s %s\n", "verbs", "libibverbs",
                                CARTAGE_HAVE_VERBS ? absl::StrCat("found, ", CARTAGE_VERBS_VERSION)
                                                   : std::string("not found (CARTAGE_WITH_VERBS)"));
+  std::cout << absl::StrFormat("  %-6s %-11s %s\n", "pmix", "libpmix",
+                               CARTAGE_HAVE_PMIX ? absl::StrCat("found, ", CARTAGE_PMIX_VERSION, " (start-up under PMIx)")
+                                                 : std::string("not found (CARTAGE_WITH_PMIX)"));
   std::cout << absl::StrFormat("\nstate machines (%d):\n", reg.machines().size());
   for (const fsm::MachineInfo& m : reg.machines()) {
     std::cout << absl::StrFormat("  %-16s %2d states %2d events %2d transitions  %s\n", m.name,
