@@ -56,14 +56,12 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
     rt->unexpected_max_ = mb << 20;
   }
   // Oversubscription steers choices every rank must make alike (the
-  // collectives' schedules, shm's copies and ring sizes): checked against
-  // rank 0's before the methods set up.
-  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(rt->size()));
-  if (rt->rank() == 0 && rt->size() > 1) {
-    CARTAGE_RETURN_IF_ERROR(rt->exchange_->Put(kOversubscribedKey, rt->oversubscribed_ ? "yes" : "no"));
-  }
-  CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription());
-  rt->crowded_ = rt->oversubscribed_ && methods::JobCrowded(rt->size());
+  // collectives' schedules, shm's copies and ring sizes): agreed before the
+  // methods set up. Each host counts the ranks the launcher placed on it.
+  const int here = static_cast<int>(rt->exchange_->HostRanks().size());
+  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(here));
+  rt->crowded_ = rt->oversubscribed_ && methods::JobCrowded(here);
+  CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription(here));
   CARTAGE_RETURN_IF_ERROR(rt->routes_.Open(*rt->exchange_, *rt, rt->size(), &rt->agent_any_vc_));
   rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = rt->routes_.private_bytes()});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
@@ -82,17 +80,36 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   return rt;
 }
 
-absl::Status Runtime::AgreeOnOversubscription() {
+absl::Status Runtime::AgreeOnOversubscription(int here) {
   if (size() == 1) return absl::OkStatus();
+  const auto word = [](bool over, bool crowded) { return over ? (crowded ? "crowded" : "yes") : "no"; };
+  if (here == size()) {
+    // One host: every rank counts the same CPUs, so rank 0's answer is every
+    // rank's unless CARTAGE_OVERSUBSCRIBED tells them apart.
+    if (rank() == 0) CARTAGE_RETURN_IF_ERROR(exchange_->Put(kOversubscribedKey, word(oversubscribed_, crowded_)));
+    CARTAGE_RETURN_IF_ERROR(exchange_->Fence());
+    if (rank() == 0) return absl::OkStatus();
+    // An explicit StatusOr: GCC 12 misreads the macro's string as uninitialized.
+    const absl::StatusOr<std::string> first = exchange_->GetFrom(0, kOversubscribedKey);
+    if (!first.ok()) return first.status();
+    if (*first == word(oversubscribed_, crowded_)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "start-up: rank %d counts the job as %soversubscribed but rank 0 as %soversubscribed "
+        "(CARTAGE_OVERSUBSCRIBED must be the same on every rank)",
+        rank(), oversubscribed_ ? "" : "not ", *first == "no" ? "not " : ""));
+  }
+  // Several hosts, each with its own answer: the job counts as
+  // oversubscribed (crowded) where any host is.
+  const std::string key = absl::StrCat(kOversubscribedKey, ".", rank());
+  CARTAGE_RETURN_IF_ERROR(exchange_->Put(key, word(oversubscribed_, crowded_)));
   CARTAGE_RETURN_IF_ERROR(exchange_->Fence());
-  if (rank() == 0) return absl::OkStatus();
-  CARTAGE_ASSIGN_OR_RETURN(const std::string first, exchange_->Get(kOversubscribedKey));
-  const char* mine = oversubscribed_ ? "yes" : "no";
-  if (first == mine) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "start-up: rank %d counts the job as %soversubscribed but rank 0 as %soversubscribed "
-      "(CARTAGE_OVERSUBSCRIBED must be the same on every rank)",
-      rank(), oversubscribed_ ? "" : "not ", first == "yes" ? "" : "not "));
+  for (int r = 0; r < size(); ++r) {
+    const absl::StatusOr<std::string> w = exchange_->GetFrom(r, absl::StrCat(kOversubscribedKey, ".", r));
+    if (!w.ok()) return w.status();
+    oversubscribed_ = oversubscribed_ || *w != "no";
+    crowded_ = crowded_ || *w == "crowded";
+  }
+  return absl::OkStatus();
 }
 
 void Runtime::InstallAgentOps(car::Vc& vc) {

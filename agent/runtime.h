@@ -158,9 +158,11 @@ class Runtime : public methods::MethodHost {
   // Receives into scratch memory what no receive took, naming it in `left`;
   // returns how many it took.
   int TakeLeftovers(Leftovers& left);
-  // Every rank must count the job as oversubscribed alike: rank 0 published
-  // its answer; another rank whose answer differs fails, naming both.
-  absl::Status AgreeOnOversubscription();
+  // Every rank must count the job as oversubscribed alike. On one host rank
+  // 0 publishes its answer and a rank whose answer differs fails, naming
+  // both; on several (`here`: the ranks on this rank's host) the job is
+  // oversubscribed where any host is.
+  absl::Status AgreeOnOversubscription(int here);
   static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
   void FailPeer(int peer, absl::Status why);
   // Passes the news of `gone`'s death to every live peer (Method::TellGone).

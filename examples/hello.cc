@@ -17,8 +17,13 @@ int main() {
     CARTAGE_CHECK_OK(world.Send(msg.data(), msg.size(), 0, /*tag=*/1));
     return 0;
   }
-  std::printf("rank 0 of %d: hello (rank 1 is reached by %s)\n", world.size(),
-              world.size() > 1 ? (*agent)->method_for(1).c_str() : "nobody");
+  // Which method carries each peer: shm on this host, a network method
+  // beyond it (as the launcher placed the ranks).
+  std::string routes;
+  for (int r = 1; r < world.size(); ++r) {
+    absl::StrAppendFormat(&routes, "%s%d by %s", r > 1 ? ", " : "", r, (*agent)->method_for(r));
+  }
+  std::printf("rank 0 of %d: hello (reaching ranks %s)\n", world.size(), routes.empty() ? "none" : routes.c_str());
   for (int i = 1; i < world.size(); ++i) {
     char buf[128];
     cartage::ProbeResult from;

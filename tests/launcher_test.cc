@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,24 @@ TEST(Launcher, RepeatedFences) {
   const Result r = RunCommand({kCartage, "run", "-n", "3", "--timeout", "60", kHelper, "rounds"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("rank 2: 10 rounds"));
+}
+
+// --hosts places ranks in blocks on named hosts, round again past the slots;
+// each rank learns its host's ranks from the launcher and its host's name.
+TEST(Launcher, HostsPlaceRanksInBlocksAndEachRankLearnsItsHost) {
+  const Result r = RunCommand({kCartage, "run", "-n", "5", "--prefix", "--hosts", "a:2,b:1", "--timeout", "60", "sh",
+                               "-c", absl::StrCat("echo \"host $CARTAGE_HOST\"; exec ", kHelper, " hosts")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const auto& [rank, host, ranks] : std::vector<std::tuple<int, std::string, std::string>>{
+           {0, "a", "0,1,3,4"}, {1, "a", "0,1,3,4"}, {2, "b", "2"}, {3, "a", "0,1,3,4"}, {4, "a", "0,1,3,4"}}) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] host ", host, "\n"))) << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("[", rank, "] rank ", rank, " of 5: host ranks ", ranks, " on ")));
+  }
+  for (const char* bad : {"a:0", "a", ":2", "a:2,b", "a:x"}) {
+    const Result b = RunCommand({kCartage, "run", "-n", "2", "--hosts", bad, kHelper, "hosts"});
+    EXPECT_EQ(b.code, 2) << bad;
+    EXPECT_THAT(b.err, HasSubstr("--hosts needs NAME:N,... (N >= 1)")) << bad;
+  }
 }
 
 TEST(Launcher, DeadRankStopsTheJobAndIsNamed) {

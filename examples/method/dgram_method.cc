@@ -104,7 +104,10 @@ class DgramMethod final : public methods::Method {
 
   absl::string_view name() const override { return "dgram"; }
   const methods::Capabilities& caps() const override { return caps_; }
-  bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
+  // The other ranks the launcher placed on this host (the exchange's HostRanks).
+  bool Reaches(int peer) const override {
+    return peer != rank_ && peer >= 0 && peer < size_ && here_[static_cast<std::size_t>(peer)];
+  }
   cartage::car::Vc* VcOf(int peer) override { return &peers_[static_cast<std::size_t>(peer)].vc; }
   methods::VcState StateOf(int peer) const override {
     return peers_[static_cast<std::size_t>(peer)].error.ok() ? methods::VcState::kConnected : methods::VcState::kError;
@@ -164,6 +167,7 @@ class DgramMethod final : public methods::Method {
   methods::MethodHost* host_ = nullptr;
   int rank_ = 0, size_ = 0, fd_ = -1;
   std::vector<Peer> peers_;
+  std::vector<bool> here_;  // by rank: on this host
   methods::WireCars wire_;  // the CARs the peers may name by handle
   int backlog_ = 0;  // datagrams queued over all peers
   std::vector<std::byte> rx_ = std::vector<std::byte>(sizeof(Header) + kChunk);
@@ -198,6 +202,10 @@ absl::StatusOr<std::unique_ptr<methods::Method>> DgramMethod::Open(const methods
   s.Update(ex.Fence());
   if (!s.ok()) return s;
   m->peers_.resize(static_cast<std::size_t>(m->size_));
+  m->here_.assign(static_cast<std::size_t>(m->size_), false);
+  for (int p : ex.HostRanks()) {
+    if (p >= 0 && p < m->size_) m->here_[static_cast<std::size_t>(p)] = true;
+  }
   for (int p = 0; p < m->size_; ++p) {
     Peer& peer = m->peers_[static_cast<std::size_t>(p)];
     peer.vc = kOps;
@@ -205,7 +213,8 @@ absl::StatusOr<std::unique_ptr<methods::Method>> DgramMethod::Open(const methods
     peer.vc.peer = p;
     args.host->InstallAgentOps(peer.vc);
     peer.addr = Address(ex.job_id(), p, &peer.addr_len);
-    absl::StatusOr<std::string> pid = ex.Get(absl::StrCat("dgram.", p));
+    if (!m->here_[static_cast<std::size_t>(p)]) continue;  // another host's pid means nothing here
+    absl::StatusOr<std::string> pid = ex.GetFrom(p, absl::StrCat("dgram.", p));
     if (!pid.ok() || !absl::SimpleAtoi(*pid, &peer.pid)) {
       return absl::UnavailableError(absl::StrFormat("dgram: rank %d published no pid", p));
     }

@@ -44,14 +44,17 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
                                                              const ShmOptions& options) {
   auto m = std::unique_ptr<ShmMethod>(new ShmMethod());
   m->options_ = options;
-  CARTAGE_ASSIGN_OR_RETURN(const bool oversubscribed, JobOversubscribed(ex.size()));
-  CARTAGE_RETURN_IF_ERROR(m->options_.ForJob(ex.size(), oversubscribed));
+  // shm carries only the ranks on this host, as the launcher placed them.
+  const std::vector<int> host_ranks = ex.HostRanks();
+  const int here = static_cast<int>(host_ranks.size());
+  CARTAGE_ASSIGN_OR_RETURN(const bool oversubscribed, JobOversubscribed(here));
+  CARTAGE_RETURN_IF_ERROR(m->options_.ForJob(here, oversubscribed));
   m->caps_ = Caps(m->options_);
   m->host_ = host;
   m->hold_ = host != nullptr ? host->Holding() : nullptr;
   m->rank_ = ex.rank();
   m->size_ = ex.size();
-  CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, m->options_.ring_bytes));
+  CARTAGE_ASSIGN_OR_RETURN(m->segment_, ShmSegment::Create(ex, m->options_.ring_bytes, host_ranks));
   const auto n = static_cast<std::size_t>(m->size_);
   m->writers_.resize(n);
   m->readers_.resize(n);
@@ -76,6 +79,7 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   const uint64_t slow_ticks =
       options.direct_store == DirectStore::kAuto ? static_cast<uint64_t>(120.0 * internal::TicksPerNs()) : 0;
   for (int p = 0; p < m->size_; ++p) {
+    if (!m->segment_->Holds(p)) continue;  // another host's: tcp or ofi carries it
     RingWriter& w = m->writers_[static_cast<std::size_t>(p)];
     w = RingWriter(m->segment_->ring(m->rank_, p));
     w.set_window(ShmOptions::kRingBytes);
@@ -103,7 +107,9 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
   // One copy for a rendezvous message only where the probe reached every
   // other rank (it does for all or none where one user runs the job).
   for (int p = 0; p < m->size_; ++p) {
-    if (p != m->rank_ && !m->cma_[static_cast<std::size_t>(p)]) m->caps_.single_copy = false;
+    if (p != m->rank_ && m->segment_->Holds(p) && !m->cma_[static_cast<std::size_t>(p)]) {
+      m->caps_.single_copy = false;
+    }
   }
   return m;
 }
@@ -117,7 +123,7 @@ void ShmMethod::Close() {
 }
 
 bool ShmMethod::PeerGone(int peer) {
-  if (peer == rank_) return false;
+  if (peer == rank_ || !segment_->Holds(peer)) return false;
   if (segment_->block(peer).finalized.load(std::memory_order_acquire) != 0) return true;
   return watch_.Gone(pids_[static_cast<std::size_t>(peer)]);
 }

@@ -62,7 +62,8 @@ class ShmMethod final : public Method {
   absl::string_view name() const override { return "shm"; }
   const Capabilities& caps() const override { return caps_; }
   // Every other rank of the job: the launcher starts a job on one host.
-  bool Reaches(int peer) const override { return peer != rank_ && peer >= 0 && peer < size_; }
+  // The other ranks on this host (Exchange::HostRanks).
+  bool Reaches(int peer) const override { return peer != rank_ && segment_->Holds(peer); }
   car::Vc* VcOf(int peer) override { return &vcs_[static_cast<std::size_t>(peer)]; }
   VcState StateOf(int peer) const override {
     return broken_[static_cast<std::size_t>(peer)].ok() ? VcState::kConnected : VcState::kError;

@@ -164,7 +164,9 @@ int ShmMethod::RanksOnThisCpu() {
   RankBlock& me = segment_->block(rank_);
   if (me.cpu.load(std::memory_order_relaxed) != cpu) me.cpu.store(cpu, std::memory_order_relaxed);
   int n = 0;
-  for (int p = 0; p < size_; ++p) n += segment_->block(p).cpu.load(std::memory_order_relaxed) == cpu ? 1 : 0;
+  for (int p = 0; p < size_; ++p) {
+    if (segment_->Holds(p)) n += segment_->block(p).cpu.load(std::memory_order_relaxed) == cpu ? 1 : 0;
+  }
   return n;
 }
 

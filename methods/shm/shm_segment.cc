@@ -37,29 +37,54 @@ std::string ShmSegment::NamePrefix(absl::string_view job_id) {
   return absl::StrCat("cartage-", job_id, "-");
 }
 
-RankBlock& ShmSegment::block(int rank) {
+RankBlock& ShmSegment::BlockAt(int i) {
   auto* first = reinterpret_cast<RankBlock*>(static_cast<std::byte*>(base_) + RoundUp(sizeof(Header)));
-  return first[rank];
+  return first[i];
 }
 
-RingShared* ShmSegment::ring(int from, int to) {
+RingShared* ShmSegment::RingAt(int from, int to) {
   std::byte* rings = static_cast<std::byte*>(base_) + RoundUp(sizeof(Header)) +
                      sizeof(RankBlock) * static_cast<std::size_t>(ranks_);
   return reinterpret_cast<RingShared*>(rings + ring_stride_ * static_cast<std::size_t>(from * ranks_ + to));
 }
 
-absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std::size_t ring_bytes) {
+RingShared* ShmSegment::ring(int from, int to) {
+  return RingAt(local_of_[static_cast<std::size_t>(from)], local_of_[static_cast<std::size_t>(to)]);
+}
+
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std::size_t ring_bytes,
+                                                            const std::vector<int>& host_ranks) {
   if (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)) != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("shm: ring size %d is not a power of two >= 4096", ring_bytes));
   }
   auto seg = std::unique_ptr<ShmSegment>(new ShmSegment());
-  seg->ranks_ = ex.size();
+  seg->local_of_.assign(static_cast<std::size_t>(ex.size()), -1);
+  for (std::size_t i = 0; i < host_ranks.size(); ++i) {
+    const int r = host_ranks[i];
+    if (r < 0 || r >= ex.size() || seg->local_of_[static_cast<std::size_t>(r)] >= 0 ||
+        (i > 0 && r < host_ranks[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrFormat("shm: the launcher's host ranks are not increasing ranks "
+                                                        "of a job of %d (rank %d at %d)", ex.size(), r, i));
+    }
+    seg->local_of_[static_cast<std::size_t>(r)] = static_cast<int>(i);
+  }
+  if (!seg->Holds(ex.rank())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shm: the launcher's host ranks leave rank %d itself out", ex.rank()));
+  }
+  // One segment a host, made by its lowest rank; every rank of the job
+  // fences alike, whatever its host.
+  const int m = static_cast<int>(host_ranks.size());
+  const int me = seg->local_of_[static_cast<std::size_t>(ex.rank())];
+  const int leader = host_ranks.front();
+  const std::string key = absl::StrCat("shm.segment.", leader);
+  seg->ranks_ = m;
   seg->ring_stride_ = RingShared::Footprint(ring_bytes);
-  seg->bytes_ = RoundUp(sizeof(Header)) + sizeof(RankBlock) * static_cast<std::size_t>(ex.size()) +
-                seg->ring_stride_ * static_cast<std::size_t>(ex.size()) * static_cast<std::size_t>(ex.size());
+  seg->bytes_ = RoundUp(sizeof(Header)) + sizeof(RankBlock) * static_cast<std::size_t>(m) +
+                seg->ring_stride_ * static_cast<std::size_t>(m) * static_cast<std::size_t>(m);
   int fd = -1;
-  if (ex.rank() == 0) {
+  if (me == 0) {
     std::random_device rd;
     seg->name_ = absl::StrFormat("/%s%08x%08x", NamePrefix(ex.job_id()), rd(), rd());
     fd = ::shm_open(seg->name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -72,18 +97,18 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
       return absl::ResourceExhaustedError(absl::StrFormat(
           "shm: cannot create a %d-byte segment %s: %s", seg->bytes_, seg->name_, why));
     }
-    CARTAGE_RETURN_IF_ERROR(ex.Put("shm.segment", seg->name_));
+    CARTAGE_RETURN_IF_ERROR(ex.Put(key, seg->name_));
   }
   CARTAGE_RETURN_IF_ERROR(ex.Fence());
-  if (ex.rank() != 0) {
-    CARTAGE_ASSIGN_OR_RETURN(seg->name_, ex.Get("shm.segment"));
+  if (me != 0) {
+    CARTAGE_ASSIGN_OR_RETURN(seg->name_, ex.GetFrom(leader, key));
     fd = ::shm_open(seg->name_.c_str(), O_RDWR | O_CLOEXEC, 0);
     struct stat st {};
     if (fd < 0 || ::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != seg->bytes_) {
       const std::string why = fd < 0 ? std::strerror(errno) : "size mismatch";
       if (fd >= 0) ::close(fd);
-      return absl::UnavailableError(absl::StrFormat("shm: rank %d cannot attach %s: %s", ex.rank(),
-                                                    seg->name_, why));
+      return absl::UnavailableError(absl::StrFormat("shm: rank %d cannot attach %s (made by rank %d): %s",
+                                                    ex.rank(), seg->name_, leader, why));
     }
   }
   seg->base_ = ::mmap(nullptr, seg->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -93,33 +118,35 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
     return absl::ResourceExhaustedError(absl::StrFormat("shm: mmap of %d bytes: %s", seg->bytes_,
                                                         std::strerror(errno)));
   }
+  seg->block_of_.assign(static_cast<std::size_t>(ex.size()), nullptr);
+  for (int r : host_ranks) seg->block_of_[static_cast<std::size_t>(r)] = &seg->BlockAt(seg->local_of_[static_cast<std::size_t>(r)]);
   auto* header = static_cast<Header*>(seg->base_);
-  if (ex.rank() == 0) {
-    *header = {kMagic, seg->bytes_, ring_bytes, ex.size(), 0};
-    for (int r = 0; r < ex.size(); ++r) new (&seg->block(r)) RankBlock();
-    for (int from = 0; from < ex.size(); ++from) {
-      for (int to = 0; to < ex.size(); ++to) RingShared::Init(seg->ring(from, to), ring_bytes, /*zeroed=*/true);
+  if (me == 0) {
+    *header = {kMagic, seg->bytes_, ring_bytes, m, 0};
+    for (int i = 0; i < m; ++i) new (&seg->BlockAt(i)) RankBlock();
+    for (int from = 0; from < m; ++from) {
+      for (int to = 0; to < m; ++to) RingShared::Init(seg->RingAt(from, to), ring_bytes, /*zeroed=*/true);
     }
   }
-  CARTAGE_RETURN_IF_ERROR(ex.Fence());  // rank 0 has laid it out
-  if (header->magic != kMagic || header->bytes != seg->bytes_ || header->ranks != ex.size()) {
+  CARTAGE_RETURN_IF_ERROR(ex.Fence());  // each host's lowest rank has laid it out
+  if (header->magic != kMagic || header->bytes != seg->bytes_ || header->ranks != m) {
     return absl::DataLossError(absl::StrFormat("shm: segment %s has an unexpected layout", seg->name_));
   }
-  // The rings this rank writes lie end to end (ring(rank, 0..n-1)); those it
+  // The rings this rank writes lie end to end (RingAt(me, 0..m-1)); those it
   // reads, one a row.
-  const auto n = static_cast<std::size_t>(ex.size());
-  CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(ex.rank(), 0), n * seg->ring_stride_, ex.rank()));
-  for (int p = 0; p < ex.size(); ++p) {
-    if (p != ex.rank()) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->ring(p, ex.rank()), seg->ring_stride_, ex.rank()));
+  CARTAGE_RETURN_IF_ERROR(
+      seg->Populate(seg->RingAt(me, 0), static_cast<std::size_t>(m) * seg->ring_stride_, ex.rank()));
+  for (int i = 0; i < m; ++i) {
+    if (i != me) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->RingAt(i, me), seg->ring_stride_, ex.rank()));
   }
   g_probe_word = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
-  RankBlock& mine = seg->block(ex.rank());
+  RankBlock& mine = seg->BlockAt(me);
   mine.probe_address = reinterpret_cast<uint64_t>(&g_probe_word);
   mine.probe_value = g_probe_word;
   mine.cpu.store(-1, std::memory_order_relaxed);
   mine.pid.store(::getpid(), std::memory_order_release);
   CARTAGE_RETURN_IF_ERROR(ex.Fence());  // everyone attached and filled in its block
-  if (ex.rank() == 0) ::shm_unlink(seg->name_.c_str());
+  if (me == 0) ::shm_unlink(seg->name_.c_str());
   return seg;
 }
 

@@ -1,9 +1,9 @@
-// The job's shared-memory segment: a header, one control block per rank and
-// one ring (shm_ring.h) per ordered pair of ranks, the diagonal included (a
-// rank's messages to itself). Rank 0 creates it 0600 under a name with a
-// random part, every rank maps it (and faults in the rings it writes and
-// reads, then reads a word of each of their pages: see Populate), and rank 0
-// unlinks the name as soon as all have (so a `kill -9` leaves nothing in
+// A host's shared-memory segment: a header, one control block per rank on
+// the host and one ring (shm_ring.h) per ordered pair of them, the diagonal
+// included (a rank's messages to itself). The host's lowest rank creates it
+// 0600 under a name with a random part, every rank there maps it (and faults
+// in the rings it writes and reads, then reads a word of each of their
+// pages: see Populate), and the creator unlinks the name as soon as all have (so a `kill -9` leaves nothing in
 // /dev/shm; the launcher also removes any name of its job left by a rank
 // killed during set-up).
 #ifndef CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "methods/host.h"
@@ -41,15 +42,24 @@ absl::Status FaultInPages(const void* p, std::size_t bytes);
 
 class ShmSegment {
  public:
-  // Collective over `exchange`: creates or attaches, fences twice.
-  static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(Exchange& exchange,
-                                                            std::size_t ring_bytes);
+  // Collective over `exchange`: every rank creates (the lowest of
+  // `host_ranks`, the ranks on its host, increasing) or attaches to its
+  // host's segment, and fences three times.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Create(Exchange& exchange, std::size_t ring_bytes,
+                                                            const std::vector<int>& host_ranks);
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
+  // The ranks on this host.
   int ranks() const { return ranks_; }
-  RankBlock& block(int rank);
+  // Whether world rank `rank` is on this host (has a block and rings here).
+  bool Holds(int rank) const {
+    return rank >= 0 && static_cast<std::size_t>(rank) < local_of_.size() &&
+           local_of_[static_cast<std::size_t>(rank)] >= 0;
+  }
+  // By world rank, of ranks this segment Holds.
+  RankBlock& block(int rank) { return *block_of_[static_cast<std::size_t>(rank)]; }
   RingShared* ring(int from, int to);
   // Bytes from one ring to the next (a ring's shared part and its records).
   std::size_t ring_stride() const { return ring_stride_; }
@@ -65,11 +75,16 @@ class ShmSegment {
   // rings `rank` writes and reads): FaultInPages, its error naming `rank`
   // and the segment.
   absl::Status Populate(const RingShared* rings, std::size_t bytes, int rank);
+  // By index among the host's ranks.
+  RankBlock& BlockAt(int i);
+  RingShared* RingAt(int from, int to);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
   int ranks_ = 0;
   std::size_t ring_stride_ = 0;
   std::string name_;
+  std::vector<int> local_of_;         // world rank -> index on this host (-1: elsewhere)
+  std::vector<RankBlock*> block_of_;  // world rank -> its block (nullptr: elsewhere)
 };
 
 }  // namespace cartage::methods::shm

@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "agent/bootstrap_wire.h"
@@ -38,8 +39,12 @@ namespace wire = agent::bootstrap;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kUsage[] =
-    "usage: cartage run -n N [--prefix] [--bind|--no-bind] [--timeout SECONDS] program [args...]\n"
+    "usage: cartage run -n N [--hosts H:N,...] [--prefix] [--bind|--no-bind] [--timeout SECONDS] program [args...]\n"
     "  -n N              number of ranks (1..1024)\n"
+    "  --hosts H:N,...   place ranks in blocks of N on the hosts named H, in order (round again\n"
+    "                    where the ranks outnumber the slots); each rank gets CARTAGE_HOST=H, and\n"
+    "                    shm carries only ranks on one host. All are started here: a program that\n"
+    "                    enters each host's namespaces by $CARTAGE_HOST makes them apart\n"
     "  --prefix          prefix every output line with [rank]\n"
     "  --bind            pin rank r to CPU r (mod the CPUs this launcher may use);\n"
     "                    the default when the ranks outnumber those CPUs\n"
@@ -136,6 +141,7 @@ int RunLauncher(int argc, char** argv) {
   enum class Bind { kAuto, kAlways, kNever } bind_mode = Bind::kAuto;
   double timeout_s = 0;
   std::string trace_dir;
+  std::vector<std::pair<std::string, int>> hosts;  // --hosts, in order
   int i = 0;
   for (; i < argc; ++i) {
     const absl::string_view a = argv[i];
@@ -159,6 +165,19 @@ int RunLauncher(int argc, char** argv) {
         std::fprintf(stderr, "cartage run: --trace needs a folder\n%s", kUsage);
         return 2;
       }
+    } else if (a == "--hosts" && i + 1 < argc) {
+      for (absl::string_view h : absl::StrSplit(argv[++i], ',')) {
+        const std::size_t colon = h.rfind(':');
+        int slots = 0;
+        const absl::string_view name = h.substr(0, colon);
+        if (colon == absl::string_view::npos || name.empty() || !absl::SimpleAtoi(h.substr(colon + 1), &slots) ||
+            slots < 1 || name.find_first_of(" =()\n") != absl::string_view::npos) {
+          std::fprintf(stderr, "cartage run: --hosts needs NAME:N,... (N >= 1), not '%s'\n%s",
+                       std::string(h).c_str(), kUsage);
+          return 2;
+        }
+        hosts.emplace_back(std::string(name), slots);
+      }
     } else if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -174,6 +193,20 @@ int RunLauncher(int argc, char** argv) {
     return 2;
   }
   char** program = argv + i;
+  // Each rank's host, as PMI's process mapping says it: a block of ranks a
+  // host, in order, the list repeated where the ranks outnumber its slots.
+  std::vector<std::string> host_of(static_cast<std::size_t>(n));
+  std::string mapping;
+  if (!hosts.empty()) {
+    mapping = "(vector";
+    for (std::size_t h = 0; h < hosts.size(); ++h) absl::StrAppend(&mapping, ",(", h, ",1,", hosts[h].second, ")");
+    mapping += ")";
+    for (int r = 0; r < n;) {
+      for (std::size_t h = 0; h < hosts.size() && r < n; ++h) {
+        for (int k = 0; k < hosts[h].second && r < n; ++k) host_of[static_cast<std::size_t>(r++)] = hosts[h].first;
+      }
+    }
+  }
 
   const std::string job_key = RandomHex(16);
   const std::string job_id = absl::StrCat(getpid(), "-", RandomHex(4));
@@ -241,7 +274,8 @@ int RunLauncher(int argc, char** argv) {
     for (char** e = environ; *e != nullptr; ++e) {
       const absl::string_view v = *e;
       if (!absl::StartsWith(v, "CARTAGE_RANK=") && !absl::StartsWith(v, "CARTAGE_SIZE=") &&
-          !absl::StartsWith(v, "CARTAGE_BOOTSTRAP=") && !absl::StartsWith(v, "CARTAGE_JOB_") &&
+          !absl::StartsWith(v, "CARTAGE_BOOTSTRAP") && !absl::StartsWith(v, "CARTAGE_JOB_") &&
+          !absl::StartsWith(v, "CARTAGE_HOST=") && !absl::StartsWith(v, "CARTAGE_PROCESS_MAPPING=") &&
           !(trace_dir.size() > 0 && absl::StartsWith(v, "CARTAGE_TRACE="))) {
         env_store.emplace_back(v);
       }
@@ -252,6 +286,10 @@ int RunLauncher(int argc, char** argv) {
     env_store.push_back(absl::StrCat(wire::kEnvJobKey, "=", job_key));
     env_store.push_back(absl::StrCat(wire::kEnvJobId, "=", job_id));
     if (!trace_dir.empty()) env_store.push_back(absl::StrCat("CARTAGE_TRACE=", trace_dir));
+    if (!mapping.empty()) {
+      env_store.push_back(absl::StrCat(wire::kEnvHost, "=", host_of[static_cast<std::size_t>(r)]));
+      env_store.push_back(absl::StrCat(wire::kEnvMapping, "=", mapping));
+    }
     // libinfinipath and libhfi (under Debian's libfabric) would catch a
     // crash, print a backtrace, leave a *.btr file and exit 1: a crashed rank
     // must die by its signal, for the launcher to name it.
