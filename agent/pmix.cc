@@ -32,6 +32,7 @@ absl::Status Failed(absl::string_view what, int rank, pmix_status_t rc) {
   const std::string text =
       absl::StrFormat("bootstrap PMIx %s (rank %d): %s (%d)", what, rank, PMIx_Error_string(rc), rc);
   if (rc == PMIX_ERR_NOT_FOUND) return absl::NotFoundError(text);
+  if (rc == PMIX_ERR_TIMEOUT) return absl::DeadlineExceededError(text);
   if (rc == PMIX_ERR_UNREACH || rc == PMIX_ERR_LOST_CONNECTION) return absl::UnavailableError(text);
   return absl::InternalError(text);
 }
@@ -45,20 +46,19 @@ struct ValueDeleter {
 };
 using Value = std::unique_ptr<pmix_value_t, ValueDeleter>;
 
-// `optional`: look only at what this process holds (every rank's values
-// after a collecting fence), so that a key nobody put is kNotFound at once
-// rather than a wait for it to appear.
+// `optional`: look only at what this process holds; else ask the server,
+// which answers from what it holds (PMIX_IMMEDIATE) rather than wait for
+// the key to appear. Either way a key nobody put is kNotFound at once.
 absl::StatusOr<Value> GetValue(const pmix_proc_t& from, const char* key, absl::string_view what, int rank,
                                bool optional = false) {
   pmix_info_t info;
   std::memset(&info, 0, sizeof(info));
   bool yes = true;
-  if (optional) {
-    const pmix_status_t rc = PMIx_Info_load(&info, PMIX_OPTIONAL, &yes, PMIX_BOOL);
-    if (rc != PMIX_SUCCESS) return Failed(what, rank, rc);
-  }
+  const pmix_status_t loaded = PMIx_Info_load(&info, optional ? PMIX_OPTIONAL : PMIX_IMMEDIATE, &yes, PMIX_BOOL);
+  if (loaded != PMIX_SUCCESS) return Failed(what, rank, loaded);
   pmix_value_t* v = nullptr;
-  const pmix_status_t rc = PMIx_Get(&from, key, optional ? &info : nullptr, optional ? 1 : 0, &v);
+  const pmix_status_t rc = PMIx_Get(&from, key, &info, 1, &v);
+  PMIx_Value_destruct(&info.value);
   if (rc != PMIX_SUCCESS || v == nullptr) return Failed(what, rank, rc != PMIX_SUCCESS ? rc : PMIX_ERR_NOT_FOUND);
   return Value(v);
 }
@@ -80,6 +80,11 @@ absl::StatusOr<uint64_t> Unsigned(const pmix_value_t& v, absl::string_view what,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PmixExchange>> PmixExchange::FromEnvironment() {
+  // The values every rank put come with the fence (gds/hash), not through
+  // the server's shared-memory store: under Slurm a get right after a
+  // fence could read that store before the server had written the new
+  // values into it, and miss them.
+  ::setenv("PMIX_MCA_gds", "hash", /*overwrite=*/0);
   auto x = std::unique_ptr<PmixExchange>(new PmixExchange());
   x->me_ = std::make_unique<Proc>();
   std::memset(&x->me_->proc, 0, sizeof(x->me_->proc));
@@ -153,20 +158,34 @@ absl::Status PmixExchange::Put(absl::string_view key, absl::string_view value) {
 }
 
 absl::Status PmixExchange::Fence() {
-  return FenceWhile([] { return -1; });
+  CARTAGE_RETURN_IF_ERROR(Commit());
+  pmix_info_t info;
+  CARTAGE_RETURN_IF_ERROR(CollectInfo(info));
+  const pmix_status_t rc = PMIx_Fence(nullptr, 0, &info, 1);
+  return rc == PMIX_SUCCESS ? absl::OkStatus() : Failed("fence", rank_, rc);
+}
+
+absl::Status PmixExchange::Commit() {
+  if (committed_) return absl::OkStatus();
+  const pmix_status_t rc = PMIx_Commit();
+  if (rc != PMIX_SUCCESS) return Failed("commit", rank_, rc);
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+// A fence that hands every rank all the values put before it.
+absl::Status PmixExchange::CollectInfo(::pmix_info& info) const {
+  bool collect = true;
+  std::memset(&info, 0, sizeof(info));
+  const pmix_status_t rc = PMIx_Info_load(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+  return rc == PMIX_SUCCESS ? absl::OkStatus() : Failed("fence", rank_, rc);
 }
 
 absl::Status PmixExchange::FenceWhile(absl::FunctionRef<int()> progress) {
-  if (!committed_) {
-    const pmix_status_t rc = PMIx_Commit();
-    if (rc != PMIX_SUCCESS) return Failed("commit", rank_, rc);
-    committed_ = true;
-  }
-  bool collect = true;
+  CARTAGE_RETURN_IF_ERROR(Commit());
   pmix_info_t info;
-  std::memset(&info, 0, sizeof(info));
-  pmix_status_t rc = PMIx_Info_load(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-  if (rc != PMIX_SUCCESS) return Failed("fence", rank_, rc);
+  CARTAGE_RETURN_IF_ERROR(CollectInfo(info));
+  pmix_status_t rc = PMIX_SUCCESS;
   // The fence completes on libpmix's own thread; this one progresses
   // meanwhile, or naps (ranks that outnumber cores).
   struct Done {
@@ -199,8 +218,13 @@ absl::StatusOr<std::string> PmixExchange::GetFrom(int from, absl::string_view ke
   std::memset(&proc, 0, sizeof(proc));
   std::memcpy(proc.nspace, me_->proc.nspace, sizeof(proc.nspace));
   proc.rank = static_cast<pmix_rank_t>(from);
-  absl::StatusOr<Value> v =
-      GetValue(proc, std::string(key).c_str(), absl::StrCat("get '", key, "'"), rank_, /*optional=*/true);
+  const std::string what = absl::StrCat("get '", key, "'");
+  // What this process holds first; then the server: Slurm's may answer a
+  // fence before this process holds every rank's values.
+  absl::StatusOr<Value> v = GetValue(proc, std::string(key).c_str(), what, rank_, /*optional=*/true);
+  if (absl::IsNotFound(v.status())) {
+    v = GetValue(proc, std::string(key).c_str(), what, rank_, /*optional=*/false);
+  }
   if (absl::IsNotFound(v.status())) {
     return absl::NotFoundError(absl::StrFormat("bootstrap Get: no value for '%s' from rank %d", key, from));
   }

@@ -17,6 +17,8 @@
 #include "absl/strings/string_view.h"
 #include "methods/host.h"
 
+struct pmix_info;  // libpmix's pmix_info_t, kept out of this header
+
 namespace cartage::agent {
 
 class PmixExchange : public methods::Exchange {
@@ -44,6 +46,8 @@ class PmixExchange : public methods::Exchange {
 
  private:
   PmixExchange() = default;
+  absl::Status Commit();
+  absl::Status CollectInfo(::pmix_info& info) const;
   int rank_ = 0;
   int size_ = 1;
   std::string job_id_;

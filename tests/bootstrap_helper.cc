@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   };
   if (mode == "kv") {
     if (auto s = exchange_all("value", &ValueOf); !s.ok()) return Fail(s);
-    auto missing = b.Get("value.none");
+    auto missing = b.GetFrom(b.size() - 1, "value.none");
     if (missing.status().code() != absl::StatusCode::kNotFound) return Fail(missing.status());
     std::printf("rank %d of %d: read %d values\n", b.rank(), b.size(), b.size());
   } else if (mode == "big") {
@@ -69,7 +69,10 @@ int main(int argc, char** argv) {
       if (auto s = b.Fence(); !s.ok()) return Fail(s);
       const int peer = (b.rank() + 1) % b.size();
       auto v = b.GetFrom(peer, absl::StrCat("r", round, ".", peer));
-      if (!v.ok() || *v != absl::StrCat(round * 100 + peer)) return Fail(absl::DataLossError("round"));
+      if (!v.ok()) return Fail(v.status());
+      if (*v != absl::StrCat(round * 100 + peer)) {
+        return Fail(absl::DataLossError(absl::StrCat("round ", round, ": rank ", peer, "'s value is '", *v, "'")));
+      }
     }
     std::printf("rank %d: 10 rounds\n", b.rank());
   } else if (mode == "die") {

@@ -19,7 +19,13 @@ for t in munged mungekey slurmctld slurmd srun sinfo; do
 done
 dir=$(mktemp -d /tmp/cartage-slurm.XXXXXX)
 chmod 755 "${dir}"
+export SLURM_CONF="${dir}/slurm.conf"
 stop() {
+  # Steps first (their slurmstepd outlive slurmd), then the daemons.
+  if [ -s "${dir}/slurmctld.pid" ]; then
+    scancel --quiet --full $(squeue -h -o %i 2>/dev/null) 2>/dev/null
+    for _ in $(seq 20); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.25; done
+  fi
   for p in slurmd slurmctld munged; do
     [ -s "${dir}/${p}.pid" ] && kill "$(cat "${dir}/${p}.pid")" 2>/dev/null
   done
@@ -33,7 +39,7 @@ trap stop EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 host=$(hostname -s)
 cpus=$(nproc)
-mkdir -p "${dir}/state" "${dir}/spool"
+mkdir -p "${dir}/state" "${dir}/spool" "${dir}/tmp"
 mungekey --create --keyfile="${dir}/munge.key" >/dev/null 2>&1 || { echo "FAIL: mungekey"; exit 1; }
 chmod 600 "${dir}/munge.key"
 munged --force --socket="${dir}/munge.sock" --key-file="${dir}/munge.key" --pid-file="${dir}/munged.pid" \
@@ -52,6 +58,11 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 MpiDefault=none
 ReturnToService=2
+# A task that fails ends its step, as a launcher of MPI jobs should.
+KillOnBadExit=1
+# The pmix plugin's per-step folders: job ids restart with each new
+# slurmctld, and a folder a past cluster left in /tmp would fail the step.
+TmpFS=${dir}/tmp
 StateSaveLocation=${dir}/state
 SlurmdSpoolDir=${dir}/spool
 SlurmctldPidFile=${dir}/slurmctld.pid
@@ -61,7 +72,6 @@ SlurmdLogFile=${dir}/slurmd.log
 NodeName=${host} CPUs=${cpus} State=UNKNOWN
 PartitionName=cartage Nodes=${host} Default=YES MaxTime=INFINITE State=UP
 CONF
-export SLURM_CONF="${dir}/slurm.conf"
 slurmctld -f "${SLURM_CONF}" || { echo "FAIL: slurmctld"; tail "${dir}/slurmctld.log"; exit 1; }
 slurmd -f "${SLURM_CONF}" || { echo "FAIL: slurmd"; tail "${dir}/slurmd.log"; exit 1; }
 for _ in $(seq 60); do
