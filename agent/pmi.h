@@ -64,7 +64,6 @@ class PmiExchange : public methods::Exchange {
   absl::Status Fence() override;
   absl::Status FenceWhile(absl::FunctionRef<int()> progress) override;
   absl::StatusOr<std::string> Get(absl::string_view key) override;
-  int version() const { return version_; }
 
   // The words of a PMI-1 reply line ("cmd=get_result rc=0 value=x").
   static Words Pmi1Words(absl::string_view line);

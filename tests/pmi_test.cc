@@ -62,7 +62,8 @@ TEST(PmiProcessMapping, BlocksOfRanksPerNodeGiveEachRanksHost) {
 
 TEST(PmiProcessMapping, AMalformedMappingIsRefused) {
   for (const char* bad : {"", "(vector)", "(vector,)", "(vector,(0,1))", "(vector,(0,0,4))", "(vector,(0,1,-2))",
-                          "(vector,(a,1,4))", "(vector,(0,1,4)", "vector,(0,1,4)", "(vector,(0,1,99))"}) {
+                          "(vector,(a,1,4))", "(vector,(0,1,4)", "vector,(0,1,4)", "(vector,(0,1,99))",
+                          "(vector,(2147483647,2,1))"}) {
     EXPECT_EQ(PmiExchange::RanksOnHostOf(bad, 0, 4).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
 }

@@ -61,7 +61,6 @@ class ShmMethod final : public Method {
   // memory needs no pinning or keys.
   absl::string_view name() const override { return "shm"; }
   const Capabilities& caps() const override { return caps_; }
-  // Every other rank of the job: the launcher starts a job on one host.
   // The other ranks on this host (Exchange::HostRanks).
   bool Reaches(int peer) const override { return peer != rank_ && segment_->Holds(peer); }
   car::Vc* VcOf(int peer) override { return &vcs_[static_cast<std::size_t>(peer)]; }
