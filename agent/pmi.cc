@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -150,8 +151,9 @@ absl::StatusOr<std::vector<int>> PmiExchange::RanksOnHostOf(absl::string_view ma
     std::vector<absl::string_view> f = absl::StrSplit(m.substr(0, close), ',');
     Block b{};
     if (f.size() != 3 || !absl::SimpleAtoi(f[0], &b.node) || !absl::SimpleAtoi(f[1], &b.nodes) ||
-        !absl::SimpleAtoi(f[2], &b.ppn) || b.node < 0 || b.node >= size || b.nodes < 1 || b.ppn < 1 || b.nodes > size ||
-        b.ppn > size) {
+        !absl::SimpleAtoi(f[2], &b.ppn) || b.node < 0 || b.nodes < 1 || b.ppn < 1 ||
+        b.node > std::numeric_limits<int>::max() - b.nodes) {
+      // A mapping may name more hosts and slots than the job fills.
       return bad();
     }
     blocks.push_back(b);

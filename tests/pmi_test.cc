@@ -58,11 +58,14 @@ TEST(PmiProcessMapping, BlocksOfRanksPerNodeGiveEachRanksHost) {
   // A mapping shorter than the job repeats: one rank a node, round-robin.
   EXPECT_THAT(*PmiExchange::RanksOnHostOf("(vector,(0,2,1))", 1, 5), ElementsAre(1, 3));
   EXPECT_THAT(*PmiExchange::RanksOnHostOf(" (vector,(0,2,1)) ", 4, 5), ElementsAre(0, 2, 4));
+  // More hosts and slots than the job fills: the first host's slots take it.
+  EXPECT_THAT(*PmiExchange::RanksOnHostOf("(vector,(0,1,2),(1,1,2),(2,1,2))", 1, 2), ElementsAre(0, 1));
+  EXPECT_THAT(*PmiExchange::RanksOnHostOf("(vector,(0,1,99))", 3, 4), ElementsAre(0, 1, 2, 3));
 }
 
 TEST(PmiProcessMapping, AMalformedMappingIsRefused) {
   for (const char* bad : {"", "(vector)", "(vector,)", "(vector,(0,1))", "(vector,(0,0,4))", "(vector,(0,1,-2))",
-                          "(vector,(a,1,4))", "(vector,(0,1,4)", "vector,(0,1,4)", "(vector,(0,1,99))",
+                          "(vector,(a,1,4))", "(vector,(0,1,4)", "vector,(0,1,4)",
                           "(vector,(2147483647,2,1))"}) {
     EXPECT_EQ(PmiExchange::RanksOnHostOf(bad, 0, 4).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
