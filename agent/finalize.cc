@@ -4,6 +4,7 @@
 // was sent to this rank is taken. A message no receive took is received into
 // scratch memory, so that its sender (waiting for a rendezvous or a
 // synchronous match) finishes too, and named in finalize's status.
+#include <chrono>
 #include <optional>
 #include <vector>
 
@@ -86,7 +87,28 @@ absl::Status Runtime::Finalize() {
   absl::Status fenced;
   if (up) {
     hold_.allowed = false;  // nothing is held back now: no receive is coming for it
-    fenced = exchange_->FenceWhile([&] { return ProgressAll(/*idle_due=*/true) + TakeLeftovers(left); });
+    // A rank that is gone never reaches the fence, and not every launcher
+    // fails the fence for it (PMI's wait for ever), so after a grace the
+    // wait is given up. The grace lets a launcher that does say so speak
+    // first (its word names the death), and lets the fence's reply reach
+    // this rank where the peer found gone only finalized after it.
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kGrace = std::chrono::seconds(5);
+    int gone = FirstGone();
+    Clock::time_point gone_seen = Clock::now();
+    fenced = exchange_->FenceWhile([&] {
+      const int work = ProgressAll(/*idle_due=*/true) + TakeLeftovers(left);
+      const Clock::time_point now = Clock::now();
+      if (gone < 0 && now - last_peer_check_ > std::chrono::milliseconds(100)) {
+        CheckPeers();
+        if ((gone = FirstGone()) >= 0) gone_seen = now;
+      }
+      return gone >= 0 && now - gone_seen > kGrace ? methods::Exchange::kFenceCannotComplete : work;
+    });
+    if (absl::IsAborted(fenced)) {
+      fenced = absl::UnavailableError(absl::StrFormat(
+          "finalize (rank %d): rank %d is gone, so the job's fence cannot complete", rank_, gone));
+    }
   }
   for (auto& [p, lent] : lent_) lent.first->FreeBuffer(lent.second);
   lent_.clear();

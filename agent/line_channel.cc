@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "methods/host.h"
 
 namespace cartage::agent {
 
@@ -45,6 +46,9 @@ absl::Status LineChannel::Fill(absl::string_view what, int rank, absl::FunctionR
   }
   for (;;) {
     const int work = progress();
+    if (work == methods::Exchange::kFenceCannotComplete) {
+      return absl::AbortedError(absl::StrFormat("bootstrap %s (rank %d): abandoned, a rank is gone", what, rank));
+    }
     pollfd p{fd_, POLLIN, 0};
     const int ready = ::poll(&p, 1, work < 0 ? -1 : work == 0 ? 1 : 0);
     if (ready < 0 && errno != EINTR) return Errno(absl::StrCat(what, ": waiting for ", who_));

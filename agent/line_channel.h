@@ -30,8 +30,9 @@ class LineChannel {
   absl::Status WriteBytes(absl::string_view data);
   // The next line (without its newline). `progress` runs while none has
   // come: negative, nothing to progress (block); 0, idle (nap 1 ms, for
-  // ranks that outnumber cores); positive, look again at once. `what` and
-  // `rank` name the call in errors.
+  // ranks that outnumber cores); positive, look again at once;
+  // Exchange::kFenceCannotComplete, give up (kAborted). `what` and `rank`
+  // name the call in errors.
   absl::StatusOr<std::string> Read(absl::string_view what, int rank, absl::FunctionRef<int()> progress);
   absl::StatusOr<std::string> Read(absl::string_view what, int rank) {
     return Read(what, rank, [] { return -1; });

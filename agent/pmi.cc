@@ -47,7 +47,9 @@ PmiExchange::PmiExchange(int version, int rank, int size, int fd)
     : version_(version), rank_(rank), size_(size), line_(fd, absl::StrCat("the PMI-", version, " launcher"), kMaxLine) {}
 
 PmiExchange::~PmiExchange() {
-  // The launcher counts a rank that leaves without it as one that failed.
+  // The launcher counts a rank that leaves without it as one that failed;
+  // after an abandoned fence its reply could still come first, so none.
+  if (abandoned_) return;
   if (version_ == 1) {
     if (line_.Write("cmd=finalize").ok()) (void)line_.Read("PMI-1 finalize", rank_);
   } else {
@@ -364,6 +366,12 @@ absl::Status PmiExchange::Fence() {
 }
 
 absl::Status PmiExchange::FenceWhile(absl::FunctionRef<int()> progress) {
+  absl::Status s = FenceOnce(progress);
+  if (absl::IsAborted(s)) abandoned_ = true;
+  return s;
+}
+
+absl::Status PmiExchange::FenceOnce(absl::FunctionRef<int()> progress) {
   if (version_ == 2) {
     CARTAGE_RETURN_IF_ERROR(Call2("cmd=kvs-fence;", "kvs-fence-response", progress).status());
     // Hydra answers kvs-fence at once and holds back instead a get of a key

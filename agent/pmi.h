@@ -88,11 +88,13 @@ class PmiExchange : public methods::Exchange {
   // The launcher's value under `key`, or kNotFound; `job_attr`: one of the
   // launcher's own attributes (PMI-2 asks for those apart).
   absl::StatusOr<std::string> GetWord(absl::string_view key, bool job_attr = false);
+  absl::Status FenceOnce(absl::FunctionRef<int()> progress);
 
   int version_;
   int rank_;
   int size_;
   LineChannel line_;
+  bool abandoned_ = false;  // a fence given up: its reply may still come
   std::string kvsname_;
   std::string job_id_;
   std::vector<int> host_ranks_;

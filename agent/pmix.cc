@@ -24,6 +24,11 @@ struct PmixExchange::Proc {
   pmix_proc_t proc;
 };
 
+struct PmixExchange::FenceDone {
+  std::atomic<bool> done{false};
+  std::atomic<pmix_status_t> status{PMIX_SUCCESS};
+};
+
 namespace {
 
 constexpr std::size_t kMaxValue = 32 * 1024;
@@ -188,21 +193,23 @@ absl::Status PmixExchange::FenceWhile(absl::FunctionRef<int()> progress) {
   pmix_status_t rc = PMIX_SUCCESS;
   // The fence completes on libpmix's own thread; this one progresses
   // meanwhile, or naps (ranks that outnumber cores).
-  struct Done {
-    std::atomic<bool> done{false};
-    std::atomic<pmix_status_t> status{PMIX_SUCCESS};
-  } done;
+  auto done = std::make_unique<FenceDone>();
   rc = PMIx_Fence_nb(nullptr, 0, &info, 1, [](pmix_status_t status, void* cb) {
-    auto* d = static_cast<Done*>(cb);
+    auto* d = static_cast<FenceDone*>(cb);
     d->status.store(status, std::memory_order_relaxed);
     d->done.store(true, std::memory_order_release);
-  }, &done);
+  }, done.get());
   if (rc == PMIX_OPERATION_SUCCEEDED) return absl::OkStatus();
   if (rc != PMIX_SUCCESS) return Failed("fence", rank_, rc);
-  while (!done.done.load(std::memory_order_acquire)) {
-    if (progress() <= 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  while (!done->done.load(std::memory_order_acquire)) {
+    const int work = progress();
+    if (work == kFenceCannotComplete) {
+      abandoned_fences_.push_back(std::move(done));
+      return absl::AbortedError(absl::StrFormat("bootstrap PMIx fence (rank %d): abandoned, a rank is gone", rank_));
+    }
+    if (work <= 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  rc = done.status.load(std::memory_order_relaxed);
+  rc = done->status.load(std::memory_order_relaxed);
   return rc == PMIX_SUCCESS ? absl::OkStatus() : Failed("fence", rank_, rc);
 }
 

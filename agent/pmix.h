@@ -55,6 +55,10 @@ class PmixExchange : public methods::Exchange {
   struct Proc;
   std::unique_ptr<Proc> me_;  // this rank's pmix_proc_t, kept out of the header
   bool committed_ = true;     // nothing put since the last commit
+  // An abandoned fence's completion flag: libpmix may still set it until
+  // PMIx_Finalize.
+  struct FenceDone;
+  std::vector<std::unique_ptr<FenceDone>> abandoned_fences_;
 };
 
 }  // namespace cartage::agent

@@ -405,6 +405,13 @@ void Runtime::CheckPeers() {
   }
 }
 
+int Runtime::FirstGone() const {
+  for (int p = 0; p < size(); ++p) {
+    if (dead_[static_cast<std::size_t>(p)].code() == absl::StatusCode::kUnavailable) return p;
+  }
+  return -1;
+}
+
 void Runtime::TellGone(int gone) {
   for (int q = 0; q < size(); ++q) {
     if (q != rank() && q != gone && dead_[static_cast<std::size_t>(q)].ok()) routes_.MethodFor(q).TellGone(q, gone);

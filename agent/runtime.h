@@ -167,6 +167,8 @@ class Runtime : public methods::MethodHost {
   void FailPeer(int peer, absl::Status why);
   // Passes the news of `gone`'s death to every live peer (Method::TellGone).
   void TellGone(int gone);
+  // The lowest rank found gone (exited, its line lost), or -1.
+  int FirstGone() const;
   void ReleaseUnexpected(car::Car* u);
   // What an unexpected message with a `buffer_bytes` buffer holds of memory:
   // its CAR's slot and its temporary buffer.

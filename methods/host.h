@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,11 @@ class Exchange {
   // A fence that calls `progress` while it waits (it returns the work it
   // did; none lets the wait sleep a little): finalize's, during which every
   // method still moves what was sent, and whoever was sent to still takes it.
+  // `progress` returns kFenceCannotComplete where a rank is gone: not every
+  // launcher fails a fence for it (PMI's wait for ever), so the fence returns
+  // kAborted and the exchange is not used again.
   virtual absl::Status FenceWhile(absl::FunctionRef<int()> progress) = 0;
+  static constexpr int kFenceCannotComplete = std::numeric_limits<int>::min();
   // The value under `key`; kNotFound if none.
   virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
   // The value rank `from` put under `key`: what callers use, since they know

@@ -1,10 +1,16 @@
 // The PMI exchanges' wire words (PMI-1's lines, PMI-2's messages): values
 // survive any bytes, which ranks share a host follows the launcher's
 // PMI_process_mapping, and what a launcher sends that does not parse is
-// refused, never trusted.
+// refused, never trusted. A wait the caller gives up on (a rank is gone)
+// ends with kAborted, not a hang.
 #include "agent/pmi.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <string>
+
+#include "agent/line_channel.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -69,6 +75,24 @@ TEST(PmiProcessMapping, AMalformedMappingIsRefused) {
                           "(vector,(2147483647,2,1))"}) {
     EXPECT_EQ(PmiExchange::RanksOnHostOf(bad, 0, 4).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
+}
+
+TEST(LineChannelWait, AReplyComesThroughAndAWaitGivenUpEndsAborted) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  LineChannel ch(fds[0], "the test launcher", 1024);
+  ASSERT_EQ(::write(fds[1], "cmd=barrier_out\n", 16), 16);
+  int calls = 0;
+  absl::StatusOr<std::string> line = ch.Read("PMI-1 barrier", 3, [&] { return ++calls, 0; });
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "cmd=barrier_out");
+  // Nothing more comes: the third look gives up.
+  calls = 0;
+  line = ch.Read("PMI-1 barrier", 3, [&] { return ++calls < 3 ? 0 : methods::Exchange::kFenceCannotComplete; });
+  EXPECT_EQ(line.status().code(), absl::StatusCode::kAborted) << line.status();
+  EXPECT_THAT(std::string(line.status().message()), ::testing::HasSubstr("PMI-1 barrier (rank 3): abandoned"));
+  EXPECT_EQ(calls, 3);
+  ::close(fds[1]);
 }
 
 }  // namespace
