@@ -76,8 +76,6 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment() {
   // are on this host.
   if (const char* mapping = std::getenv(wire::kEnvMapping); mapping != nullptr && *mapping != '\0') {
     CARTAGE_ASSIGN_OR_RETURN(b->host_ranks_, PmiExchange::RanksOnHostOf(mapping, rank, size));
-  } else {
-    for (int r = 0; r < size; ++r) b->host_ranks_.push_back(r);
   }
   return b;
 }
@@ -85,7 +83,6 @@ absl::StatusOr<std::unique_ptr<Bootstrap>> Bootstrap::FromEnvironment() {
 std::unique_ptr<Bootstrap> Bootstrap::Solo() {
   auto b = std::unique_ptr<Bootstrap>(new Bootstrap(0, 1, -1, absl::StrCat("solo-", getpid())));
   b->local_ = std::make_unique<Local>();
-  b->host_ranks_ = {0};
   return b;
 }
 

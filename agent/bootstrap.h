@@ -45,7 +45,9 @@ class Bootstrap : public methods::Exchange {
   // The value published under `key`; kNotFound if nobody did.
   absl::StatusOr<std::string> Get(absl::string_view key) override;
   // Every rank, or as `cartage run --hosts` placed them (CARTAGE_PROCESS_MAPPING).
-  std::vector<int> HostRanks() const override { return host_ranks_; }
+  std::vector<int> HostRanks() const override {
+    return host_ranks_.empty() ? Exchange::HostRanks() : host_ranks_;
+  }
 
  private:
   Bootstrap(int rank, int size, int fd, std::string job_id);
@@ -58,7 +60,7 @@ class Bootstrap : public methods::Exchange {
   int size_;
   LineChannel line_;  // fd -1: a job of one, served locally
   std::string job_id_;
-  std::vector<int> host_ranks_;
+  std::vector<int> host_ranks_;  // empty: every rank
   class Local;
   std::unique_ptr<Local> local_;
 };

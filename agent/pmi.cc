@@ -135,7 +135,7 @@ absl::Status PmiExchange::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int>> PmiExchange::RanksOnHostOf(absl::string_view mapping, int rank, int size) {
+absl::StatusOr<std::vector<int>> PmiExchange::NodeOfEachRank(absl::string_view mapping, int size) {
   const auto bad = [&] {
     return absl::DataLossError(absl::StrFormat("bootstrap: malformed PMI_process_mapping '%s'", mapping));
   };
@@ -172,6 +172,11 @@ absl::StatusOr<std::vector<int>> PmiExchange::RanksOnHostOf(absl::string_view ma
       }
     }
   }
+  return node_of;
+}
+
+absl::StatusOr<std::vector<int>> PmiExchange::RanksOnHostOf(absl::string_view mapping, int rank, int size) {
+  CARTAGE_ASSIGN_OR_RETURN(const std::vector<int> node_of, NodeOfEachRank(mapping, size));
   std::vector<int> same;
   for (int r = 0; r < size; ++r) {
     if (node_of[static_cast<std::size_t>(r)] == node_of[static_cast<std::size_t>(rank)]) same.push_back(r);
@@ -249,14 +254,18 @@ absl::StatusOr<PmiExchange::Words> PmiExchange::Call(absl::string_view request, 
   const absl::string_view what = request.substr(0, request.find(' '));
   CARTAGE_RETURN_IF_ERROR(line_.Write(request));
   CARTAGE_ASSIGN_OR_RETURN(const std::string reply, line_.Read(absl::StrCat("PMI-1 ", what), rank_));
-  Words words = Pmi1Words(reply);
+  return Checked(Pmi1Words(reply), reply, absl::StrCat("PMI-1 ", what), reply_cmd, check_rc);
+}
+
+absl::StatusOr<PmiExchange::Words> PmiExchange::Checked(Words words, absl::string_view reply, absl::string_view label,
+                                                        absl::string_view reply_cmd, bool check_rc) const {
   if (words["cmd"] != reply_cmd) {
-    return absl::DataLossError(absl::StrFormat("bootstrap PMI-1 %s (rank %d): unexpected reply '%s'", what, rank_,
+    return absl::DataLossError(absl::StrFormat("bootstrap %s (rank %d): unexpected reply '%s'", label, rank_,
                                                reply.substr(0, 120)));
   }
   if (check_rc && words.contains("rc") && words["rc"] != "0") {
-    return absl::FailedPreconditionError(absl::StrFormat("bootstrap PMI-1 %s (rank %d): the launcher refused: %s",
-                                                         what, rank_, reply.substr(0, 200)));
+    return absl::FailedPreconditionError(absl::StrFormat("bootstrap %s (rank %d): the launcher refused: %s", label,
+                                                         rank_, reply.substr(0, 200)));
   }
   return words;
 }
@@ -273,16 +282,7 @@ absl::StatusOr<PmiExchange::Words> PmiExchange::Call2(absl::string_view request,
                                                rank_, absl::CHexEscape(head)));
   }
   CARTAGE_ASSIGN_OR_RETURN(const std::string reply, line_.ReadBytes(n, label, rank_, progress));
-  Words words = Pmi2Words(reply);
-  if (words["cmd"] != reply_cmd) {
-    return absl::DataLossError(absl::StrFormat("bootstrap %s (rank %d): unexpected reply '%s'", label, rank_,
-                                               reply.substr(0, 120)));
-  }
-  if (check_rc && words.contains("rc") && words["rc"] != "0") {
-    return absl::FailedPreconditionError(absl::StrFormat("bootstrap %s (rank %d): the launcher refused: %s", label,
-                                                         rank_, reply.substr(0, 200)));
-  }
-  return words;
+  return Checked(Pmi2Words(reply), reply, label, reply_cmd, check_rc);
 }
 
 absl::Status PmiExchange::PutWord(absl::string_view key, absl::string_view word) {

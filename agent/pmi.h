@@ -71,9 +71,11 @@ class PmiExchange : public methods::Exchange {
   static Words Pmi2Words(absl::string_view body);
   static std::string Encode(absl::string_view value);
   static absl::StatusOr<std::string> Decode(absl::string_view word);
-  // The ranks that share `rank`'s host in a job of `size`, by
-  // PMI_process_mapping ("(vector,(node,nodes,ranks per node),...)", its
-  // blocks repeated until every rank has a node).
+  // Each rank's node in a job of `size`, by PMI_process_mapping
+  // ("(vector,(node,nodes,ranks per node),...)", its blocks repeated until
+  // every rank has a node).
+  static absl::StatusOr<std::vector<int>> NodeOfEachRank(absl::string_view mapping, int size);
+  // The ranks that share `rank`'s node by that mapping, increasing.
   static absl::StatusOr<std::vector<int>> RanksOnHostOf(absl::string_view mapping, int rank, int size);
 
  private:
@@ -84,6 +86,10 @@ class PmiExchange : public methods::Exchange {
   absl::StatusOr<Words> Call(absl::string_view request, absl::string_view reply_cmd, bool check_rc = true);
   absl::StatusOr<Words> Call2(absl::string_view request, absl::string_view reply_cmd,
                               absl::FunctionRef<int()> progress, bool check_rc = true);
+  // `words` of `reply` if its cmd is `reply_cmd` (and, where `check_rc`, its
+  // rc, if any, is 0); else an error naming `label`.
+  absl::StatusOr<Words> Checked(Words words, absl::string_view reply, absl::string_view label,
+                                absl::string_view reply_cmd, bool check_rc) const;
   absl::Status PutWord(absl::string_view key, absl::string_view word);
   // The launcher's value under `key`, or kNotFound; `job_attr`: one of the
   // launcher's own attributes (PMI-2 asks for those apart).

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "agent/bootstrap_wire.h"
+#include "agent/pmi.h"
 #include "methods/shm/shm_segment.h"
 #include "tools/cartage/bootstrap_server.h"
 
@@ -193,18 +194,22 @@ int RunLauncher(int argc, char** argv) {
     return 2;
   }
   char** program = argv + i;
-  // Each rank's host, as PMI's process mapping says it: a block of ranks a
-  // host, in order, the list repeated where the ranks outnumber its slots.
+  // Each rank's host, as PMI's process mapping says it (a block of ranks a
+  // host, in order, the list repeated where the ranks outnumber its slots),
+  // read by the rule the ranks read it by.
   std::vector<std::string> host_of(static_cast<std::size_t>(n));
   std::string mapping;
   if (!hosts.empty()) {
     mapping = "(vector";
     for (std::size_t h = 0; h < hosts.size(); ++h) absl::StrAppend(&mapping, ",(", h, ",1,", hosts[h].second, ")");
     mapping += ")";
-    for (int r = 0; r < n;) {
-      for (std::size_t h = 0; h < hosts.size() && r < n; ++h) {
-        for (int k = 0; k < hosts[h].second && r < n; ++k) host_of[static_cast<std::size_t>(r++)] = hosts[h].first;
-      }
+    const absl::StatusOr<std::vector<int>> node_of = agent::PmiExchange::NodeOfEachRank(mapping, n);
+    if (!node_of.ok()) {
+      std::fprintf(stderr, "cartage run: --hosts: %s\n", std::string(node_of.status().message()).c_str());
+      return 2;
+    }
+    for (int r = 0; r < n; ++r) {
+      host_of[static_cast<std::size_t>(r)] = hosts[static_cast<std::size_t>((*node_of)[static_cast<std::size_t>(r)])].first;
     }
   }
 
