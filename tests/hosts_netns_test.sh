@@ -53,20 +53,7 @@ done
 enter="exec nsenter -t \$(cat ${dir}/\${CARTAGE_HOST}.pid) --net --uts --mount -- \"\$@\""
 run=(timeout 300 "${cartage}" run --hosts h1:2,h2:2,h3:2 --timeout 240)
 failed=0
-expect() {  # expect PATTERN COUNT COMMAND... (COUNT "some": at least once)
-  local want=$1 count=$2
-  shift 2
-  local out got
-  out=$("$@" 2>&1 </dev/null)
-  got=$(grep -c -- "${want}" <<<"${out}")
-  if [ "${got}" = "${count}" ] || { [ "${count}" = some ] && [ "${got}" -gt 0 ]; }; then
-    echo "ok: ${*: -3} (${got} x '${want}')"
-  else
-    echo "FAIL: $* (${got} x '${want}', not ${count})"
-    tail -n 20 <<<"${out}"
-    failed=1
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 tx() { ip netns exec "${tag}$1" cat "/sys/class/net/${tag}$1v/statistics/tx_bytes"; }
 expect "host ranks 0,1 on h1$" 2 "${run[@]}" -n 6 sh -c "${enter}" sh "${helper}" hosts
 expect "host ranks 2,3 on h2$" 2 "${run[@]}" -n 6 sh -c "${enter}" sh "${helper}" hosts

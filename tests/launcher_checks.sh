@@ -16,20 +16,7 @@ shift 6
 [ "$1" = "--" ] && shift
 launch=(timeout 300 "$@")
 failed=0
-expect() {  # expect PATTERN COUNT COMMAND...: the output must have PATTERN COUNT times
-  local want=$1 count=$2
-  shift 2
-  local out got
-  out=$("$@" 2>&1 </dev/null)
-  got=$(grep -c -- "${want}" <<<"${out}")
-  if [ "${got}" = "${count}" ]; then
-    echo "ok: $* (${got} x '${want}')"
-  else
-    echo "FAIL: $* (${got} x '${want}', not ${count})"
-    tail -n 20 <<<"${out}"
-    failed=1
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 # The exchange: every rank's values reach every rank.
 expect "read 3 values$" 3 "${launch[@]}" -n 3 "${helper}" kv
 expect "read 3 values of 32 KiB" 3 "${launch[@]}" -n 3 "${helper}" big
@@ -67,17 +54,26 @@ done < <("${cartage}" kit --list)
 # socket without finalize, so there the survivors never see it.
 keep_going=()
 case "${name}" in
+  # Hydra's PMI-2 server now and then dies of SIGPIPE itself, writing to the
+  # dead rank's socket, and says nothing: there only the job's end counts.
+  hydra-pmi2) death="" keep_going=(none) ;;
   hydra*) death="BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" keep_going=(none) ;;
   openmpi*) death="noticed that process rank 1 with PID .* exited on signal 6 (Aborted)" keep_going=(--enable-recovery) ;;
   srun*) death="task 1: Aborted" ;;
   *) echo "FAIL: no death report known for launcher ${name}"; failed=1 death="" ;;
 esac
-if [ -n "${death}" ]; then
-  expect "${death}" 1 "${launch[@]}" -n 3 "${helper}" die
-  if [ "${keep_going[*]}" != none ]; then
-    expect "PASS peerdies" 1 "${launch[@]}" "${keep_going[@]}" -n 2 "${ranks}" peerdies
-    expect "PASS vcerror" 1 "${launch[@]}" "${keep_going[@]}" -n 3 "${ranks}" vcerror
-  fi
+"${launch[@]}" -n 3 "${helper}" die >/dev/null 2>&1 </dev/null
+rc=$?
+if [ "${rc}" = 0 ] || [ "${rc}" = 124 ]; then
+  echo "FAIL: ${launch[*]} -n 3 ${helper} die (exit ${rc}: the job did not end failed)"
+  failed=1
+else
+  echo "ok: ${launch[*]} -n 3 ${helper} die (the job ended, exit ${rc})"
+fi
+[ -n "${death}" ] && expect "${death}" some "${launch[@]}" -n 3 "${helper}" die
+if [ "${keep_going[*]}" != none ]; then
+  expect "PASS peerdies" 1 "${launch[@]}" "${keep_going[@]}" -n 2 "${ranks}" peerdies
+  expect "PASS vcerror" 1 "${launch[@]}" "${keep_going[@]}" -n 3 "${ranks}" vcerror
 fi
 # Collectives: every algorithm, checked byte for byte on every rank.
 expect "PASS algorithms" 1 "${launch[@]}" -n 3 "${coll}" algorithms
