@@ -1,5 +1,6 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <cstdio>
 #include <limits>
@@ -9,11 +10,13 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap.h"
+#include "agent/threads.h"
 #include "agent/runtime.h"
 #include "agent/trace.h"
 #include "car/car.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
+#include "datatype/segment_walk.h"
 
 namespace cartage {
 
@@ -24,6 +27,17 @@ static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 
 namespace {
 // A Comm or Request whose Agent was destroyed.
+// A refusal (a thread the level does not allow) naming the operation.
+absl::Status Named(absl::string_view what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrFormat("%s: %s", what, s.message()));
+}
+
+// Calls that cannot return a status say a refusal on standard error, once.
+void SayRefused(absl::string_view op, const absl::Status& s) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) std::fprintf(stderr, "cartage: %s: %s\n", std::string(op).c_str(), std::string(s.message()).c_str());
+}
+
 absl::Status GoneError(absl::string_view op) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "%s%sthe Agent this was made on was destroyed (finalized); make a new Agent and use its World()", op,
@@ -39,19 +53,24 @@ namespace {
 std::atomic<int> g_agents{0};
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() {
+absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment() { return FromEnvironment(AgentOptions{}); }
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::FromEnvironment(const AgentOptions& options) {
   if (g_agents.load() > 0) {
     return absl::FailedPreconditionError(
         "Agent::FromEnvironment: this process has an agent already (one per program; destroy it first)");
   }
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<methods::Exchange> boot, agent::OpenJobExchange());
   CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<agent::ProcessTrace> trace, agent::ProcessTrace::FromEnvironment(*boot));
-  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(boot), std::move(trace)));
+  CARTAGE_ASSIGN_OR_RETURN(agent::Threading threading, agent::ResolveThreading(options));
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
+                           Runtime::Create(std::move(boot), std::move(trace), threading));
   return std::unique_ptr<Agent>(new Agent(std::move(rt)));
 }
 Agent::Agent(std::unique_ptr<Runtime> rt) : rt_(std::move(rt)) { ++g_agents; }
 Agent::~Agent() {
   if (rt_->life()->load()) {
+    Runtime::Entry in(rt_.get());  // a thread the level does not allow still finalizes: the agent goes
     const absl::Status s = rt_->Finalize();
     if (!s.ok()) std::fprintf(stderr, "cartage: %s\n", std::string(s.message()).c_str());
   }
@@ -60,13 +79,29 @@ Agent::~Agent() {
 }
 absl::Status Agent::Finalize() {
   if (!rt_->life()->load()) return absl::FailedPreconditionError("finalize: this Agent finalized already");
+  Runtime::Entry in(rt_.get());
+  if (!in.ok()) return Named("finalize", in.status());
   return rt_->Finalize();
 }
 Comm Agent::World() const { return Comm(rt_.get(), rt_->life(), rt_->rank(), rt_->size(), 0); }
 int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
-int Agent::Progress() { return rt_->life()->load() ? rt_->Progress() : 0; }
-int Agent::registered_buffers() const { return rt_->life()->load() ? rt_->routes().registered() : 0; }
+int Agent::Progress() {
+  if (!rt_->life()->load()) return 0;
+  Runtime::Entry in(rt_.get());
+  if (!in.ok()) {
+    SayRefused("progress", in.status());
+    return 0;
+  }
+  return rt_->Progress();
+}
+int Agent::registered_buffers() const {
+  if (!rt_->life()->load()) return 0;
+  Runtime::Entry in(rt_.get());
+  return rt_->routes().registered();
+}
+ThreadLevel Agent::thread_level() const { return rt_->thread_level(); }
+bool Agent::progress_thread() const { return rt_->has_progress_thread(); }
 std::string Agent::method_for(int rank) const {
   if (!rt_->life()->load()) return std::string();
   return rank >= 0 && rank < rt_->size() ? std::string(rt_->routes().MethodFor(rank).name()) : std::string();
@@ -114,6 +149,8 @@ absl::Status Request::Abandon(absl::string_view op) {
 absl::Status Request::Wait() {
   if (!in_flight_) return done_.status;
   if (Orphaned()) return Abandon("wait");
+  Runtime::Entry in(runtime_);
+  if (!in.ok()) return Named("wait", in.status());
   runtime_->WaitUntil([this] { return done_.done(); });
   Finish();
   return done_.status;
@@ -125,6 +162,11 @@ bool Request::Test() {
     (void)Abandon("test");
     return true;
   }
+  Runtime::Entry in(runtime_);
+  if (!in.ok()) {
+    SayRefused("test", in.status());
+    return false;
+  }
   if (!done_.done()) runtime_->Progress();
   if (!done_.done()) return false;
   Finish();
@@ -135,6 +177,8 @@ absl::Status Request::Cancel() {
   if (!in_flight_) return absl::FailedPreconditionError("cancel: the request is not active");
   if (Orphaned()) return Abandon("cancel");
   if (activity_) return absl::FailedPreconditionError("cancel: a collective cannot be cancelled");
+  Runtime::Entry in(runtime_);
+  if (!in.ok()) return Named("cancel", in.status());
   return runtime_->Cancel(car_);
 }
 
@@ -144,6 +188,8 @@ absl::Status Request::Start() {
     return absl::FailedPreconditionError("start: not a persistent request (use Comm::SendInit/RecvInit)");
   }
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
+  Runtime::Entry in(runtime_);
+  if (!in.ok()) return Named("start", in.status());
   if (activity_) return BeginActivity();
   CARTAGE_RETURN_IF_ERROR(Rearm(&done_));
   return runtime_->Post(this);
@@ -174,8 +220,8 @@ absl::Status Request::BeginActivity() {
     done_.status = *std::move(outcome);
     return absl::OkStatus();
   }
-  done_.pending = 1;
-  runtime_->Watch(activity_.get(), this);
+  done_.Set(1);
+  runtime_->Watch(activity_.get(), &done_);
   return absl::OkStatus();
 }
 
@@ -188,6 +234,8 @@ absl::Status Request::Free() {
     return absl::OkStatus();
   }
   if (car_ == nullptr) return absl::OkStatus();
+  Runtime::Entry in(runtime_);
+  if (!in.ok()) return Named("free", in.status());
   if (registration_ != kUnregistered) runtime_->routes().Unregister(registration_);
   runtime_->Release(car_);
   car_ = nullptr;
@@ -200,6 +248,8 @@ Request::~Request() {
     (void)Abandon("");
     return;
   }
+  if (!in_flight_ && !persistent_) return;
+  Runtime::Entry in(runtime_);  // a destructor cannot refuse: it goes on where the level is broken
   if (in_flight_) {
     if (!activity_) (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for
     (void)Wait();
@@ -217,6 +267,16 @@ absl::Status WaitAll(std::initializer_list<Request*> requests) {
 }
 
 std::optional<std::size_t> TestAny(absl::Span<Request* const> requests) {
+  Runtime* rt = nullptr;
+  for (Request* r : requests) {
+    if (r->in_flight_ && !r->Orphaned()) rt = r->runtime_;
+  }
+  if (rt == nullptr) return std::nullopt;
+  Runtime::Entry in(rt);
+  if (!in.ok()) {
+    SayRefused("test any", in.status());
+    return std::nullopt;
+  }
   bool progressed = false;
   for (int round = 0; round < 2; ++round) {
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -246,6 +306,8 @@ absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
     if (r->in_flight_) rt = r->runtime_;
   }
   if (rt == nullptr) return absl::FailedPreconditionError("WaitAny: no active request");
+  Runtime::Entry in(rt);
+  if (!in.ok()) return Named("wait any", in.status());
   std::size_t which = requests.size();
   rt->WaitUntil([&] {
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -262,6 +324,7 @@ absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
 
 absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests) {
   CARTAGE_ASSIGN_OR_RETURN(std::size_t first, WaitAny(requests));
+  Runtime::Entry in(requests[first]->runtime_);  // admitted by WaitAny already
   std::vector<std::size_t> done = {first};
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (requests[i]->in_flight_ && requests[i]->done_.done()) {
@@ -281,6 +344,8 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   const char* op = send ? (sync ? "ssend" : "send") : "recv";
   const char* dir = send ? "to" : "from";
   CARTAGE_RETURN_IF_ERROR(Alive(op));
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("%s %s rank %d (tag %d)", op, dir, peer, tag), in.status());
   if (req == nullptr || req->active() || req->persistent()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op, dir, peer, tag,
@@ -435,6 +500,8 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
   if (tag != kAnyTag && (tag < 0 || tag > kMaxTag)) {
     return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: invalid tag %d (0..%d)", source, tag, kMaxTag));
   }
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("probe from rank %d (tag %d)", source, tag), in.status());
   rt_->AllowHolding(false);  // what has arrived goes to the unexpected queue, where Peek looks
   rt_->Progress();
   rt_->AllowHolding(true);
@@ -454,6 +521,8 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
 
 absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   CARTAGE_RETURN_IF_ERROR(Alive("probe"));
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("probe from rank %d (tag %d)", source, tag), in.status());
   std::optional<ProbeResult> found;
   absl::Status error;
   rt_->WaitUntil([&] {
@@ -492,21 +561,29 @@ absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_
     return absl::InvalidArgumentError(
         absl::StrFormat("lend buffer: no rank %d in a communicator of %d", peer, size_));
   }
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("lend buffer (rank %d)", peer), in.status());
   CARTAGE_ASSIGN_OR_RETURN(std::byte * p, rt_->Lend(WorldRank(peer), bytes));
   std::weak_ptr<const void> alive = rt_->Liveness();
   Runtime* rt = rt_;
   return std::shared_ptr<std::byte>(p, [rt, alive](std::byte* q) {
-    if (alive.lock() != nullptr) rt->GiveBack(q);  // else the runtime gave it back when it finalized
+    if (alive.lock() == nullptr) return;  // the runtime gave it back when it finalized
+    // From a thread the level does not allow, it waits for finalize instead.
+    Runtime::Entry admitted(rt);
+    if (admitted.ok()) rt->GiveBack(q);
   });
 }
 
 Comm Comm::Dup() const {
   if (!Alive("dup").ok()) return *this;  // as gone as this one: every call on it says so
+  Runtime::Entry in(rt_);  // Dup cannot refuse: a context number is taken either way
   return Comm(rt_, life_, rank_, size_, rt_->NewContext(), group_);
 }
 
 absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
   CARTAGE_RETURN_IF_ERROR(Alive("split"));
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named("split", in.status());
   // Everyone learns everyone's (color, key) over this communicator's
   // collective context, so the exchange never meets point-to-point traffic.
   constexpr int kSplitTag = 1;
@@ -542,6 +619,167 @@ absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
   }
   const int n = static_cast<int>(group->size());
   return std::optional<Comm>(Comm(rt_, life_, my_rank, n, context, std::move(group)));
+}
+
+
+// ---- Matched probes ------------------------------------------------------------
+
+// A matched message is received at once into memory of its own, by a
+// receive posted in the same step as the probe that found it (the oldest
+// message the probe matches is the oldest its exact source and tag match,
+// so it is that one); Mrecv copies it out. No other receive, on any thread,
+// can take it in between.
+struct Message::State {
+  Request req;                  // the receive into `data`
+  std::vector<std::byte> data;
+  uint32_t context = 0;
+  int source = 0;               // a rank of the communicator probed
+  int world_source = 0;         // the same as a world rank
+  int tag = 0;
+  uint64_t bytes = 0;
+};
+
+Message::Message() = default;
+Message::~Message() = default;
+Message::Message(Message&&) noexcept = default;
+Message& Message::operator=(Message&&) noexcept = default;
+int Message::source() const { return state_ != nullptr ? state_->source : kAnySource; }
+int Message::tag() const { return state_ != nullptr ? state_->tag : kAnyTag; }
+uint64_t Message::bytes() const { return state_ != nullptr ? state_->bytes : 0; }
+
+namespace {
+
+// Mrecv's request: done once the matched message's own receive is, its
+// bytes then copied (unpacked) into the user's buffer.
+class MatchedReceive : public engine::Activity {
+ public:
+  MatchedReceive(std::unique_ptr<Message::State> st, void* buf, int64_t count, std::optional<Datatype> type,
+                 base::Completion* out)
+      : st_(std::move(st)), buf_(buf), count_(count), type_(std::move(type)), out_(out) {}
+  absl::Status Begin() override { return absl::OkStatus(); }
+  std::optional<absl::Status> Poll(int* work) override {
+    if (!st_->req.completed()) return std::nullopt;
+    ++*work;
+    const absl::Status s = st_->req.Wait();  // completed: returns at once
+    out_->source = st_->world_source;
+    out_->tag = st_->tag;
+    if (!s.ok()) return s;
+    const int64_t room = type_.has_value() ? count_ * type_->size() : count_;
+    const auto n = static_cast<int64_t>(st_->data.size());
+    if (n > room) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "mrecv from rank %d (tag %d): the message has %d bytes, the buffer room for %d", st_->source, st_->tag, n,
+          room));
+    }
+    if (n > 0) {
+      if (type_.has_value()) {
+        datatype::Unpack(st_->data.data(), count_, *type_, 0, n, buf_);
+      } else {
+        std::memcpy(buf_, st_->data.data(), static_cast<std::size_t>(n));
+      }
+    }
+    out_->bytes = static_cast<uint64_t>(n);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<Message::State> st_;
+  void* buf_;
+  int64_t count_;
+  std::optional<Datatype> type_;
+  base::Completion* out_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::optional<Message>> Comm::Improbe(int source, int tag) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("mprobe"));
+  // The probe and the receive it posts are one step to every other thread.
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag), in.status());
+  absl::StatusOr<std::optional<ProbeResult>> found = Iprobe(source, tag);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return std::optional<Message>();
+  const ProbeResult& p = **found;
+  auto st = std::make_unique<Message::State>();
+  st->context = context_;
+  st->source = p.source;
+  st->world_source = WorldRank(p.source);
+  st->tag = p.tag;
+  st->bytes = p.bytes;
+  st->data.resize(p.bytes);
+  if (absl::Status s = Irecv(st->data.data(), st->data.size(), p.source, p.tag, &st->req); !s.ok()) {
+    return Named("mprobe", s);
+  }
+  Message m;
+  m.state_ = std::move(st);
+  return std::optional<Message>(std::move(m));
+}
+
+absl::StatusOr<Message> Comm::Mprobe(int source, int tag) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("mprobe"));
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag), in.status());
+  std::optional<Message> found;
+  absl::Status error;
+  rt_->WaitUntil([&] {
+    absl::StatusOr<std::optional<Message>> m = Improbe(source, tag);
+    if (!m.ok()) {
+      error = m.status();
+    } else if (m->has_value()) {
+      found = std::move(*m);
+    }
+    return !error.ok() || found.has_value();
+  });
+  if (!error.ok()) return error;
+  return std::move(*found);
+}
+
+absl::Status Comm::Imrecv(void* buf, int64_t count, const Datatype& type, Message* message, Request* req) const {
+  CARTAGE_RETURN_IF_ERROR(Alive("mrecv"));
+  if (message == nullptr || !message->valid()) {
+    return absl::InvalidArgumentError("mrecv: no message (the matched probe found none, or it was received already)");
+  }
+  if (message->state_->context != context_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "mrecv from rank %d (tag %d): the message was probed on another communicator", message->source(),
+        message->tag()));
+  }
+  if (count < 0 || (count > 0 && buf == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat("mrecv from rank %d (tag %d): invalid buffer (count %d)",
+                                                      message->source(), message->tag(), count));
+  }
+  if (req == nullptr || req->active() || req->persistent()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "mrecv from rank %d (tag %d): the request is %s", message->source(), message->tag(),
+        req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
+  }
+  Runtime::Entry in(rt_);
+  if (!in.ok()) return Named(absl::StrFormat("mrecv from rank %d (tag %d)", message->source(), message->tag()), in.status());
+  std::optional<Datatype> layout;
+  if (!type.contiguous() || type.size() != 1) layout = type;
+  const int64_t n = layout.has_value() ? count : count * type.size();
+  auto activity = std::make_shared<MatchedReceive>(std::move(message->state_), buf, n, std::move(layout), &req->done_);
+  return engine::Launch(*this, std::move(activity), /*persistent=*/false, req);
+}
+
+absl::Status Comm::Imrecv(void* buf, std::size_t bytes, Message* message, Request* req) const {
+  static const Datatype kByte = Datatype::Basic(BasicType::kByte);
+  return Imrecv(buf, Bytes(bytes), kByte, message, req);
+}
+
+absl::Status Comm::Mrecv(void* buf, int64_t count, const Datatype& type, Message* message,
+                         ProbeResult* status) const {
+  Request r;
+  CARTAGE_RETURN_IF_ERROR(Imrecv(buf, count, type, message, &r));
+  const absl::Status s = r.Wait();
+  if (status != nullptr) *status = {r.source(), r.tag(), r.bytes()};
+  return s;
+}
+
+absl::Status Comm::Mrecv(void* buf, std::size_t bytes, Message* message, ProbeResult* status) const {
+  static const Datatype kByte = Datatype::Basic(BasicType::kByte);
+  return Mrecv(buf, Bytes(bytes), kByte, message, status);
 }
 
 }  // namespace cartage

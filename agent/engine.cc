@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
 #include "agent/testing.h"
@@ -25,6 +26,8 @@ class EngineAccess {
                           req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
     }
     if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
+    Runtime::Entry in(c.rt_);
+    if (!in.ok()) return absl::Status(in.status().code(), absl::StrCat("collective: ", in.status().message()));
     req->runtime_ = c.rt_;
     req->life_ = c.life_;
     req->group_ = c.group_;
@@ -38,9 +41,20 @@ class EngineAccess {
   }
 
   static absl::Status RunActivity(const Comm& c, engine::Activity& activity) {
+    Runtime::Entry in(c.rt_);
+    if (!in.ok()) return absl::Status(in.status().code(), absl::StrCat("collective: ", in.status().message()));
     CARTAGE_RETURN_IF_ERROR(activity.Begin());
     int work = 0;
     std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
+    if (!outcome.has_value() && c.rt_->shared()) {
+      // Threads share the runtime: whichever progresses polls the run (the
+      // progress thread, another thread's wait), as a nonblocking one's.
+      base::Completion done;
+      done.Set(1);
+      c.rt_->Watch(&activity, &done);
+      c.rt_->WaitUntil([&] { return done.done(); });
+      return done.status;
+    }
     if (!outcome.has_value()) {
       // A round: the methods, then the activity, whose own work (a step that
       // finished, the next one started) counts as progress as the methods' does.
@@ -75,8 +89,9 @@ class EngineAccess {
     if (r.car_ != nullptr) r.car_->CapEager(bytes);
   }
 
-  static absl::StatusOr<std::unique_ptr<Agent>> NewAgent(std::unique_ptr<methods::Exchange> exchange) {
-    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(exchange)));
+  static absl::StatusOr<std::unique_ptr<Agent>> NewAgent(std::unique_ptr<methods::Exchange> exchange,
+                                                         Threading threading) {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(exchange), nullptr, threading));
     return std::unique_ptr<Agent>(new Agent(std::move(rt)));
   }
 
@@ -85,11 +100,15 @@ class EngineAccess {
   }
   static absl::Status Alive(const Comm& c, absl::string_view op) { return c.Alive(op); }
   static bool IsAlive(const Comm& c) { return c.life_->load(std::memory_order_relaxed); }
-  static uint32_t NextScheduleSequence(const Comm& c) { return c.rt_->NextSequence(c.context_ | 1u); }
+  static uint32_t NextScheduleSequence(const Comm& c) {
+    Runtime::Entry in(c.rt_);  // cannot refuse: the number is taken either way
+    return c.rt_->NextSequence(c.context_ | 1u);
+  }
 };
 
-absl::StatusOr<std::unique_ptr<Agent>> NewAgentForTesting(std::unique_ptr<methods::Exchange> exchange) {
-  return EngineAccess::NewAgent(std::move(exchange));
+absl::StatusOr<std::unique_ptr<Agent>> NewAgentForTesting(std::unique_ptr<methods::Exchange> exchange,
+                                                          Threading threading) {
+  return EngineAccess::NewAgent(std::move(exchange), threading);
 }
 
 }  // namespace cartage::agent
@@ -134,6 +153,17 @@ absl::Status GoneMember(const Comm& comm) {
     }
   }
   return absl::OkStatus();
+}
+
+Call::Call(const Comm& comm) {
+  if (!EngineAccess::IsAlive(comm)) return;  // the layer's Alive check says so
+  agent::Runtime* rt = &EngineAccess::RuntimeOf(comm);
+  status_ = rt->Enter();
+  if (status_.ok()) rt_ = rt;
+}
+
+Call::~Call() {
+  if (rt_ != nullptr) rt_->Leave();
 }
 
 namespace internal {

@@ -72,6 +72,7 @@ int Runtime::TakeLeftovers(Leftovers& left) {
 absl::Status Runtime::Finalize() {
   if (finalized_) return absl::OkStatus();
   finalized_ = true;
+  StopProgressThread();  // from here on only the finalizing thread runs the runtime
   // In a trace, finalize is a span of its own: a rank that hangs there is
   // told apart from one that computes (cartage why-stuck).
   const uint64_t span = fsm::BeginSpan("finalize", ~0u);

@@ -20,6 +20,13 @@ std::vector<methods::ParamInfo> Params() {
        "three or more share each CPU or this rank's); when set, it holds whatever the placement"},
       {"CARTAGE_WAIT_YIELD_US", "2000", "then how long it yields before it blocks on what its methods can wake "
                                         "it with; 0: block at once"},
+      {"CARTAGE_THREADS", "single",
+       "which threads may call the agent: single or funneled (only the thread that made it), serialized (any "
+       "thread, one call at a time) or multiple (any thread, any time); a call the level does not allow is "
+       "refused with an error naming it. A program's AgentOptions take precedence"},
+      {"CARTAGE_PROGRESS_THREAD", "0",
+       "1: a thread of the agent's own advances operations (rendezvous, collectives) while the program "
+       "computes, sleeping on the methods' wake-ups when idle"},
       {"CARTAGE_UNEXPECTED_MAX_MB", "1024",
        "the most memory (MiB) a rank keeps for messages that arrived before their receive (their CARs and "
        "buffers); a message past it fails its sender's VC with kResourceExhausted naming it, never an "

@@ -38,8 +38,14 @@ std::atomic<bool>* NewLifeCell() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange,
-                                                         std::unique_ptr<ProcessTrace> trace) {
+                                                         std::unique_ptr<ProcessTrace> trace, Threading threading) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
+  rt->threading_ = threading;
+  rt->owner_ = ThisThread();
+  rt->owner_only_ = threading.level == ThreadLevel::kSingle || threading.level == ThreadLevel::kFunneled;
+  rt->serial_check_ = threading.level == ThreadLevel::kSerialized;
+  rt->locked_ = threading.level == ThreadLevel::kMultiple || threading.progress_thread;
+  rt->fast_gate_ = rt->owner_only_ && !rt->locked_;
   rt->life_ = NewLifeCell();
   rt->trace_ = std::move(trace);
   rt->exchange_ = std::move(exchange);
@@ -77,6 +83,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   rt->handed_off_.reserve(64);
   CARTAGE_ASSIGN_OR_RETURN(rt->wait_, WaitPolicy::ForJob(rt->oversubscribed_, rt->crowded_));
   rt->last_peer_check_ = std::chrono::steady_clock::now();
+  if (threading.progress_thread) {
+    rt->progress_on_.store(true, std::memory_order_relaxed);
+    rt->progress_ = std::thread([r = rt.get()] { r->ProgressThreadMain(); });
+  }
   return rt;
 }
 
@@ -164,7 +174,7 @@ absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
 
 absl::Status Runtime::Post(Request* req) {
   req->done_ = base::Completion{};
-  req->done_.pending = 1;
+  req->done_.Set(1);
   req->in_flight_ = true;
   return PostCar(*req->car_);
 }
@@ -204,8 +214,8 @@ int Runtime::PollActivities() {
       ++i;
       continue;
     }
-    r.req->done_.status = *std::move(outcome);
-    r.req->done_.pending = 0;
+    r.done->status = *std::move(outcome);
+    r.done->Set(0);
     ++work;
     activities_[i] = activities_.back();  // order among activities does not matter
     activities_.pop_back();

@@ -8,16 +8,22 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
+
+#include <pthread.h>
 #include <utility>
 #include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "agent/matcher.h"
 #include "agent/routes.h"
 #include "agent/temp_buffers.h"
+#include "agent/threads.h"
 #include "agent/trace.h"
 #include "agent/wait_policy.h"
 #include "car/car.h"
@@ -37,8 +43,10 @@ class Runtime : public methods::MethodHost {
   // Joins the job `exchange` describes and opens the methods.
   // `trace` (CARTAGE_TRACE), if any, lives as long as the runtime, so that
   // what finalize does is in it.
+  // `threading`: the thread level, and whether to run a progress thread.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange,
-                                                         std::unique_ptr<ProcessTrace> trace = nullptr);
+                                                         std::unique_ptr<ProcessTrace> trace = nullptr,
+                                                         Threading threading = {});
   // Finalizes first if Finalize was not called.
   ~Runtime() override;
   // Waits, progressing, for every rank to finalize; takes (and names in the
@@ -57,8 +65,45 @@ class Runtime : public methods::MethodHost {
   // The next schedule sequence number of a (collective) context.
   uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
   // Polls `activity` every round of progress until it finishes, then
-  // completes `req` with its outcome.
-  void Watch(engine::Activity* activity, Request* req) { activities_.push_back({activity, req}); }
+  // completes `done` with its outcome.
+  void Watch(engine::Activity* activity, base::Completion* done) { activities_.push_back({activity, done}); }
+
+  // ---- Threads -------------------------------------------------------------
+  // Every call from the program passes through an Entry, which admits it
+  // at the agent's thread level. Single and funneled: only the thread that
+  // made the agent (a compare). Serialized: one call at a time (a call
+  // that overlaps another is refused). Where several threads share the
+  // runtime (multiple, or a progress thread) an Entry also holds the
+  // engine lock, which a wait gives up while it sleeps. The lock is
+  // recursive: a call made inside another (a blocking receive's wait) takes
+  // it again.
+  class Entry;
+  ThreadLevel thread_level() const { return threading_.level; }
+  bool has_progress_thread() const { return progress_on_.load(std::memory_order_relaxed); }
+  // Whether threads share the runtime: the engine lock is taken.
+  bool shared() const { return locked_; }
+  // OK, and the call is admitted (Leave ends it); or the refusal.
+  absl::Status Enter() {
+    if (ABSL_PREDICT_TRUE(fast_gate_)) {
+      if (ABSL_PREDICT_TRUE(ThisThread() == owner_)) return absl::OkStatus();
+      return Refused();
+    }
+    return EnterSlow();
+  }
+  void Leave() {
+    if (ABSL_PREDICT_FALSE(!fast_gate_)) LeaveSlow();
+  }
+  // The calling thread, cheaply: the thread pointer is one register read
+  // where pthread_self() is a call for the same value. Never 0.
+  static uintptr_t ThisThread() {
+#if defined(__x86_64__) || defined(__aarch64__)
+    return reinterpret_cast<uintptr_t>(__builtin_thread_pointer());
+#else
+    return static_cast<uintptr_t>(pthread_self());
+#endif
+  }
+  // Stops the progress thread, if one runs (before finalize).
+  void StopProgressThread();
   // engine::ExtensionOf: the extension kept under `key`, made by `make` the
   // first time. The last one asked for is remembered: a blocking
   // collective asks at every call.
@@ -112,6 +157,10 @@ class Runtime : public methods::MethodHost {
   // The same with `round` as one round of progress (it returns the work done).
   template <class Done, class Round>
   void WaitUntil(Done done, Round round) {
+    if (ABSL_PREDICT_FALSE(locked_)) {
+      WaitShared(done, round);
+      return;
+    }
     agent::WaitUntil(
         wait_, done, round, [this] { return CrowdedCpu(); }, [this](int us) { Block(us); },
         [this] { CheckPeers(); }, last_peer_check_);
@@ -189,6 +238,29 @@ class Runtime : public methods::MethodHost {
   void FreeCompact(CompactMessage* r);
   // Past this many slots, a pool mostly empty gives slabs back (CarPool::Trim).
   static constexpr std::size_t kTrimAbove = 16384;
+  // Threads (Enter's slow path; the engine lock).
+  absl::Status EnterSlow();
+  void LeaveSlow();
+  absl::Status Refused() const;
+  void Lock();
+  bool TryLock();
+  // `changed`: what the holder did may have completed a request, so the
+  // threads asleep in WaitShared are woken.
+  void Unlock(bool changed = true);
+  // Gives up this thread's hold of the engine lock, however deep, and
+  // returns the depth; Reacquire takes it back to that depth.
+  int ReleaseAll();
+  void Reacquire(int depth);
+  // WaitUntil where threads share the runtime: whoever holds the lock runs
+  // the rounds, and a thread that cannot get it sleeps until an unlock
+  // says the runtime changed (a completion may be its own).
+  void WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()> round);
+  // The lock held: blocks on the methods unless a thread wants the lock.
+  void BlockHeld(int timeout_us);
+  // The lock held: CheckPeers if a WaitPolicy::peer_check has passed
+  // (whether it did).
+  bool CheckPeersWhenDue();
+  void ProgressThreadMain();
   // A round in general: every polled method, the idle ones if `idle_due`,
   // then the running activities.
   int ProgressAll(bool idle_due);
@@ -236,7 +308,7 @@ class Runtime : public methods::MethodHost {
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {
     engine::Activity* activity;
-    Request* req;
+    base::Completion* done;
   };
   std::vector<Running> activities_;       // collectives in flight, polled every round
   // Per-agent state of the engine layers (engine::ExtensionOf), by key;
@@ -247,6 +319,43 @@ class Runtime : public methods::MethodHost {
   bool finalized_ = false;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
   std::chrono::steady_clock::time_point last_peer_check_;
+
+  // Threads (Entry).
+  Threading threading_;
+  bool fast_gate_ = true;       // single or funneled, no progress thread: Enter is a compare
+  bool owner_only_ = true;      // single or funneled: only owner_ may call
+  bool serial_check_ = false;   // serialized: calls must not overlap
+  bool locked_ = false;         // multiple, or a progress thread: the engine lock is taken
+  uintptr_t owner_ = 0;         // the thread that made the agent (ThisThread)
+  std::atomic<uintptr_t> serial_holder_{0};  // serialized: the thread inside a call
+  int serial_depth_ = 0;
+  std::mutex mu_;                            // the engine lock
+  std::atomic<uintptr_t> holder_{0};         // who holds it, for recursion
+  int depth_ = 0;
+  std::atomic<int> wanted_{0};        // threads waiting for the lock
+  std::atomic<bool> blocking_{false};  // its holder blocks on the methods (BlockHeld)
+  // Bumped at an unlock while threads sleep in WaitShared, which wakes them.
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<int> sleepers_{0};
+  std::thread progress_;
+  std::atomic<bool> progress_on_{false};  // progress_ runs (read by any thread; progress_ is the finalizer's)
+  std::atomic<bool> stop_progress_{false};
+};
+
+class Runtime::Entry {
+ public:
+  explicit Entry(Runtime* rt) : rt_(rt), status_(rt->Enter()) {}
+  ~Entry() {
+    if (status_.ok()) rt_->Leave();
+  }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  Runtime* rt_;
+  absl::Status status_;
 };
 
 }  // namespace cartage::agent

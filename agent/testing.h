@@ -9,12 +9,14 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "agent/threads.h"
 #include "cartage/cartage.h"
 #include "methods/host.h"
 
 namespace cartage::agent {
 
-absl::StatusOr<std::unique_ptr<Agent>> NewAgentForTesting(std::unique_ptr<methods::Exchange> exchange);
+absl::StatusOr<std::unique_ptr<Agent>> NewAgentForTesting(std::unique_ptr<methods::Exchange> exchange,
+                                                          Threading threading = {});
 
 }  // namespace cartage::agent
 

@@ -353,7 +353,7 @@ void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) {
   c.status_ = absl::OkStatus();
   if (base::Completion* k = c.spec().counter) {
     k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
-    --k->pending;
+    k->CountDown();
   }
   // A dependent that already failed (another supplier's doing) has no use for it.
   auto release = [&](Car* d) {
@@ -373,7 +373,7 @@ absl::StatusCode CarActions::NoteFailure(Car& c, const CarSignal& s) {
 
 void CarActions::FailCar(Car& c, const CarSignal& s, CarEvents& events) {
   const absl::StatusCode code = NoteFailure(c, s);
-  if (base::Completion* k = c.spec().counter) --k->pending;
+  if (base::Completion* k = c.spec().counter) k->CountDown();
   FailDependents(c, events, code);
 }
 
@@ -388,14 +388,14 @@ void CarActions::DrainCar(Car& c, const CarSignal& s, CarEvents& events) {
 }
 
 void CarActions::Drained(Car& c, const CarSignal&, CarEvents&) {
-  if (base::Completion* k = c.spec().counter) --k->pending;
+  if (base::Completion* k = c.spec().counter) k->CountDown();
 }
 
 void CarActions::CancelCar(Car& c, const CarSignal&, CarEvents& events) {
   c.status_ = absl::CancelledError(absl::StrFormat("%s: cancelled", Describe(c)));
   if (base::Completion* k = c.spec().counter) {
     k->status.Update(c.status_);
-    --k->pending;
+    k->CountDown();
   }
   FailDependents(c, events, absl::StatusCode::kCancelled);
 }

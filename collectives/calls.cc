@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/base/attributes.h"
+#include "absl/strings/str_format.h"
 #include "collectives/algorithms.h"
 
 namespace cartage {
@@ -121,6 +122,11 @@ class ScheduleCache : public engine::Extension {
   std::vector<Entry> entries_;
 };
 
+// A call refused at the agent's thread level, named.
+absl::Status Refused(Collective kind, const absl::Status& why) {
+  return absl::Status(why.code(), absl::StrFormat("%s: %s", CollectiveName(kind), why.message()));
+}
+
 // A call the cache has no schedule for: built, kept, run.
 ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView& view, ScheduleCache& cache,
                                                bool in_place) {
@@ -155,6 +161,8 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
 // the rest out of line (inlined, it cost a 1 KiB stack frame and its spills
 // on every call).
 absl::Status RunCached(const Comm& comm, const CallView& view) {
+  engine::Call in(comm);
+  if (!in.ok()) return Refused(view.kind, in.status());
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
   ScheduleCache* cache = engine::ExtensionOf<ScheduleCache>(comm);
@@ -179,6 +187,8 @@ absl::Status RunTyped(const Comm& comm, Collective kind, const void* send, void*
 }  // namespace
 
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
+  engine::Call in(comm);
+  if (!in.ok()) return Refused(call.kind, in.status());
   if (Varying(call.kind)) {  // counts known at the root alone, or differing by rank: no cache key every rank shares
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
     return s->Run();
@@ -187,11 +197,15 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
 }
 
 absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
+  engine::Call in(comm);
+  if (!in.ok()) return Refused(call.kind, in.status());
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Start(req);
 }
 
 absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
+  engine::Call in(comm);
+  if (!in.ok()) return Refused(call.kind, in.status());
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Bind(req);
 }

@@ -53,6 +53,7 @@ std::string Describe(const Capabilities& c) {
   f.push_back(c.atomics ? "atomics" : "no atomics");
   f.push_back(c.needs_registration ? "needs registration" : "no registration");
   if (c.single_copy) f.push_back("single-copy rendezvous");
+  f.push_back(c.thread_safe ? "thread-safe" : "serialised by the agent");
   if (c.max_buffer > 0) f.push_back(absl::StrCat("buffers ", Bytes(c.min_buffer), "..", Bytes(c.max_buffer)));
   if (c.max_context != UINT64_MAX) f.push_back(absl::StrCat("context ids <= ", c.max_context));
   if (c.max_tag != INT64_MAX) f.push_back(absl::StrCat("tags <= ", c.max_tag));

@@ -60,6 +60,10 @@ struct Capabilities {
   bool single_copy = false;
   Reach reach = Reach::kHost;
   bool needs_polling = true;       // false: all its work happens while CARs are posted (self)
+  // Its calls may run on several threads at once. The agent serialises
+  // every call into a method that is not (all built-in ones), holding its
+  // engine lock, whatever the thread level.
+  bool thread_safe = false;
   std::size_t min_buffer = 0;      // method buffers (AllocBuffer): smallest size
   std::size_t max_buffer = 0;      // ...and largest
   // What a method that carries the envelope in a fixed-width field (ofi's
@@ -175,6 +179,11 @@ class Method {
   // Sleeps up to `timeout_us` unless something arrives for this method. A
   // method that cannot wait on anything returns at once.
   virtual void Block(int timeout_us) = 0;
+  // Makes a Block that another thread is in return soon (that thread holds
+  // the agent's engine lock, which a thread with a call to make wants).
+  // The only call that may run beside the method's others. A method whose
+  // Block is brief (at most a few hundred microseconds) may leave it as is.
+  virtual void Wake() {}
   // How many of the ranks this method reaches, this one included, last ran
   // on the CPU this rank runs on now; 0 where the method cannot tell (it
   // shares no memory with them). The wait strategy yields sooner where three

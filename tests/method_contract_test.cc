@@ -137,7 +137,7 @@ TEST_F(ContractTest, BuffersHaveAtLeastTheAskedSize) {
 TEST(Capabilities, DescribeSaysWhatAMethodCanDo) {
   EXPECT_EQ(Describe(self::SelfMethod::Caps()),
             "reach process, eager any size, max message any size, ordered, reliable, agent tag matching, no RMA, "
-            "no atomics, no registration");
+            "no atomics, no registration, serialised by the agent");
 }
 
 TEST(Registry, BuiltinsAreListedInFolderOrder) {

@@ -73,6 +73,7 @@ class ShmMethod final : public Method {
   int Progress() override;
   // Blocks up to `timeout_us` unless something arrives (futex on the doorbell).
   void Block(int timeout_us) override;
+  void Wake() override;
   // Says in its block which CPU this rank runs on now, and counts the ranks
   // whose blocks name the same one.
   int RanksOnThisCpu() override;

@@ -158,6 +158,13 @@ void ShmMethod::Block(int timeout_us) {
   me.sleeping.store(0, std::memory_order_relaxed);
 }
 
+void ShmMethod::Wake() {
+  // This rank's own doorbell: a Block that read it before this returns at once.
+  RankBlock& me = segment_->block(rank_);
+  me.doorbell.fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, &me.doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
 int ShmMethod::RanksOnThisCpu() {
   const int cpu = ::sched_getcpu();
   if (cpu < 0) return 0;

@@ -310,6 +310,7 @@ int TcpMethod::PollEvents(int timeout_ms) {
     switch (tag >> 32) {
       case kTagListen: OnListen(); ++work; break;
       case kTagPending: OnPending(static_cast<std::size_t>(id)); ++work; break;
+      case kWakeTag >> 32: DrainWake(); break;
       case kTagVc: {
         if (id >= conns_.size()) break;
         TcpConn& conn = conns_[id];

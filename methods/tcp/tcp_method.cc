@@ -1,6 +1,7 @@
 #include "methods/tcp/tcp_method.h"
 
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -69,6 +70,9 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
   m->addresses_.resize(n);
   m->epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (m->epoll_fd_ < 0) return absl::InternalError(absl::StrCat("tcp: epoll_create1: ", std::strerror(errno)));
+  m->wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (m->wake_fd_ < 0) return absl::InternalError(absl::StrCat("tcp: eventfd: ", std::strerror(errno)));
+  m->Watch(m->wake_fd_, EPOLLIN, kWakeTag);
   CARTAGE_RETURN_IF_ERROR(m->Listen());
   return m;
 }
@@ -79,6 +83,7 @@ TcpMethod::~TcpMethod() {
   }
   for (Pending& p : pending_) ::close(p.fd);
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
 }
 

@@ -118,6 +118,7 @@ class TcpMethod final : public Method {
   void Bind(car::Car& car, int peer) override;
   int Progress() override;
   void Block(int timeout_us) override;
+  void Wake() override;
   bool PeerGone(int peer) override;
   void FailPeer(int peer, const absl::Status& why) override;
   void TellGone(int peer, int gone) override;
@@ -199,6 +200,11 @@ class TcpMethod final : public Method {
   int listen_fd_ = -1;
   int port_ = 0;
   int epoll_fd_ = -1;
+  // An eventfd in the epoll set that Wake writes: a Block in epoll_wait
+  // returns. Its epoll tag is kWakeTag; whoever sees it reads it empty.
+  int wake_fd_ = -1;
+  static constexpr uint64_t kWakeTag = uint64_t{4} << 32;
+  void DrainWake();
   std::vector<TcpConn> conns_;
   std::vector<TcpConn*> live_;        // connected VCs: read every round
   std::vector<Pending> pending_;    // accepted connections waiting for their Hello

@@ -4,6 +4,7 @@
 // the wire, and hands each frame to the CAR it names. tcp_method.cc sends;
 // tcp_connect.cc makes connections.
 #include <sys/epoll.h>
+#include <unistd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -53,7 +54,20 @@ void TcpMethod::Block(int timeout_us) {
   epoll_event evs[16];
   const int ms = std::max(1, (timeout_us + 999) / 1000);
   // Level-triggered: what this reports is still there for Progress.
-  (void)::epoll_wait(epoll_fd_, evs, 16, ms);
+  const int n = ::epoll_wait(epoll_fd_, evs, 16, ms);
+  for (int k = 0; k < n; ++k) {
+    if (evs[k].data.u64 == kWakeTag) DrainWake();
+  }
+}
+
+void TcpMethod::Wake() {
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void TcpMethod::DrainWake() {
+  uint64_t count = 0;
+  (void)!::read(wake_fd_, &count, sizeof(count));
 }
 
 // ---- Reading -------------------------------------------------------------------

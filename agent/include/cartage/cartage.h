@@ -18,6 +18,12 @@
 // Errors: every call returns absl::Status naming the operation and the peer.
 // A request that fails later (a dead peer, truncation) completes with that
 // status: Wait() returns it.
+//
+// Threads: the agent's thread level (ThreadLevel; CARTAGE_THREADS, or
+// AgentOptions) says which threads may call it. Below kMultiple, a call from
+// a thread the level does not allow is refused with an error naming the
+// level; at kMultiple any thread may call anything at any time. A Request
+// and a Message belong to one thread at a time.
 #ifndef CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 #define CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 
@@ -67,6 +73,25 @@ inline constexpr int kMaxTag = (1 << 30) - 1;
 //   world.Send(&matrix[0][3], 1, *column, /*dest=*/1, /*tag=*/0);
 using Datatype = datatype::Datatype;
 using BasicType = datatype::BasicType;
+
+// Which threads may call the agent (MPI's thread levels).
+enum class ThreadLevel : uint8_t {
+  kSingle,      // only the thread that made the agent (the program has one)
+  kFunneled,    // only the thread that made the agent (others exist)
+  kSerialized,  // any thread, one call at a time
+  kMultiple,    // any thread, any time
+};
+// "single", "funneled", "serialized", "multiple".
+absl::string_view ThreadLevelName(ThreadLevel level);
+
+// What a program asks of its agent at start; what it leaves unset comes
+// from the environment (CARTAGE_THREADS, CARTAGE_PROGRESS_THREAD).
+struct AgentOptions {
+  std::optional<ThreadLevel> threads;
+  // A thread of the agent's own that advances operations while the
+  // program computes, sleeping on the methods' wake-ups when idle.
+  std::optional<bool> progress_thread;
+};
 
 // An operation in flight. Not copyable or movable while active: its CAR
 // counts down the completion it holds.
@@ -160,6 +185,31 @@ struct ProbeResult {
   uint64_t bytes = 0;
 };
 
+// A message a matched probe (Comm::Improbe, Comm::Mprobe) took out of
+// matching: no receive but Comm::Mrecv or Comm::Imrecv with this Message
+// can get it, so that probe-then-receive cannot race with another thread.
+// Moves only; receiving it empties it.
+class Message {
+ public:
+  Message();
+  ~Message();
+  Message(Message&&) noexcept;
+  Message& operator=(Message&&) noexcept;
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  // Whether it holds a message not yet received.
+  bool valid() const { return state_ != nullptr; }
+  // Who sent it (a rank of the communicator probed), its tag and size.
+  int source() const;
+  int tag() const;
+  uint64_t bytes() const;
+  struct State;  // the agent's; opaque to the program
+
+ private:
+  friend class Comm;
+  std::unique_ptr<State> state_;
+};
+
 // What the method that carries traffic to one peer offers. The xfer
 // interface's buffer policy (cartage/xfer.h) reads it.
 struct PathInfo {
@@ -222,6 +272,18 @@ class Comm {
   absl::StatusOr<std::optional<ProbeResult>> Iprobe(int source, int tag) const;
   // Waits until a message matching (source, tag) is waiting.
   absl::StatusOr<ProbeResult> Probe(int source, int tag) const;
+  // Matched probes: as Iprobe and Probe, but the message found is taken
+  // out of matching and only Mrecv/Imrecv with the Message receive it.
+  absl::StatusOr<std::optional<Message>> Improbe(int source, int tag) const;
+  absl::StatusOr<Message> Mprobe(int source, int tag) const;
+  // Receives a matched message into at most `bytes` bytes (a longer one
+  // fails with kOutOfRange, writing nothing past the buffer); `message` is
+  // emptied.
+  absl::Status Mrecv(void* buf, std::size_t bytes, Message* message, ProbeResult* status = nullptr) const;
+  absl::Status Imrecv(void* buf, std::size_t bytes, Message* message, Request* req) const;
+  absl::Status Mrecv(void* buf, int64_t count, const Datatype& type, Message* message,
+                     ProbeResult* status = nullptr) const;
+  absl::Status Imrecv(void* buf, int64_t count, const Datatype& type, Message* message, Request* req) const;
 
   // Persistent operations: set up once (the buffer is registered with the
   // method once), then Request::Start() as often as needed.
@@ -296,6 +358,8 @@ class Agent {
   // when started by hand) and sets up the methods. A second agent while the
   // first lives is refused (kFailedPrecondition).
   static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment();
+  // The same with `options`, which take precedence over the environment.
+  static absl::StatusOr<std::unique_ptr<Agent>> FromEnvironment(const AgentOptions& options);
   // Waits, progressing, for every rank to finalize, then detaches. What
   // this rank sent is still delivered while it waits. A message sent to
   // this rank that no receive took is taken and thrown away (its sender is
@@ -316,6 +380,9 @@ class Agent {
   std::string method_for(int rank) const;
   // Buffers currently registered with the methods (persistent requests).
   int registered_buffers() const;
+  // The thread level it runs at, and whether it runs a progress thread.
+  ThreadLevel thread_level() const;
+  bool progress_thread() const;
 
  private:
   friend class agent::EngineAccess;

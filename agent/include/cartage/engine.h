@@ -84,6 +84,26 @@ absl::Status GoneMember(const Comm& comm);
 // same number everywhere (its tags derive from it).
 uint32_t NextScheduleSequence(const Comm& comm);
 
+// A call of the program's into an engine layer (a collective), admitted at
+// the agent's thread level for as long as it lives: a refused one's
+// status says why (a thread the level does not allow), to be named by the
+// call. Where threads share the agent it holds the engine lock (released
+// while the call waits), so what the layer keeps per agent (Extension) is
+// touched by one thread at a time.
+class Call {
+ public:
+  explicit Call(const Comm& comm);
+  ~Call();
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  bool ok() const { return status_.ok(); }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  agent::Runtime* rt_ = nullptr;
+  absl::Status status_;
+};
+
 // State an engine layer keeps per agent (the collectives' cache of built
 // schedules). It lives until the agent finalizes and goes before the
 // agent's CARs and methods do; a new agent starts with none.

@@ -1,0 +1,267 @@
+#include "agent/threads.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <ctime>
+
+#include "agent/runtime.h"
+
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+
+namespace cartage {
+
+absl::string_view ThreadLevelName(ThreadLevel level) {
+  switch (level) {
+    case ThreadLevel::kSingle: return "single";
+    case ThreadLevel::kFunneled: return "funneled";
+    case ThreadLevel::kSerialized: return "serialized";
+    case ThreadLevel::kMultiple: return "multiple";
+  }
+  return "?";
+}
+
+namespace agent {
+
+absl::StatusOr<ThreadLevel> ParseThreadLevel(absl::string_view text) {
+  for (ThreadLevel l : {ThreadLevel::kSingle, ThreadLevel::kFunneled, ThreadLevel::kSerialized,
+                        ThreadLevel::kMultiple}) {
+    if (text == ThreadLevelName(l)) return l;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("CARTAGE_THREADS=%s: need single, funneled, serialized or multiple", text));
+}
+
+absl::StatusOr<Threading> ResolveThreading(const AgentOptions& options) {
+  Threading t;
+  if (options.threads.has_value()) {
+    t.level = *options.threads;
+  } else if (const char* v = std::getenv("CARTAGE_THREADS"); v != nullptr && *v != '\0') {
+    CARTAGE_ASSIGN_OR_RETURN(t.level, ParseThreadLevel(v));
+  }
+  if (options.progress_thread.has_value()) {
+    t.progress_thread = *options.progress_thread;
+  } else if (const char* v = std::getenv("CARTAGE_PROGRESS_THREAD"); v != nullptr && *v != '\0') {
+    const absl::string_view s(v);
+    if (s != "0" && s != "1") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_PROGRESS_THREAD=%s: need 0 or 1", s));
+    }
+    t.progress_thread = s == "1";
+  }
+  return t;
+}
+
+}  // namespace agent
+}  // namespace cartage
+
+// ---- The runtime's side: Entry, the engine lock, shared waits ----------------
+
+namespace cartage::agent {
+
+namespace {
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen, int timeout_us) {
+  timespec ts{timeout_us / 1000000, static_cast<long>(timeout_us % 1000000) * 1000};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// How long a thread that cannot get the lock sleeps before it looks again
+// should no unlock wake it (a wake-up lost between its check and its sleep).
+constexpr int kShareSleepUs = 1000;
+
+}  // namespace
+
+absl::Status Runtime::Refused() const {
+  if (serial_check_) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "called while another thread's call is under way, at thread level %s (one call at a time; "
+        "CARTAGE_THREADS=multiple lets threads call at once)",
+        ThreadLevelName(threading_.level)));
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "called from a thread other than the one that made the agent, at thread level %s (CARTAGE_THREADS=serialized "
+      "or multiple lets other threads call)",
+      ThreadLevelName(threading_.level)));
+}
+
+absl::Status Runtime::EnterSlow() {
+  const uintptr_t me = ThisThread();
+  // A call made while this thread holds the lock is nested in one already
+  // admitted, or made by the runtime's own work (a collective's step that
+  // the progress thread starts): admitted as it is.
+  const bool inside = locked_ && holder_.load(std::memory_order_relaxed) == me;
+  if (!inside && owner_only_ && me != owner_) return Refused();
+  if (serial_check_) {
+    if (serial_holder_.load(std::memory_order_relaxed) == me) {
+      ++serial_depth_;
+    } else if (!inside) {
+      uintptr_t none = 0;
+      if (!serial_holder_.compare_exchange_strong(none, me, std::memory_order_acquire)) return Refused();
+      serial_depth_ = 1;
+    }
+  }
+  if (locked_) Lock();
+  return absl::OkStatus();
+}
+
+void Runtime::LeaveSlow() {
+  if (locked_) Unlock();
+  if (serial_check_ && serial_holder_.load(std::memory_order_relaxed) == ThisThread() &&
+      --serial_depth_ == 0) {
+    serial_holder_.store(0, std::memory_order_release);
+  }
+}
+
+void Runtime::Lock() {
+  const uintptr_t me = ThisThread();
+  if (holder_.load(std::memory_order_relaxed) == me) {
+    ++depth_;
+    return;
+  }
+  if (!mu_.try_lock()) {
+    // Its holder may be asleep on the methods (BlockHeld): wake it. Either
+    // it sees wanted_ before it blocks, or this sees blocking_.
+    wanted_.fetch_add(1, std::memory_order_seq_cst);
+    if (blocking_.load(std::memory_order_seq_cst)) {
+      for (methods::Method* m : routes_.polled()) m->Wake();
+    }
+    mu_.lock();
+    wanted_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  holder_.store(me, std::memory_order_relaxed);
+  depth_ = 1;
+}
+
+bool Runtime::TryLock() {
+  if (!mu_.try_lock()) return false;
+  holder_.store(ThisThread(), std::memory_order_relaxed);
+  depth_ = 1;
+  return true;
+}
+
+void Runtime::Unlock(bool changed) {
+  if (--depth_ > 0) return;
+  holder_.store(0, std::memory_order_relaxed);
+  mu_.unlock();
+  // What the holder did may have completed a sleeper's request.
+  if (changed && sleepers_.load(std::memory_order_seq_cst) > 0) {
+    epoch_.fetch_add(1, std::memory_order_release);
+    FutexWakeAll(&epoch_);
+  }
+}
+
+int Runtime::ReleaseAll() {
+  if (holder_.load(std::memory_order_relaxed) != ThisThread()) return 0;
+  const int depth = depth_;
+  depth_ = 1;
+  Unlock();
+  return depth;
+}
+
+void Runtime::Reacquire(int depth) {
+  if (depth == 0) return;
+  Lock();
+  depth_ = depth;
+}
+
+bool Runtime::CheckPeersWhenDue() {
+  if (std::chrono::steady_clock::now() - last_peer_check_ <= wait_.peer_check) return false;
+  CheckPeers();
+  return true;
+}
+
+void Runtime::BlockHeld(int timeout_us) {
+  blocking_.store(true, std::memory_order_seq_cst);
+  if (wanted_.load(std::memory_order_seq_cst) == 0) Block(timeout_us);
+  blocking_.store(false, std::memory_order_relaxed);
+}
+
+void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()> round) {
+  using Clock = std::chrono::steady_clock;
+  const int depth = ReleaseAll();
+  int idle = 0;
+  Clock::time_point idle_since{};
+  for (;;) {
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = epoch_.load(std::memory_order_acquire);
+    if (done()) {
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+    // The progress thread runs the rounds; else whoever gets the lock does.
+    if (progress_on_.load(std::memory_order_relaxed) || !TryLock()) {
+      FutexWait(&epoch_, seen, kShareSleepUs);
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    if (round() > 0) {
+      idle = 0;
+      Unlock();
+      continue;
+    }
+    // An idle round changed nothing a sleeper waits on: no wake-up.
+    const bool checked = CheckPeersWhenDue();
+    if (++idle < wait_.spin_rounds) {
+      Unlock(checked);
+      if (idle > 64) __builtin_ia32_pause();
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    if (idle == wait_.spin_rounds) idle_since = now;
+    if (now - idle_since < wait_.yield_for) {
+      Unlock(checked);
+      sched_yield();
+      continue;
+    }
+    BlockHeld(wait_.block_us);
+    Unlock(checked);
+  }
+  Reacquire(depth);
+}
+
+void Runtime::ProgressThreadMain() {
+  // A thread of its own: it spins briefly (a reply often follows at once),
+  // then sleeps on the methods, leaving the CPUs to the program. Its sleeps
+  // are short: a sender's wake-up can be missed (shm rings its peer's
+  // doorbell without a fence), and a missed one then costs 100 µs, not a
+  // millisecond.
+  constexpr int kSpin = 64;
+  constexpr int kBlockUs = 100;
+  int idle = 0;
+  while (!stop_progress_.load(std::memory_order_acquire)) {
+    Lock();
+    const int work = Progress();
+    const bool checked = CheckPeersWhenDue();
+    if (work > 0) {
+      idle = 0;
+    } else if (++idle > kSpin) {
+      BlockHeld(kBlockUs);
+    }
+    Unlock(work > 0 || checked);
+    // A thread that wants the lock gets it before this one takes it again.
+    for (int i = 0; i < 64 && wanted_.load(std::memory_order_relaxed) > 0; ++i) sched_yield();
+  }
+}
+
+void Runtime::StopProgressThread() {
+  if (!progress_.joinable()) return;
+  const int depth = ReleaseAll();
+  stop_progress_.store(true, std::memory_order_release);
+  for (methods::Method* m : routes_.polled()) m->Wake();
+  progress_.join();
+  progress_on_.store(false, std::memory_order_relaxed);
+  Reacquire(depth);
+}
+
+}  // namespace cartage::agent
