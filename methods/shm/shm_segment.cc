@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -29,7 +30,8 @@ struct Header {
 constexpr std::size_t RoundUp(std::size_t n) { return (n + kLine - 1) / kLine * kLine; }
 
 // A word in this process whose address and value peers read to check CMA.
-uint64_t g_probe_word = 0;
+// Atomic: ranks run as threads of one process (tests) each set it, alike.
+std::atomic<uint64_t> g_probe_word{0};
 
 }  // namespace
 
@@ -139,10 +141,11 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
   for (int i = 0; i < m; ++i) {
     if (i != me) CARTAGE_RETURN_IF_ERROR(seg->Populate(seg->RingAt(i, me), seg->ring_stride_, ex.rank()));
   }
-  g_probe_word = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
+  const uint64_t probe = 0x5eed0000ull + static_cast<uint64_t>(::getpid());
+  g_probe_word.store(probe, std::memory_order_relaxed);
   RankBlock& mine = seg->BlockAt(me);
   mine.probe_address = reinterpret_cast<uint64_t>(&g_probe_word);
-  mine.probe_value = g_probe_word;
+  mine.probe_value = probe;
   mine.cpu.store(-1, std::memory_order_relaxed);
   mine.pid.store(::getpid(), std::memory_order_release);
   CARTAGE_RETURN_IF_ERROR(ex.Fence());  // everyone attached and filled in its block
