@@ -158,8 +158,11 @@ absl::Status GoneMember(const Comm& comm) {
 Call::Call(const Comm& comm) {
   if (!EngineAccess::IsAlive(comm)) return;  // the layer's Alive check says so
   agent::Runtime* rt = &EngineAccess::RuntimeOf(comm);
-  status_ = rt->Enter();
-  if (status_.ok()) rt_ = rt;
+  if (rt->Admit()) {
+    rt_ = rt;
+  } else {
+    status_ = rt->Refused();
+  }
 }
 
 Call::~Call() {

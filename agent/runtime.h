@@ -82,17 +82,16 @@ class Runtime : public methods::MethodHost {
   bool has_progress_thread() const { return progress_on_.load(std::memory_order_relaxed); }
   // Whether threads share the runtime: the engine lock is taken.
   bool shared() const { return locked_; }
-  // OK, and the call is admitted (Leave ends it); or the refusal.
-  absl::Status Enter() {
-    if (ABSL_PREDICT_TRUE(fast_gate_)) {
-      if (ABSL_PREDICT_TRUE(ThisThread() == owner_)) return absl::OkStatus();
-      return Refused();
-    }
+  // Whether the call is admitted (Leave then ends it); Refused() says why not.
+  bool Admit() {
+    if (ABSL_PREDICT_TRUE(fast_gate_)) return ThisThread() == owner_;
     return EnterSlow();
   }
   void Leave() {
     if (ABSL_PREDICT_FALSE(!fast_gate_)) LeaveSlow();
   }
+  // Why this thread's call is not admitted at the agent's level.
+  absl::Status Refused() const;
   // The calling thread, cheaply: the thread pointer is one register read
   // where pthread_self() is a call for the same value. Never 0.
   static uintptr_t ThisThread() {
@@ -238,10 +237,9 @@ class Runtime : public methods::MethodHost {
   void FreeCompact(CompactMessage* r);
   // Past this many slots, a pool mostly empty gives slabs back (CarPool::Trim).
   static constexpr std::size_t kTrimAbove = 16384;
-  // Threads (Enter's slow path; the engine lock).
-  absl::Status EnterSlow();
+  // Threads (Admit's slow path; the engine lock).
+  bool EnterSlow();
   void LeaveSlow();
-  absl::Status Refused() const;
   void Lock();
   bool TryLock();
   // `changed`: what the holder did may have completed a request, so the
@@ -344,18 +342,19 @@ class Runtime : public methods::MethodHost {
 
 class Runtime::Entry {
  public:
-  explicit Entry(Runtime* rt) : rt_(rt), status_(rt->Enter()) {}
+  explicit Entry(Runtime* rt) : rt_(rt), admitted_(rt->Admit()) {}
   ~Entry() {
-    if (status_.ok()) rt_->Leave();
+    if (admitted_) rt_->Leave();
   }
   Entry(const Entry&) = delete;
   Entry& operator=(const Entry&) = delete;
-  bool ok() const { return status_.ok(); }
-  const absl::Status& status() const { return status_; }
+  bool ok() const { return admitted_; }
+  // The refusal (OK where admitted).
+  absl::Status status() const { return admitted_ ? absl::OkStatus() : rt_->Refused(); }
 
  private:
   Runtime* rt_;
-  absl::Status status_;
+  bool admitted_;
 };
 
 }  // namespace cartage::agent

@@ -94,24 +94,24 @@ absl::Status Runtime::Refused() const {
       ThreadLevelName(threading_.level)));
 }
 
-absl::Status Runtime::EnterSlow() {
+bool Runtime::EnterSlow() {
   const uintptr_t me = ThisThread();
   // A call made while this thread holds the lock is nested in one already
   // admitted, or made by the runtime's own work (a collective's step that
   // the progress thread starts): admitted as it is.
   const bool inside = locked_ && holder_.load(std::memory_order_relaxed) == me;
-  if (!inside && owner_only_ && me != owner_) return Refused();
+  if (!inside && owner_only_ && me != owner_) return false;
   if (serial_check_) {
     if (serial_holder_.load(std::memory_order_relaxed) == me) {
       ++serial_depth_;
     } else if (!inside) {
       uintptr_t none = 0;
-      if (!serial_holder_.compare_exchange_strong(none, me, std::memory_order_acquire)) return Refused();
+      if (!serial_holder_.compare_exchange_strong(none, me, std::memory_order_acquire)) return false;
       serial_depth_ = 1;
     }
   }
   if (locked_) Lock();
-  return absl::OkStatus();
+  return true;
 }
 
 void Runtime::LeaveSlow() {
@@ -188,44 +188,48 @@ void Runtime::BlockHeld(int timeout_us) {
 
 void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()> round) {
   using Clock = std::chrono::steady_clock;
+  if (done()) return;  // done already (an eager send, a message that was waiting): the lock stays
   const int depth = ReleaseAll();
   int idle = 0;
   Clock::time_point idle_since{};
   for (;;) {
+    // The progress thread runs the rounds; else whoever gets the lock does.
+    if (!progress_on_.load(std::memory_order_relaxed) && TryLock()) {
+      const int work = round();
+      if (done()) {
+        Unlock(work > 0);
+        break;
+      }
+      if (work > 0) {
+        idle = 0;
+        Unlock();
+        continue;
+      }
+      // An idle round changed nothing a sleeper waits on: no wake-up.
+      const bool checked = CheckPeersWhenDue();
+      if (++idle < wait_.spin_rounds) {
+        Unlock(checked);
+        if (idle > 64) __builtin_ia32_pause();
+        continue;
+      }
+      const Clock::time_point now = Clock::now();
+      if (idle == wait_.spin_rounds) idle_since = now;
+      if (now - idle_since < wait_.yield_for) {
+        Unlock(checked);
+        sched_yield();
+        continue;
+      }
+      BlockHeld(wait_.block_us);
+      Unlock(checked);
+      continue;
+    }
+    // Another thread progresses: sleep until an unlock says something changed.
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = epoch_.load(std::memory_order_acquire);
-    if (done()) {
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
-      break;
-    }
-    // The progress thread runs the rounds; else whoever gets the lock does.
-    if (progress_on_.load(std::memory_order_relaxed) || !TryLock()) {
-      FutexWait(&epoch_, seen, kShareSleepUs);
-      sleepers_.fetch_sub(1, std::memory_order_relaxed);
-      continue;
-    }
+    const bool finished = done();
+    if (!finished) FutexWait(&epoch_, seen, kShareSleepUs);
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
-    if (round() > 0) {
-      idle = 0;
-      Unlock();
-      continue;
-    }
-    // An idle round changed nothing a sleeper waits on: no wake-up.
-    const bool checked = CheckPeersWhenDue();
-    if (++idle < wait_.spin_rounds) {
-      Unlock(checked);
-      if (idle > 64) __builtin_ia32_pause();
-      continue;
-    }
-    const Clock::time_point now = Clock::now();
-    if (idle == wait_.spin_rounds) idle_since = now;
-    if (now - idle_since < wait_.yield_for) {
-      Unlock(checked);
-      sched_yield();
-      continue;
-    }
-    BlockHeld(wait_.block_us);
-    Unlock(checked);
+    if (finished) break;
   }
   Reacquire(depth);
 }
