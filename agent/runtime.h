@@ -4,6 +4,8 @@
 #ifndef CARTAGE_AGENT_RUNTIME_H_
 #define CARTAGE_AGENT_RUNTIME_H_
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -11,8 +13,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-
-#include <pthread.h>
 #include <utility>
 #include <vector>
 

@@ -10,9 +10,8 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "agent/runtime.h"
-
 #include "absl/strings/str_format.h"
+#include "agent/runtime.h"
 #include "base/check.h"
 
 namespace cartage {

@@ -34,6 +34,9 @@ struct Case {
   // launcher naming that rank).
   bool leaves;
   const char* checks;  // one line: what it checks
+  // Whether its agent runs at ThreadLevel::kMultiple (threads of a rank
+  // call at once); else at the default level.
+  bool multiple;
 };
 
 // The smallest eager limit the kit passes with: its cases, like many
@@ -78,6 +81,7 @@ void UnexpectedCap(const Comm& w, Agent& a);
 void FastSender(const Comm& w, Agent& a);
 void StrangerKilled(const Comm& w, Agent& a);
 void FinalizeDelivers(const Comm& w, Agent& a);
+void Threads(const Comm& w, Agent& a);
 void FinalizeUnreceived(const Comm& w, Agent& a);
 void EarlyExit(const Comm& w, Agent& a);
 void PeerDies(const Comm& w, Agent& a);

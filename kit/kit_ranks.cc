@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cartage-kit-ranks: unknown case '%s' (cartage kit --list names them)\n", name.c_str());
     return 2;
   }
-  auto agent = cartage::Agent::FromEnvironment();
+  cartage::AgentOptions options;
+  if (c->multiple) options.threads = cartage::ThreadLevel::kMultiple;
+  auto agent = cartage::Agent::FromEnvironment(options);
   if (!agent.ok()) {
     std::fprintf(stderr, "cartage-kit-ranks: %s\n", std::string(agent.status().message()).c_str());
     return 2;

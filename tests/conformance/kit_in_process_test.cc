@@ -57,7 +57,9 @@ TEST_P(KitInProcess, Passes) {
     ranks.emplace_back([&, r] {
       kit::t_rank = r;
       absl::StatusOr<std::unique_ptr<Agent>> agent =
-          agent::NewAgentForTesting(std::make_unique<methods::InProcessExchange>(&job, r));
+          agent::NewAgentForTesting(std::make_unique<methods::InProcessExchange>(&job, r),
+                                    {.level = p.c->multiple ? ThreadLevel::kMultiple : ThreadLevel::kSingle,
+                                     .progress_thread = false});
       KIT_OK(agent.status());
       p.c->run((*agent)->World(), **agent);
     });
