@@ -1,8 +1,8 @@
 // cartage/cartage.h: Agent, Comm, Request over the Runtime.
 #include <algorithm>
-#include <cstring>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap.h"
-#include "agent/threads.h"
 #include "agent/runtime.h"
+#include "agent/threads.h"
 #include "agent/trace.h"
 #include "car/car.h"
 #include "cartage/cartage.h"
@@ -26,7 +26,6 @@ using agent::Runtime;
 static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 
 namespace {
-// A Comm or Request whose Agent was destroyed.
 // A refusal (a thread the level does not allow) naming the operation.
 absl::Status Named(absl::string_view what, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrFormat("%s: %s", what, s.message()));
@@ -35,9 +34,11 @@ absl::Status Named(absl::string_view what, const absl::Status& s) {
 // Calls that cannot return a status say a refusal on standard error, once.
 void SayRefused(absl::string_view op, const absl::Status& s) {
   static std::atomic<bool> said{false};
-  if (!said.exchange(true)) std::fprintf(stderr, "cartage: %s: %s\n", std::string(op).c_str(), std::string(s.message()).c_str());
+  if (said.exchange(true)) return;
+  std::fprintf(stderr, "cartage: %s: %s\n", std::string(op).c_str(), std::string(s.message()).c_str());
 }
 
+// A Comm or Request whose Agent was destroyed.
 absl::Status GoneError(absl::string_view op) {
   return absl::FailedPreconditionError(absl::StrFormat(
       "%s%sthe Agent this was made on was destroyed (finalized); make a new Agent and use its World()", op,

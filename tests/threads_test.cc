@@ -140,8 +140,11 @@ TEST(ThreadLevels, MultipleWithAProgressThread) {
         Request rq, sq;
         ASSERT_TRUE(w.Irecv(in.data(), in.size() * 4, 1 - r, t, &rq).ok());
         ASSERT_TRUE(w.Isend(out.data(), out.size() * 4, 1 - r, t, &sq).ok());
-        // The progress thread moves the rendezvous while this one sleeps.
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        // The progress thread moves the rendezvous while this one only
+        // sleeps and looks (completed() does not progress).
+        for (int naps = 0; naps < 500 && !rq.completed(); ++naps) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
         EXPECT_TRUE(rq.completed());
         ASSERT_TRUE(WaitAll({&rq, &sq}).ok());
         EXPECT_EQ(in, std::vector<uint32_t>(20000, static_cast<uint32_t>((1 - r) * 100 + t)));
