@@ -82,6 +82,9 @@ void FastSender(const Comm& w, Agent& a);
 void StrangerKilled(const Comm& w, Agent& a);
 void FinalizeDelivers(const Comm& w, Agent& a);
 void Threads(const Comm& w, Agent& a);
+// The threads case with `threads` threads a rank (2 ranks; the agent at
+// ThreadLevel::kMultiple): what tests/thread_ranks.cc runs at 2 to 8.
+void ThreadsOf(const Comm& w, Agent& a, int threads);
 void FinalizeUnreceived(const Comm& w, Agent& a);
 void EarlyExit(const Comm& w, Agent& a);
 void PeerDies(const Comm& w, Agent& a);

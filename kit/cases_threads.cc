@@ -13,7 +13,7 @@ namespace cartage::kit {
 
 namespace {
 
-constexpr int kThreads = 4;
+constexpr int kThreads = 4;  // the kit's case; ThreadsOf takes any number
 constexpr int kSteps = 24;
 constexpr int kShared = 16;  // messages each thread sends on the shared communicator
 constexpr std::size_t kSizes[] = {0, 1, 64, 1000, 9000, 70000, 262144};
@@ -32,7 +32,10 @@ void ExpectBytes(const std::vector<unsigned char>& got, std::size_t n, uint64_t 
              "%s: thread %d step %d: the %d bytes differ from what was sent", what, t, step, n);
 }
 
-void Worker(const Comm& own, int t) {
+// Thread `t`'s steps: a specific exchange on the world, which every thread
+// shares (its tag: t), then a wildcard receive, a matched probe and a
+// cancel on its own communicator.
+void Worker(const Comm& world, const Comm& own, int t) {
   const int me = own.rank();
   const int peer = 1 - me;
   std::vector<unsigned char> out, in;
@@ -43,11 +46,11 @@ void Worker(const Comm& own, int t) {
     Fill(out, Seed(me, t, step, 0));
     in.assign(n + 8, 0xee);
     Request r, s;
-    KIT_OK(own.Irecv(in.data(), in.size(), peer, step % 5, &r));
-    KIT_OK(own.Isend(out.data(), n, peer, step % 5, &s));
+    KIT_OK(world.Irecv(in.data(), in.size(), peer, t, &r));
+    KIT_OK(world.Isend(out.data(), n, peer, t, &s));
     KIT_OK(WaitAll({&r, &s}));
-    KIT_EXPECT(r.bytes() == n && r.source() == peer && r.tag() == step % 5, "thread %d step %d: %d bytes from %d tag %d",
-               t, step, r.bytes(), r.source(), r.tag());
+    KIT_EXPECT(r.bytes() == n && r.source() == peer && r.tag() == t, "thread %d step %d: %d bytes from %d tag %d", t,
+               step, r.bytes(), r.source(), r.tag());
     ExpectBytes(in, n, Seed(peer, t, step, 0), "specific receive", t, step);
     KIT_EXPECT(in[n] == 0xee, "thread %d step %d: a byte past the message was written", t, step);
     // A wildcard receive.
@@ -81,7 +84,7 @@ void Worker(const Comm& own, int t) {
 
 // Every thread sends kShared messages (tag: its index; the first 4 bytes:
 // their number) and takes kShared of whatever arrives, by Mprobe(any, any).
-void SharedWorker(const Comm& shared, int t, std::vector<std::atomic<int>>& seen) {
+void SharedWorker(const Comm& shared, int t, int threads, std::vector<std::atomic<int>>& seen) {
   const int me = shared.rank();
   const int peer = 1 - me;
   std::vector<std::vector<unsigned char>> outs(kShared);
@@ -99,7 +102,7 @@ void SharedWorker(const Comm& shared, int t, std::vector<std::atomic<int>>& seen
     const int from = m->tag();
     std::vector<unsigned char> in(m->bytes());
     KIT_OK(shared.Mrecv(in.data(), in.size(), &*m));
-    KIT_EXPECT(in.size() >= 4 && from >= 0 && from < kThreads, "shared: %d bytes, tag %d", in.size(), from);
+    KIT_EXPECT(in.size() >= 4 && from >= 0 && from < threads, "shared: %d bytes, tag %d", in.size(), from);
     int seq = 0;
     std::memcpy(&seq, in.data(), 4);
     KIT_EXPECT(seq >= 0 && seq < kShared, "shared: message number %d", seq);
@@ -115,28 +118,29 @@ void SharedWorker(const Comm& shared, int t, std::vector<std::atomic<int>>& seen
 
 }  // namespace
 
-void Threads(const Comm& w, Agent& a) {
+void ThreadsOf(const Comm& w, Agent& a, int threads) {
   KIT_EXPECT(a.thread_level() == ThreadLevel::kMultiple, "the agent runs at thread level %s, not multiple",
              ThreadLevelName(a.thread_level()));
+  KIT_EXPECT(threads >= 1 && threads < 98, "%d threads", threads);  // tags 0..threads-1 on the world; Ready's 98
   const int rank = w.rank();
   // Communicators are made in one order on both ranks, before the threads.
   std::vector<Comm> own;
-  for (int t = 0; t < kThreads; ++t) own.push_back(w.Dup());
+  for (int t = 0; t < threads; ++t) own.push_back(w.Dup());
   const Comm shared = w.Dup();
   std::vector<std::thread> pool;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       t_rank = rank;
-      Worker(own[static_cast<std::size_t>(t)], t);
+      Worker(w, own[static_cast<std::size_t>(t)], t);
     });
   }
   for (std::thread& th : pool) th.join();
   pool.clear();
-  std::vector<std::atomic<int>> seen(kThreads * kShared);
-  for (int t = 0; t < kThreads; ++t) {
+  std::vector<std::atomic<int>> seen(static_cast<std::size_t>(threads * kShared));
+  for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       t_rank = rank;
-      SharedWorker(shared, t, seen);
+      SharedWorker(shared, t, threads, seen);
     });
   }
   for (std::thread& th : pool) th.join();
@@ -146,5 +150,7 @@ void Threads(const Comm& w, Agent& a) {
   }
   Ready(w, 98);
 }
+
+void Threads(const Comm& w, Agent& a) { ThreadsOf(w, a, kThreads); }
 
 }  // namespace cartage::kit
