@@ -26,16 +26,16 @@ using agent::Runtime;
 static_assert(kAnySource == car::kAnySource && kAnyTag == car::kAnyTag);
 
 namespace {
-// A refusal (a thread the level does not allow) naming the operation.
+// `s` with `what` (the operation) in front.
 absl::Status Named(absl::string_view what, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrFormat("%s: %s", what, s.message()));
 }
 
 // Calls that cannot return a status say a refusal on standard error, once.
-void SayRefused(absl::string_view op, const absl::Status& s) {
+void SayRefused(const absl::Status& s) {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
-  std::fprintf(stderr, "cartage: %s: %s\n", std::string(op).c_str(), std::string(s.message()).c_str());
+  std::fprintf(stderr, "cartage: %s\n", std::string(s.message()).c_str());
 }
 
 // A Comm or Request whose Agent was destroyed.
@@ -81,7 +81,7 @@ Agent::~Agent() {
 absl::Status Agent::Finalize() {
   if (!rt_->life()->load()) return absl::FailedPreconditionError("finalize: this Agent finalized already");
   Runtime::Entry in(rt_.get());
-  if (!in.ok()) return Named("finalize", in.status());
+  if (!in.ok()) return in.status("finalize");
   return rt_->Finalize();
 }
 Comm Agent::World() const { return Comm(rt_.get(), rt_->life(), rt_->rank(), rt_->size(), 0); }
@@ -91,7 +91,7 @@ int Agent::Progress() {
   if (!rt_->life()->load()) return 0;
   Runtime::Entry in(rt_.get());
   if (!in.ok()) {
-    SayRefused("progress", in.status());
+    SayRefused(in.status("progress"));
     return 0;
   }
   return rt_->Progress();
@@ -151,7 +151,7 @@ absl::Status Request::Wait() {
   if (!in_flight_) return done_.status;
   if (Orphaned()) return Abandon("wait");
   Runtime::Entry in(runtime_);
-  if (!in.ok()) return Named("wait", in.status());
+  if (!in.ok()) return in.status("wait");
   runtime_->WaitUntil([this] { return done_.done(); });
   Finish();
   return done_.status;
@@ -165,7 +165,7 @@ bool Request::Test() {
   }
   Runtime::Entry in(runtime_);
   if (!in.ok()) {
-    SayRefused("test", in.status());
+    SayRefused(in.status("test"));
     return false;
   }
   if (!done_.done()) runtime_->Progress();
@@ -179,7 +179,7 @@ absl::Status Request::Cancel() {
   if (Orphaned()) return Abandon("cancel");
   if (activity_) return absl::FailedPreconditionError("cancel: a collective cannot be cancelled");
   Runtime::Entry in(runtime_);
-  if (!in.ok()) return Named("cancel", in.status());
+  if (!in.ok()) return in.status("cancel");
   return runtime_->Cancel(car_);
 }
 
@@ -190,7 +190,7 @@ absl::Status Request::Start() {
   }
   if (in_flight_) return absl::FailedPreconditionError("start: the persistent request is still active");
   Runtime::Entry in(runtime_);
-  if (!in.ok()) return Named("start", in.status());
+  if (!in.ok()) return in.status("start");
   if (activity_) return BeginActivity();
   CARTAGE_RETURN_IF_ERROR(Rearm(&done_));
   return runtime_->Post(this);
@@ -236,7 +236,7 @@ absl::Status Request::Free() {
   }
   if (car_ == nullptr) return absl::OkStatus();
   Runtime::Entry in(runtime_);
-  if (!in.ok()) return Named("free", in.status());
+  if (!in.ok()) return in.status("free");
   if (registration_ != kUnregistered) runtime_->routes().Unregister(registration_);
   runtime_->Release(car_);
   car_ = nullptr;
@@ -275,7 +275,7 @@ std::optional<std::size_t> TestAny(absl::Span<Request* const> requests) {
   if (rt == nullptr) return std::nullopt;
   Runtime::Entry in(rt);
   if (!in.ok()) {
-    SayRefused("test any", in.status());
+    SayRefused(in.status("test any"));
     return std::nullopt;
   }
   bool progressed = false;
@@ -308,7 +308,7 @@ absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
   }
   if (rt == nullptr) return absl::FailedPreconditionError("WaitAny: no active request");
   Runtime::Entry in(rt);
-  if (!in.ok()) return Named("wait any", in.status());
+  if (!in.ok()) return in.status("wait any");
   std::size_t which = requests.size();
   rt->WaitUntil([&] {
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -346,7 +346,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   const char* dir = send ? "to" : "from";
   CARTAGE_RETURN_IF_ERROR(Alive(op));
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("%s %s rank %d (tag %d)", op, dir, peer, tag), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, dir, peer, tag));
   if (req == nullptr || req->active() || req->persistent()) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op, dir, peer, tag,
@@ -502,7 +502,7 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
     return absl::InvalidArgumentError(absl::StrFormat("probe from rank %d: invalid tag %d (0..%d)", source, tag, kMaxTag));
   }
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("probe from rank %d (tag %d)", source, tag), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("probe from rank %d (tag %d)", source, tag));
   rt_->AllowHolding(false);  // what has arrived goes to the unexpected queue, where Peek looks
   rt_->Progress();
   rt_->AllowHolding(true);
@@ -523,7 +523,7 @@ absl::StatusOr<std::optional<ProbeResult>> Comm::Iprobe(int source, int tag) con
 absl::StatusOr<ProbeResult> Comm::Probe(int source, int tag) const {
   CARTAGE_RETURN_IF_ERROR(Alive("probe"));
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("probe from rank %d (tag %d)", source, tag), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("probe from rank %d (tag %d)", source, tag));
   std::optional<ProbeResult> found;
   absl::Status error;
   rt_->WaitUntil([&] {
@@ -563,7 +563,7 @@ absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_
         absl::StrFormat("lend buffer: no rank %d in a communicator of %d", peer, size_));
   }
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("lend buffer (rank %d)", peer), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("lend buffer (rank %d)", peer));
   CARTAGE_ASSIGN_OR_RETURN(std::byte * p, rt_->Lend(WorldRank(peer), bytes));
   std::weak_ptr<const void> alive = rt_->Liveness();
   Runtime* rt = rt_;
@@ -584,7 +584,7 @@ Comm Comm::Dup() const {
 absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
   CARTAGE_RETURN_IF_ERROR(Alive("split"));
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named("split", in.status());
+  if (!in.ok()) return in.status("split");
   // Everyone learns everyone's (color, key) over this communicator's
   // collective context, so the exchange never meets point-to-point traffic.
   constexpr int kSplitTag = 1;
@@ -697,7 +697,7 @@ absl::StatusOr<std::optional<Message>> Comm::Improbe(int source, int tag) const 
   CARTAGE_RETURN_IF_ERROR(Alive("mprobe"));
   // The probe and the receive it posts are one step to every other thread.
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag));
   absl::StatusOr<std::optional<ProbeResult>> found = Iprobe(source, tag);
   if (!found.ok()) return found.status();
   if (!found->has_value()) return std::optional<Message>();
@@ -720,7 +720,7 @@ absl::StatusOr<std::optional<Message>> Comm::Improbe(int source, int tag) const 
 absl::StatusOr<Message> Comm::Mprobe(int source, int tag) const {
   CARTAGE_RETURN_IF_ERROR(Alive("mprobe"));
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("mprobe from rank %d (tag %d)", source, tag));
   std::optional<Message> found;
   absl::Status error;
   rt_->WaitUntil([&] {
@@ -756,7 +756,7 @@ absl::Status Comm::Imrecv(void* buf, int64_t count, const Datatype& type, Messag
         req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
   }
   Runtime::Entry in(rt_);
-  if (!in.ok()) return Named(absl::StrFormat("mrecv from rank %d (tag %d)", message->source(), message->tag()), in.status());
+  if (!in.ok()) return in.status(absl::StrFormat("mrecv from rank %d (tag %d)", message->source(), message->tag()));
   std::optional<Datatype> layout;
   if (!type.contiguous() || type.size() != 1) layout = type;
   const int64_t n = layout.has_value() ? count : count * type.size();

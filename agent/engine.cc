@@ -4,7 +4,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
 #include "agent/testing.h"
@@ -27,7 +26,7 @@ class EngineAccess {
     }
     if (activity == nullptr) return absl::InvalidArgumentError("collective: no schedule to run");
     Runtime::Entry in(c.rt_);
-    if (!in.ok()) return absl::Status(in.status().code(), absl::StrCat("collective: ", in.status().message()));
+    if (!in.ok()) return in.status("collective");
     req->runtime_ = c.rt_;
     req->life_ = c.life_;
     req->group_ = c.group_;
@@ -42,7 +41,7 @@ class EngineAccess {
 
   static absl::Status RunActivity(const Comm& c, engine::Activity& activity) {
     Runtime::Entry in(c.rt_);
-    if (!in.ok()) return absl::Status(in.status().code(), absl::StrCat("collective: ", in.status().message()));
+    if (!in.ok()) return in.status("collective");
     CARTAGE_RETURN_IF_ERROR(activity.Begin());
     int work = 0;
     std::optional<absl::Status> outcome = activity.Poll(&work);  // every step may have finished as it began
@@ -157,16 +156,16 @@ absl::Status GoneMember(const Comm& comm) {
 
 Call::Call(const Comm& comm) {
   if (!EngineAccess::IsAlive(comm)) return;  // the layer's Alive check says so
-  agent::Runtime* rt = &EngineAccess::RuntimeOf(comm);
-  if (rt->Admit()) {
-    rt_ = rt;
-  } else {
-    status_ = rt->Refused();
-  }
+  rt_ = &EngineAccess::RuntimeOf(comm);
+  admitted_ = rt_->Admit();
 }
 
 Call::~Call() {
-  if (rt_ != nullptr) rt_->Leave();
+  if (rt_ != nullptr && admitted_) rt_->Leave();
+}
+
+absl::Status Call::status(absl::string_view what) const {
+  return rt_ == nullptr || admitted_ ? absl::OkStatus() : rt_->Refused(what);
 }
 
 namespace internal {

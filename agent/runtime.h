@@ -82,7 +82,7 @@ class Runtime : public methods::MethodHost {
   bool has_progress_thread() const { return progress_on_.load(std::memory_order_relaxed); }
   // Whether threads share the runtime: the engine lock is taken.
   bool shared() const { return locked_; }
-  // Whether the call is admitted (Leave then ends it); Refused() says why not.
+  // Whether the call is admitted (Leave then ends it); Refused says why not.
   bool Admit() {
     if (ABSL_PREDICT_TRUE(fast_gate_)) return ThisThread() == owner_;
     return EnterSlow();
@@ -90,8 +90,9 @@ class Runtime : public methods::MethodHost {
   void Leave() {
     if (ABSL_PREDICT_FALSE(!fast_gate_)) LeaveSlow();
   }
-  // Why this thread's call is not admitted at the agent's level.
-  absl::Status Refused() const;
+  // Why this thread's call of `what` ("send to rank 1 (tag 3)") is not
+  // admitted at the agent's level.
+  absl::Status Refused(absl::string_view what) const;
   // The calling thread, cheaply: the thread pointer is one register read
   // where pthread_self() is a call for the same value. Never 0.
   static uintptr_t ThisThread() {
@@ -349,8 +350,8 @@ class Runtime::Entry {
   Entry(const Entry&) = delete;
   Entry& operator=(const Entry&) = delete;
   bool ok() const { return admitted_; }
-  // The refusal (OK where admitted).
-  absl::Status status() const { return admitted_ ? absl::OkStatus() : rt_->Refused(); }
+  // The refusal of `what` (OK where admitted).
+  absl::Status status(absl::string_view what) const { return admitted_ ? absl::OkStatus() : rt_->Refused(what); }
 
  private:
   Runtime* rt_;

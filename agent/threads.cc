@@ -80,17 +80,17 @@ constexpr int kShareSleepUs = 1000;
 
 }  // namespace
 
-absl::Status Runtime::Refused() const {
+absl::Status Runtime::Refused(absl::string_view what) const {
   if (serial_check_) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "called while another thread's call is under way, at thread level %s (one call at a time; "
+        "%s: called while another thread's call is under way, at thread level %s (one call at a time; "
         "CARTAGE_THREADS=multiple lets threads call at once)",
-        ThreadLevelName(threading_.level)));
+        what, ThreadLevelName(threading_.level)));
   }
   return absl::FailedPreconditionError(absl::StrFormat(
-      "called from a thread other than the one that made the agent, at thread level %s (CARTAGE_THREADS=serialized "
-      "or multiple lets other threads call)",
-      ThreadLevelName(threading_.level)));
+      "%s: called from a thread other than the one that made the agent, at thread level %s "
+      "(CARTAGE_THREADS=serialized or multiple lets other threads call)",
+      what, ThreadLevelName(threading_.level)));
 }
 
 bool Runtime::EnterSlow() {

@@ -122,11 +122,6 @@ class ScheduleCache : public engine::Extension {
   std::vector<Entry> entries_;
 };
 
-// A call refused at the agent's thread level, named.
-absl::Status Refused(Collective kind, const absl::Status& why) {
-  return absl::Status(why.code(), absl::StrFormat("%s: %s", CollectiveName(kind), why.message()));
-}
-
 // A call the cache has no schedule for: built, kept, run.
 ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView& view, ScheduleCache& cache,
                                                bool in_place) {
@@ -162,7 +157,7 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
 // on every call).
 absl::Status RunCached(const Comm& comm, const CallView& view) {
   engine::Call in(comm);
-  if (!in.ok()) return Refused(view.kind, in.status());
+  if (!in.ok()) return in.status(CollectiveName(view.kind));
   // One cache per agent: its schedules hold the agent's CARs, and a later
   // agent in this process reuses the same context ids.
   ScheduleCache* cache = engine::ExtensionOf<ScheduleCache>(comm);
@@ -188,7 +183,7 @@ absl::Status RunTyped(const Comm& comm, Collective kind, const void* send, void*
 
 absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
   engine::Call in(comm);
-  if (!in.ok()) return Refused(call.kind, in.status());
+  if (!in.ok()) return in.status(CollectiveName(call.kind));
   if (Varying(call.kind)) {  // counts known at the root alone, or differing by rank: no cache key every rank shares
     CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
     return s->Run();
@@ -198,14 +193,14 @@ absl::Status RunCollective(const Comm& comm, const CollectiveCall& call) {
 
 absl::Status StartCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
   engine::Call in(comm);
-  if (!in.ok()) return Refused(call.kind, in.status());
+  if (!in.ok()) return in.status(CollectiveName(call.kind));
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Start(req);
 }
 
 absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Request* req) {
   engine::Call in(comm);
-  if (!in.ok()) return Refused(call.kind, in.status());
+  if (!in.ok()) return in.status(CollectiveName(call.kind));
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Bind(req);
 }

@@ -85,10 +85,10 @@ absl::Status GoneMember(const Comm& comm);
 uint32_t NextScheduleSequence(const Comm& comm);
 
 // A call of the program's into an engine layer (a collective), admitted at
-// the agent's thread level for as long as it lives: a refused one's
-// status says why (a thread the level does not allow), to be named by the
-// call. Where threads share the agent it holds the engine lock (released
-// while the call waits), so what the layer keeps per agent (Extension) is
+// the agent's thread level for as long as it lives: where it is not (a
+// thread the level does not allow), status(what) says why, naming the call.
+// Where threads share the agent it holds the engine lock (released while
+// the call waits), so what the layer keeps per agent (Extension) is
 // touched by one thread at a time.
 class Call {
  public:
@@ -96,12 +96,12 @@ class Call {
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
-  bool ok() const { return status_.ok(); }
-  const absl::Status& status() const { return status_; }
+  bool ok() const { return rt_ == nullptr || admitted_; }
+  absl::Status status(absl::string_view what) const;
 
  private:
-  agent::Runtime* rt_ = nullptr;
-  absl::Status status_;
+  agent::Runtime* rt_ = nullptr;  // null: the agent is gone (the layer's Alive says so)
+  bool admitted_ = false;
 };
 
 // State an engine layer keeps per agent (the collectives' cache of built
