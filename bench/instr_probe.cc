@@ -1,0 +1,133 @@
+// instr-probe: what one 8-byte message and one 2-rank barrier cost in
+// instructions, counted by callgrind (bench/run-instructions.sh), with no
+// waiting in the count. bench/peers/instr_mpi.c is the same program over MPI.
+//
+// Ranks 0 and 1, N measured rounds after W warm-up rounds. In a round:
+//   rank 0 sends 8 B, then counts it in a page both ranks map; rank 1
+//   waits for that count, then receives: the message waits unread in the
+//   transport, so the receive is posted and then finds it
+//   the reply, the other way round
+//   a barrier: one rank (alternately) says in the page that it enters; the
+//   other waits for that, sleeps so that the first one's part lands, then
+//   enters
+// Only calls made through instr_send, instr_recv and instr_barrier are
+// counted; the early barrier and the warm-up calls go around them.
+//
+// usage: cartage run -n 2 instr-probe [rounds, default 200] [sleep_us, the later
+//        barrier rank's pause, default 2000]
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cartage/cartage.h"
+#include "cartage/collectives.h"
+
+extern "C" {
+// The counted calls, kept out of line so callgrind can name them.
+__attribute__((noinline)) absl::Status instr_send(const cartage::Comm* w, const char* buf, int peer) {
+  return w->Send(buf, 8, peer, 0);
+}
+__attribute__((noinline)) absl::Status instr_recv(const cartage::Comm* w, char* buf, int peer) {
+  return w->Recv(buf, 8, peer, 0);
+}
+__attribute__((noinline)) absl::Status instr_barrier(const cartage::Comm* w) { return cartage::Barrier(*w); }
+}
+
+namespace {
+
+// The page the two ranks share: per rank, how many messages it has sent and
+// the last round whose barrier it entered early. Rank 0 makes it and sends
+// its name (uncounted).
+std::atomic<uint64_t>* SharePage(const cartage::Comm& w) {
+  char name[64] = {};
+  int fd = -1;
+  if (w.rank() == 0) {
+    std::snprintf(name, sizeof(name), "/cartage-instr-probe-%d", getpid());
+    fd = shm_open(name, O_CREAT | O_RDWR | O_EXCL, 0600);
+    if (fd >= 0 && ftruncate(fd, 4096) != 0) {
+      close(fd);
+      fd = -1;
+    }
+    if (fd < 0) name[0] = '\0';  // rank 1 learns there is no page
+    CARTAGE_CHECK_OK(w.Send(name, sizeof(name), 1, 1));
+    CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 1, 1));
+    if (fd >= 0) shm_unlink(name);
+  } else {
+    CARTAGE_CHECK_OK(w.Recv(name, sizeof(name), 0, 1));
+    if (name[0] != '\0') fd = shm_open(name, O_RDWR, 0);
+    CARTAGE_CHECK_OK(w.Send(nullptr, 0, 0, 1));
+  }
+  if (fd < 0) return nullptr;
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return page == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t>*>(page);
+}
+
+void AwaitAtLeast(const std::atomic<uint64_t>& word, uint64_t want) {
+  while (word.load(std::memory_order_acquire) < want) sched_yield();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 200;
+  const int sleep_us = argc > 2 ? std::atoi(argv[2]) : 2000;
+  constexpr int kWarmUp = 20;
+  auto agent = cartage::Agent::FromEnvironment();
+  if (!agent.ok()) {
+    std::fprintf(stderr, "instr-probe: %s\n", std::string(agent.status().message()).c_str());
+    return 1;
+  }
+  const cartage::Comm w = (*agent)->World();
+  if (w.size() != 2 || rounds < 1 || sleep_us < 1) {
+    std::fprintf(stderr, "usage: cartage run -n 2 instr-probe [rounds >= 1] [sleep_us >= 1]\n");
+    return 2;
+  }
+  const int me = w.rank();
+  const int peer = 1 - me;
+  std::atomic<uint64_t>* page = SharePage(w);
+  if (page == nullptr) {
+    std::fprintf(stderr, "instr-probe: rank %d cannot share a page with rank %d\n", me, peer);
+    return 1;
+  }
+  std::atomic<uint64_t>* sent = page;          // [rank]: messages sent
+  std::atomic<uint64_t>* entered = page + 8;   // [rank]: 1 + the round whose barrier it entered first
+  char out[8] = {'c', 'a', 'r', 't', 'a', 'g', 'e', static_cast<char>(me)};
+  char in[8] = {};
+  uint64_t received = 0;
+  for (int r = 0; r < kWarmUp + rounds; ++r) {
+    const bool counted = r >= kWarmUp;
+    for (int from = 0; from < 2; ++from) {
+      if (me == from) {
+        CARTAGE_CHECK_OK(counted ? instr_send(&w, out, peer) : w.Send(out, 8, peer, 0));
+        sent[me].fetch_add(1, std::memory_order_release);
+      } else {
+        AwaitAtLeast(sent[peer], ++received);
+        CARTAGE_CHECK_OK(counted ? instr_recv(&w, in, peer) : w.Recv(in, 8, peer, 0));
+        if (in[7] != static_cast<char>(peer)) {
+          std::fprintf(stderr, "instr-probe: rank %d got a wrong message in round %d\n", me, r);
+          return 1;
+        }
+      }
+    }
+    if (me == r % 2) {
+      AwaitAtLeast(entered[peer], static_cast<uint64_t>(r) + 1);
+      ::usleep(static_cast<useconds_t>(sleep_us));
+      CARTAGE_CHECK_OK(counted ? instr_barrier(&w) : cartage::Barrier(w));
+    } else {
+      entered[me].store(static_cast<uint64_t>(r) + 1, std::memory_order_release);
+      CARTAGE_CHECK_OK(cartage::Barrier(w));
+    }
+  }
+  // Per rank: sends, receives and late barriers counted.
+  std::printf("instr-probe rank %d: %d sends, %d receives, %d barriers counted\n", me, rounds, rounds,
+              rounds / 2 + (me == 0 ? rounds % 2 : 0));
+  return 0;
+}
