@@ -43,7 +43,7 @@ bool CarPool::Grow() {
   const std::size_t base = k * options_.cars_per_slab;
   if (hole == slabs_.end()) {
     slabs_.push_back(slab);
-    in_use_.resize(base + options_.cars_per_slab, false);
+    in_use_.resize(base + options_.cars_per_slab, 0);
   } else {
     *hole = slab;
   }
@@ -114,7 +114,7 @@ absl::StatusOr<Car*> CarPool::CreateUnchecked(const CarSpec& spec) {
   auto* bytes = reinterpret_cast<std::byte*>(slot);
   Car* car = new (bytes) Car(spec, next_id_++, bytes + RoundUp(sizeof(Car), kAlign));
   car->slot_ = index;
-  in_use_[index] = true;
+  in_use_[index] = 1;
   ++live_;
   if (spec.buf_dep != nullptr) spec.buf_dep->buf_consumer_ = car;
   if (spec.progress_dep != nullptr) spec.progress_dep->progress_dependent_ = car;
@@ -134,7 +134,7 @@ void CarPool::Release(Car* car) {
   const std::size_t index = car->slot_;
   auto* bytes = reinterpret_cast<std::byte*>(car);
   car->~Car();
-  in_use_[index] = false;
+  in_use_[index] = 0;
   auto* slot = reinterpret_cast<FreeSlot*>(bytes);
   slot->next = free_;
   slot->index = index;

@@ -79,7 +79,9 @@ class CarPool {
   uint64_t next_id_ = 1;
   FreeSlot* free_ = nullptr;
   std::vector<std::byte*> slabs_;
-  std::vector<bool> in_use_;  // by slot index, for ForEachLive
+  // By slot index, for ForEachLive: a byte each, which a create and a
+  // release set with one store where a bit costs a read-modify-write.
+  std::vector<uint8_t> in_use_;
 };
 
 }  // namespace cartage::car
