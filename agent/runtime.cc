@@ -180,9 +180,12 @@ absl::Status Runtime::Post(Request* req) {
 }
 
 absl::Status Runtime::PostCar(Car& car) {
+  // A CAR is posted from idle (fresh, or re-armed): that state's post rows
+  // are compiled in line here (DispatchFrom); any other state goes the
+  // general way and gets the table's answer.
   const absl::Status s = car.kind() == CarKind::kSend
-                             ? car::SendMachine::Dispatch(car, car::SendEvent::kPost)
-                             : car::RecvMachine::Dispatch(car, car::RecvEvent::kPost);
+                             ? car::SendMachine::DispatchFrom<car::SendState::kIdle, car::SendEvent::kPost>(car)
+                             : car::RecvMachine::DispatchFrom<car::RecvState::kIdle, car::RecvEvent::kPost>(car);
   if (!handed_off_.empty()) {  // a revived record's CAR is among them
     for (Car* u : handed_off_) ReleaseUnexpected(u);
     handed_off_.clear();
