@@ -124,11 +124,12 @@ class Matcher {
   // (nullptr if none), and the list it is in.
   car::Car* OldestSpecific(const car::Envelope& envelope, car::CarList** list);
 
-  // A bucket map (one bucket per key), and in front of it the bucket last
-  // found for each source (a direct-mapped cache of 16 entries, by source
-  // rank, inside the matcher). A message from the same source and tag as the
-  // last one (a ping-pong, a schedule run again, each source of an alltoall
-  // up to 16 ranks) then costs no hashing.
+  // A bucket map (one bucket per key), and in front of it the two buckets
+  // last found for each source (a two-way cache of 16 entries, by source
+  // rank, inside the matcher). A message from the same source and tag as one
+  // of the last two (a ping-pong, the same with a collective between two
+  // messages, a schedule run again, each source of an alltoall up to 8
+  // ranks) then costs no hashing.
   // Every insert of a new key and every erase may move the buckets, so it
   // forgets every entry.
   class Buckets {
@@ -155,24 +156,27 @@ class Matcher {
     void Forget() { recent_.fill(Entry{}); }
 
    private:
-    static constexpr std::size_t kRecent = 16;
+    static constexpr std::size_t kSets = 8;  // by source rank; two entries each, the newer first
     struct Entry {
       Key key{};
       car::CarList* list = nullptr;  // nullptr: empty
     };
     car::CarList* Recent(const Key& key) const {
-      const Entry& e = recent_[static_cast<std::size_t>(key.source) % kRecent];
-      return e.key == key ? e.list : nullptr;
+      const Entry* set = &recent_[2 * (static_cast<std::size_t>(key.source) % kSets)];
+      if (set[0].key == key) return set[0].list;
+      return set[1].key == key ? set[1].list : nullptr;
     }
     void Remember(const Key& key, car::CarList* list) {
-      recent_[static_cast<std::size_t>(key.source) % kRecent] = {key, list};
+      Entry* set = &recent_[2 * (static_cast<std::size_t>(key.source) % kSets)];
+      if (!(set[0].key == key)) set[1] = set[0];
+      set[0] = {key, list};
     }
     car::CarList& Make(const Key& key);
     car::CarList* LookUp(const Key& key);
     void DropEmpty();
 
     Map map_;  // emptied buckets are kept (a stream of messages reuses one) until swept
-    std::array<Entry, kRecent> recent_{};
+    std::array<Entry, 2 * kSets> recent_{};
   };
 
   Buckets posted_;  // one source, one tag
