@@ -11,7 +11,7 @@
 # [min-max]: a late timer or a message not there yet shows as one high run.
 # usage: bench/run-instructions.sh [build dir, default build/release] [rounds, default 200]
 # Prints a Markdown table; `--annotate SYSTEM` instead prints callgrind's
-# inclusive costs per function of that system's rank 0 (cartage, openmpi, mpich).
+# own (self) costs per function of that system's rank 0 (cartage, openmpi, mpich).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 annotate=""
@@ -55,7 +55,7 @@ run() {
 
 if [ -n "${annotate}" ]; then
   run "${annotate}"
-  callgrind_annotate --inclusive=yes --threshold=99 "${out}/${annotate}.0" | sed -n '/^Ir/,$p' | head -80
+  callgrind_annotate --threshold=99 "${out}/${annotate}.0" | sed -n '/file:function/,$p' | head -60
   exit 0
 fi
 for r in 1 2 3; do
