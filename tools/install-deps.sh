@@ -13,6 +13,7 @@ packages=(
   libibverbs-dev                                    # the verbs method
   graphviz                                          # renders diagrams/*.svg from the DOT we emit
   python3                                           # summaries in the bench scripts
+  valgrind                                          # instructions per message (bench/run-instructions.sh, tests/instr_budget.sh)
   iproute2                                          # tcp across network namespaces (tests/netns_test.sh)
   mpich                                             # mpiexec.hydra: ranks started by Hydra (PMI-1, PMI-2)
   openmpi-bin                                       # mpirun.openmpi: ranks started under PMIx

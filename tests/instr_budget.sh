@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The small-message path's instruction budget: callgrind counts what an
+# 8-byte send, an 8-byte receive (the message already there) and the later
+# rank's 2-rank barrier cost over shm (bench/instr_probe.cc, as
+# bench/run-instructions.sh does), and the test fails where one exceeds its
+# budget. Counts do not depend on timing, so this guards the path against
+# a slow creep no timed test could see. The budgets are the release build's
+# figures (bench/RESULTS.md, "Instructions per message") with about 5% of
+# room; lower them when the path gets cheaper, raise one only with the
+# reason in the commit.
+# usage: instr_budget.sh CARTAGE_LAUNCHER INSTR_PROBE
+set -euo pipefail
+launcher=$1
+probe=$2
+declare -A budget=([send]=1080 [recv]=1420 [barrier]=1960)
+command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "${out}"' EXIT
+rounds=200
+"${launcher}" run -n 2 --bind --timeout 240 bash -c "exec valgrind -q --tool=callgrind \
+  --callgrind-out-file=${out}/c.\$CARTAGE_RANK --collect-atstart=no --toggle-collect=instr_send \
+  --toggle-collect=instr_recv --toggle-collect=instr_barrier ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
+  { echo "instr_budget: the probe failed:"; cat "${out}/log"; exit 1; }
+status=0
+for what in send recv barrier; do
+  total=0
+  for rank in 0 1; do
+    n=$(callgrind_annotate --inclusive=yes "${out}/c.${rank}" | awk -v f=":instr_${what}" \
+      'index($0, f) && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); print $1; exit }')
+    [ -n "${n}" ] || { echo "instr_budget: no count for instr_${what} on rank ${rank}"; exit 1; }
+    total=$((total + n))
+  done
+  calls=$((2 * rounds))
+  [ "${what}" = barrier ] && calls=${rounds}
+  per=$((total / calls))
+  if [ "${per}" -le "${budget[${what}]}" ]; then
+    echo "instr_budget: ${what}: ${per} instructions a call (budget ${budget[${what}]})"
+  else
+    echo "instr_budget: ${what}: ${per} instructions a call, over the budget of ${budget[${what}]}"
+    status=1
+  fi
+done
+exit "${status}"
