@@ -402,7 +402,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
     spec.segment = car::Segment::Of(buf, n, datatype::BasicType::kByte);
   }
   spec.synchronous = sync;
-  req->group_ = group_;
+  if (req->group_ != group_) req->group_ = group_;  // a copy of a shared_ptr is a call, and atomics where it holds one
   CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
   if (persistence == Persistence::kUnregistered) {
     req->persistent_ = true;
