@@ -30,9 +30,7 @@
 // writes a flag the other polls, through their own shared page) so that
 // small-message latency can be read in hand-offs, whatever the placement of
 // the VM's vCPUs (bench/README.md, "Placement").
-#include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -54,6 +52,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/shared_page.h"
 #include "cartage/cartage.h"
 #include "cartage/collectives.h"
 
@@ -86,41 +85,6 @@ Stats Summarize(std::vector<double> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
-// A page both ranks map (rank 0 creates it and sends its name).
-class SharedPage {
- public:
-  explicit SharedPage(const Comm& w) {
-    char name[64] = {};
-    if (w.rank() == 0) {
-      std::snprintf(name, sizeof(name), "/cartage-bench-%d", getpid());
-      const int fd = shm_open(name, O_CREAT | O_RDWR | O_EXCL, 0600);
-      CARTAGE_CHECK(fd >= 0 && ftruncate(fd, 4096) == 0) << "shm_open " << name;
-      Map(fd);
-      CARTAGE_CHECK_OK(w.Send(name, sizeof(name), 1, 1));
-      char ack;
-      CARTAGE_CHECK_OK(w.Recv(&ack, 1, 1, 1));
-      shm_unlink(name);
-    } else {
-      CARTAGE_CHECK_OK(w.Recv(name, sizeof(name), 0, 1));
-      const int fd = shm_open(name, O_RDWR, 0);
-      CARTAGE_CHECK(fd >= 0) << "shm_open " << name;
-      Map(fd);
-      const char ack = 1;
-      CARTAGE_CHECK_OK(w.Send(&ack, 1, 0, 1));
-    }
-  }
-  ~SharedPage() { munmap(page_, 4096); }
-  std::atomic<uint64_t>& flag() { return *reinterpret_cast<std::atomic<uint64_t>*>(page_); }
-
- private:
-  void Map(int fd) {
-    page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    CARTAGE_CHECK(page_ != MAP_FAILED) << "mmap";
-  }
-  void* page_ = nullptr;
-};
-
 // Spins until the flag reads `want`, yielding the CPU after a while: when
 // the ranks outnumber the cores (two jobs at once on 2 vCPUs) the peer may
 // not be running, and a pure spin would cost a whole time slice per hand-off
@@ -135,13 +99,13 @@ void AwaitFlag(const std::atomic<uint64_t>& f, uint64_t want) {
 }
 
 // One-way cache-line hand-off between the two ranks, in ns (median of 5).
-double HandOffNs(const Comm& w, SharedPage& page) {
+double HandOffNs(const Comm& w, cartage::bench::SharedPage& page) {
   constexpr int kRounds = 20000;
   std::vector<double> samples;
   for (int rep = 0; rep < 5; ++rep) {
     CARTAGE_CHECK_OK(w.Send(nullptr, 0, 1 - w.rank(), 2));  // line up
     CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 1 - w.rank(), 2));
-    std::atomic<uint64_t>& f = page.flag();
+    std::atomic<uint64_t>& f = page.word(0);
     const uint64_t base = static_cast<uint64_t>(rep) * 2 * kRounds;
     const auto start = Clock::now();
     for (uint64_t i = 0; i < kRounds; ++i) {
@@ -457,7 +421,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (world.rank() > 1) return 0;
-  SharedPage page(world);
+  cartage::bench::SharedPage page(world);
   const std::string method = (*agent)->method_for(1 - (*agent)->rank());
   const char* key = test == "pingpong" || IsMatching(test) ? "median_us"
                     : test == "rate"                       ? "median_msgs_per_s"

@@ -15,9 +15,7 @@
 //
 // usage: cartage run -n 2 instr-probe [rounds, default 200] [sleep_us, the later
 //        barrier rank's pause, default 2000]
-#include <fcntl.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +24,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "bench/shared_page.h"
 #include "cartage/cartage.h"
 #include "cartage/collectives.h"
 
@@ -41,34 +40,6 @@ __attribute__((noinline)) absl::Status instr_barrier(const cartage::Comm* w) { r
 }
 
 namespace {
-
-// The page the two ranks share: per rank, how many messages it has sent and
-// the last round whose barrier it entered early. Rank 0 makes it and sends
-// its name (uncounted).
-std::atomic<uint64_t>* SharePage(const cartage::Comm& w) {
-  char name[64] = {};
-  int fd = -1;
-  if (w.rank() == 0) {
-    std::snprintf(name, sizeof(name), "/cartage-instr-probe-%d", getpid());
-    fd = shm_open(name, O_CREAT | O_RDWR | O_EXCL, 0600);
-    if (fd >= 0 && ftruncate(fd, 4096) != 0) {
-      close(fd);
-      fd = -1;
-    }
-    if (fd < 0) name[0] = '\0';  // rank 1 learns there is no page
-    CARTAGE_CHECK_OK(w.Send(name, sizeof(name), 1, 1));
-    CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 1, 1));
-    if (fd >= 0) shm_unlink(name);
-  } else {
-    CARTAGE_CHECK_OK(w.Recv(name, sizeof(name), 0, 1));
-    if (name[0] != '\0') fd = shm_open(name, O_RDWR, 0);
-    CARTAGE_CHECK_OK(w.Send(nullptr, 0, 0, 1));
-  }
-  if (fd < 0) return nullptr;
-  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  return page == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t>*>(page);
-}
 
 void AwaitAtLeast(const std::atomic<uint64_t>& word, uint64_t want) {
   while (word.load(std::memory_order_acquire) < want) sched_yield();
@@ -92,13 +63,10 @@ int main(int argc, char** argv) {
   }
   const int me = w.rank();
   const int peer = 1 - me;
-  std::atomic<uint64_t>* page = SharePage(w);
-  if (page == nullptr) {
-    std::fprintf(stderr, "instr-probe: rank %d cannot share a page with rank %d\n", me, peer);
-    return 1;
-  }
-  std::atomic<uint64_t>* sent = page;          // [rank]: messages sent
-  std::atomic<uint64_t>* entered = page + 8;   // [rank]: 1 + the round whose barrier it entered first
+  // Per rank: messages sent, and 1 + the round whose barrier it entered first.
+  cartage::bench::SharedPage page(w);
+  auto sent = [&page](int rank) -> std::atomic<uint64_t>& { return page.word(rank); };
+  auto entered = [&page](int rank) -> std::atomic<uint64_t>& { return page.word(8 + rank); };
   char out[8] = {'c', 'a', 'r', 't', 'a', 'g', 'e', static_cast<char>(me)};
   char in[8] = {};
   uint64_t received = 0;
@@ -107,9 +75,9 @@ int main(int argc, char** argv) {
     for (int from = 0; from < 2; ++from) {
       if (me == from) {
         CARTAGE_CHECK_OK(counted ? instr_send(&w, out, peer) : w.Send(out, 8, peer, 0));
-        sent[me].fetch_add(1, std::memory_order_release);
+        sent(me).fetch_add(1, std::memory_order_release);
       } else {
-        AwaitAtLeast(sent[peer], ++received);
+        AwaitAtLeast(sent(peer), ++received);
         CARTAGE_CHECK_OK(counted ? instr_recv(&w, in, peer) : w.Recv(in, 8, peer, 0));
         if (in[7] != static_cast<char>(peer)) {
           std::fprintf(stderr, "instr-probe: rank %d got a wrong message in round %d\n", me, r);
@@ -118,11 +86,11 @@ int main(int argc, char** argv) {
       }
     }
     if (me == r % 2) {
-      AwaitAtLeast(entered[peer], static_cast<uint64_t>(r) + 1);
+      AwaitAtLeast(entered(peer), static_cast<uint64_t>(r) + 1);
       ::usleep(static_cast<useconds_t>(sleep_us));
       CARTAGE_CHECK_OK(counted ? instr_barrier(&w) : cartage::Barrier(w));
     } else {
-      entered[me].store(static_cast<uint64_t>(r) + 1, std::memory_order_release);
+      entered(me).store(static_cast<uint64_t>(r) + 1, std::memory_order_release);
       CARTAGE_CHECK_OK(cartage::Barrier(w));
     }
   }
