@@ -58,7 +58,10 @@ case "${name}" in
   # dead rank's socket, and says nothing: there only the job's end counts.
   hydra-pmi2) death="" keep_going=(none) ;;
   hydra*) death="BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" keep_going=(none) ;;
-  openmpi*) death="noticed that process rank 1 with PID .* exited on signal 6 (Aborted)" keep_going=(--enable-recovery) ;;
+  # mpirun names the first rank to end: rank 1's abort, or a survivor whose
+  # fence PMIx failed first (the helper names the fence) and that exited.
+  openmpi*) death="noticed that process rank 1 with PID .* exited on signal 6 (Aborted)\|helper: bootstrap PMIx fence (rank [02]): "
+    keep_going=(--enable-recovery) ;;
   srun*) death="task 1: Aborted" ;;
   *) echo "FAIL: no death report known for launcher ${name}"; failed=1 death="" ;;
 esac
