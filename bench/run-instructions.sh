@@ -62,19 +62,13 @@ for r in 1 2 3; do
   for system in cartage openmpi mpich; do run "${system}" "${r}"; done
 done
 python3 - "${out}" "${rounds}" <<'PY'
-import pathlib, re, statistics, subprocess, sys
+import pathlib, statistics, subprocess, sys
 out, rounds = pathlib.Path(sys.argv[1]), int(sys.argv[2])
-calls = {"instr_send": 2 * rounds, "instr_recv": 2 * rounds, "instr_barrier": rounds}
-
 def per_call(system, run):
-    total = dict.fromkeys(calls, 0)
-    for rank in (0, 1):
-        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", str(out / f"{system}.{run}.{rank}")],
-                              capture_output=True, text=True, check=True).stdout
-        for fn in calls:
-            m = re.search(r"^\s*([\d,]+) \([^)]*\)\s+\S*:" + fn + r"\b", text, re.M)
-            total[fn] += int(m.group(1).replace(",", "")) if m else 0
-    return {fn: total[fn] / n for fn, n in calls.items()}
+    files = [str(out / f"{system}.{run}.{rank}") for rank in (0, 1)]
+    text = subprocess.run(["bash", "bench/instr-per-call.sh", str(rounds)] + files,
+                          capture_output=True, text=True, check=True).stdout
+    return {f"instr_{what}": int(n) for what, n in (line.split() for line in text.splitlines())}
 
 runs = {s: [per_call(s, r) for r in (1, 2, 3)] for s in ("cartage", "openmpi", "mpich")}
 def cell(system, fn):

@@ -22,22 +22,13 @@ rounds=200
   --toggle-collect=instr_recv --toggle-collect=instr_barrier ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
   { echo "instr_budget: the probe failed:"; cat "${out}/log"; exit 1; }
 status=0
-for what in send recv barrier; do
-  total=0
-  for rank in 0 1; do
-    n=$(callgrind_annotate --inclusive=yes "${out}/c.${rank}" | awk -v f=":instr_${what}" \
-      'index($0, f) && $1 ~ /^[0-9,]+$/ { gsub(",", "", $1); print $1; exit }')
-    [ -n "${n}" ] || { echo "instr_budget: no count for instr_${what} on rank ${rank}"; exit 1; }
-    total=$((total + n))
-  done
-  calls=$((2 * rounds))
-  [ "${what}" = barrier ] && calls=${rounds}
-  per=$((total / calls))
+counts=$(bash "$(dirname "$0")/../bench/instr-per-call.sh" "${rounds}" "${out}/c.0" "${out}/c.1")
+while read -r what per; do
   if [ "${per}" -le "${budget[${what}]}" ]; then
     echo "instr_budget: ${what}: ${per} instructions a call (budget ${budget[${what}]})"
   else
     echo "instr_budget: ${what}: ${per} instructions a call, over the budget of ${budget[${what}]}"
     status=1
   fi
-done
+done <<<"${counts}"
 exit "${status}"
