@@ -27,6 +27,9 @@ std::vector<methods::ParamInfo> Params() {
       {"CARTAGE_PROGRESS_THREAD", "0",
        "1: a thread of the agent's own advances operations (rendezvous, collectives) while the program "
        "computes, sleeping on the methods' wake-ups when idle"},
+      {"CARTAGE_FAST_PATH", "1",
+       "0: every blocking send and receive goes by a Request, as its nonblocking form does; the transitions are "
+       "the same either way (cartage trace compare)"},
       {"CARTAGE_UNEXPECTED_MAX_MB", "1024",
        "the most memory (MiB) a rank keeps for messages that arrived before their receive (their CARs and "
        "buffers); a message past it fails its sender's VC with kResourceExhausted naming it, never an "

@@ -61,6 +61,11 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
     }
     rt->unexpected_max_ = mb << 20;
   }
+  if (const char* v = std::getenv("CARTAGE_FAST_PATH"); v != nullptr && *v != '\0') {
+    const absl::string_view f(v);
+    if (f != "0" && f != "1") return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_FAST_PATH=%s: need 0 or 1", f));
+    rt->fast_path_ = f == "1";
+  }
   // Oversubscription steers choices every rank must make alike (the
   // collectives' schedules, shm's copies and ring sizes): agreed before the
   // methods set up. Each host counts the ranks the launcher placed on it.
@@ -155,21 +160,36 @@ absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t co
       methods::Method::Probed{u->envelope().rank, u->envelope().tag, u->bytes_total()});
 }
 
-absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
-  spec.counter = &req->done_;
+absl::StatusOr<Car*> Runtime::Build(car::CarSpec& spec, int peer, base::Completion* counter) {
+  spec.counter = counter;
   spec.vc = routes_.VcFor(peer);
   spec.owner = this;
   // A wildcard receive takes its sender's limit when it matches; the limit
   // matters to sends only.
   spec.eager_limit = peer >= 0 ? routes_.Of(peer).eager_limit : 0;
   absl::StatusOr<Car*> car = pool_->CreateUnchecked(spec);
+  if (car.ok()) routes_.Bind(**car, peer);
+  return car;
+}
+
+absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
+  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
   if (!car.ok()) return car.status();
-  routes_.Bind(**car, peer);
   req->runtime_ = this;
   req->life_ = life_;
   req->car_ = *car;
   req->peer_ = peer;
   return absl::OkStatus();
+}
+
+absl::Status Runtime::RunBlocking(car::CarSpec& spec, int peer, base::Completion* done) {
+  absl::StatusOr<Car*> car = Build(spec, peer, done);
+  if (!car.ok()) return car.status();
+  done->Set(1);
+  const absl::Status posted = PostCar(**car);
+  WaitUntil([done] { return done->done(); });
+  Release(*car);
+  return posted.ok() ? done->status : posted;
 }
 
 absl::Status Runtime::Post(Request* req) {

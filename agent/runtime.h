@@ -129,6 +129,12 @@ class Runtime : public methods::MethodHost {
   // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
   // caller checked the envelope.
   absl::Status Create(car::CarSpec& spec, int peer, Request* req);
+  // A blocking send or receive: builds its CAR as Create does, counting
+  // down `done`, posts it, waits for it and releases it; the first error of
+  // the post or of the CAR.
+  absl::Status RunBlocking(car::CarSpec& spec, int peer, base::Completion* done);
+  // Whether blocking calls run without a Request (CARTAGE_FAST_PATH).
+  bool fast_path() const { return fast_path_; }
   // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
   absl::Status Post(Request* req);
   // Posts a send or receive CAR that counts down a completion other than a
@@ -213,6 +219,9 @@ class Runtime : public methods::MethodHost {
   // oversubscribed where any host is.
   absl::Status AgreeOnOversubscription(int here);
   static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
+  // Completes `spec` (counter, VC, owner, eager limit) and builds its CAR,
+  // bound to world rank `peer` (-1: any).
+  absl::StatusOr<car::Car*> Build(car::CarSpec& spec, int peer, base::Completion* counter);
   void FailPeer(int peer, absl::Status why);
   // Passes the news of `gone`'s death to every live peer (Method::TellGone).
   void TellGone(int gone);
@@ -317,6 +326,7 @@ class Runtime : public methods::MethodHost {
   engine::Extension* last_extension_ = nullptr;
   bool finalized_ = false;
   bool polling_activities_ = false;       // an activity's own progress does not poll them again
+  bool fast_path_ = true;                 // CARTAGE_FAST_PATH
   std::chrono::steady_clock::time_point last_peer_check_;
 
   // Threads (Entry).
