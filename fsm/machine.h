@@ -69,6 +69,8 @@ class Machine;
 class StateWord {
  public:
   constexpr StateWord() = default;
+  constexpr StateWord(const StateWord&) = default;  // a new instance (a container's copy) starts where it was
+  StateWord& operator=(const StateWord&) = delete;  // an instance's state is set by its dispatcher alone
   constexpr uint8_t value() const { return value_; }
 
  private:
