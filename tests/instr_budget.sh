@@ -12,7 +12,7 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=1070 [recv]=1400 [barrier]=1960)
+declare -A budget=([send]=890 [recv]=1230 [barrier]=1960)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
