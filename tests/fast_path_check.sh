@@ -36,3 +36,9 @@ grep -q "car_send .*: [0-9]* in A, [0-9]* in B" "${dir}/fewer.compare" || {
   cat "${dir}/fewer.compare" >&2
   exit 1
 }
+# A value the switch does not take is refused by name.
+if CARTAGE_FAST_PATH=yes "${cartage}" run -n 2 --timeout 60 "${prog}" > "${dir}/bad.out" 2>&1; then
+  echo "fast_path_check: CARTAGE_FAST_PATH=yes was taken" >&2
+  exit 1
+fi
+grep -q "CARTAGE_FAST_PATH=yes: need 0 or 1" "${dir}/bad.out" || { cat "${dir}/bad.out" >&2; exit 1; }
