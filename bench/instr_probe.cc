@@ -7,11 +7,12 @@
 //   waits for that count, then receives: the message waits unread in the
 //   transport, so the receive is posted and then finds it
 //   the reply, the other way round
+//   the same two messages by Isend and Irecv, each with its Wait
 //   a barrier: one rank (alternately) says in the page that it enters; the
 //   other waits for that, sleeps so that the first one's part lands, then
 //   enters
-// Only calls made through instr_send, instr_recv and instr_barrier are
-// counted; the early barrier and the warm-up calls go around them.
+// Only calls made through instr_send, instr_recv, instr_isend, instr_irecv
+// and instr_barrier are counted; the early barrier and the warm-up calls go around them.
 //
 // usage: cartage run -n 2 instr-probe [rounds, default 200] [sleep_us, the later
 //        barrier rank's pause, default 2000]
@@ -29,14 +30,26 @@
 #include "cartage/collectives.h"
 
 extern "C" {
-// The counted calls, kept out of line so callgrind can name them.
-__attribute__((noinline)) absl::Status instr_send(const cartage::Comm* w, const char* buf, int peer) {
+// The counted calls, kept out of line and uncloned (noipa: a clone is
+// named instr_recv.constprop.0) so callgrind can find them by name.
+__attribute__((noipa)) absl::Status instr_send(const cartage::Comm* w, const char* buf, int peer) {
   return w->Send(buf, 8, peer, 0);
 }
-__attribute__((noinline)) absl::Status instr_recv(const cartage::Comm* w, char* buf, int peer) {
+__attribute__((noipa)) absl::Status instr_recv(const cartage::Comm* w, char* buf, int peer) {
   return w->Recv(buf, 8, peer, 0);
 }
-__attribute__((noinline)) absl::Status instr_barrier(const cartage::Comm* w) { return cartage::Barrier(*w); }
+// A nonblocking send or receive and its wait: the path a window of messages takes.
+__attribute__((noipa)) absl::Status instr_isend(const cartage::Comm* w, const char* buf, int peer) {
+  cartage::Request r;
+  CARTAGE_RETURN_IF_ERROR(w->Isend(buf, 8, peer, 0, &r));
+  return r.Wait();
+}
+__attribute__((noipa)) absl::Status instr_irecv(const cartage::Comm* w, char* buf, int peer) {
+  cartage::Request r;
+  CARTAGE_RETURN_IF_ERROR(w->Irecv(buf, 8, peer, 0, &r));
+  return r.Wait();
+}
+__attribute__((noipa)) absl::Status instr_barrier(const cartage::Comm* w) { return cartage::Barrier(*w); }
 }
 
 namespace {
@@ -72,16 +85,25 @@ int main(int argc, char** argv) {
   uint64_t received = 0;
   for (int r = 0; r < kWarmUp + rounds; ++r) {
     const bool counted = r >= kWarmUp;
-    for (int from = 0; from < 2; ++from) {
-      if (me == from) {
-        CARTAGE_CHECK_OK(counted ? instr_send(&w, out, peer) : w.Send(out, 8, peer, 0));
-        sent(me).fetch_add(1, std::memory_order_release);
-      } else {
-        AwaitAtLeast(sent(peer), ++received);
-        CARTAGE_CHECK_OK(counted ? instr_recv(&w, in, peer) : w.Recv(in, 8, peer, 0));
-        if (in[7] != static_cast<char>(peer)) {
-          std::fprintf(stderr, "instr-probe: rank %d got a wrong message in round %d\n", me, r);
-          return 1;
+    // Blocking first, then nonblocking with a wait (the warm-up's uncounted
+    // calls are blocking either way).
+    for (const bool blocking : {true, false}) {
+      for (int from = 0; from < 2; ++from) {
+        if (me == from) {
+          CARTAGE_CHECK_OK(!counted  ? w.Send(out, 8, peer, 0)
+                           : blocking ? instr_send(&w, out, peer)
+                                      : instr_isend(&w, out, peer));
+          sent(me).fetch_add(1, std::memory_order_release);
+        } else {
+          AwaitAtLeast(sent(peer), ++received);
+          in[7] = 0;
+          CARTAGE_CHECK_OK(!counted  ? w.Recv(in, 8, peer, 0)
+                           : blocking ? instr_recv(&w, in, peer)
+                                      : instr_irecv(&w, in, peer));
+          if (in[7] != static_cast<char>(peer)) {
+            std::fprintf(stderr, "instr-probe: rank %d got a wrong message in round %d\n", me, r);
+            return 1;
+          }
         }
       }
     }
@@ -94,8 +116,8 @@ int main(int argc, char** argv) {
       CARTAGE_CHECK_OK(cartage::Barrier(w));
     }
   }
-  // Per rank: sends, receives and late barriers counted.
-  std::printf("instr-probe rank %d: %d sends, %d receives, %d barriers counted\n", me, rounds, rounds,
+  // Per rank: sends, receives (each blocking and nonblocking) and late barriers counted.
+  std::printf("instr-probe rank %d: %d sends, %d receives of each kind, %d barriers counted\n", me, rounds, rounds,
               rounds / 2 + (me == 0 ? rounds % 2 : 0));
   return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The small-message path's instruction budget: callgrind counts what an
-# 8-byte send, an 8-byte receive (the message already there) and the later
-# rank's 2-rank barrier cost over shm (bench/instr_probe.cc, as
+# 8-byte send, an 8-byte receive (the message already there), each blocking
+# and nonblocking with its wait, and the later rank's 2-rank barrier cost over shm (bench/instr_probe.cc, as
 # bench/run-instructions.sh does), and the test fails where one exceeds its
 # budget. Counts do not depend on timing, so this guards the path against
 # a slow creep no timed test could see. The budgets are the release build's
@@ -12,14 +12,15 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=890 [recv]=1230 [barrier]=1960)
+declare -A budget=([send]=890 [recv]=1230 [isend]=1040 [irecv]=1370 [barrier]=1960)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
 rounds=200
 "${launcher}" run -n 2 --bind --timeout 240 bash -c "exec valgrind -q --tool=callgrind \
   --callgrind-out-file=${out}/c.\$CARTAGE_RANK --collect-atstart=no --toggle-collect=instr_send \
-  --toggle-collect=instr_recv --toggle-collect=instr_barrier ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
+  --toggle-collect=instr_recv --toggle-collect=instr_isend --toggle-collect=instr_irecv \
+  --toggle-collect=instr_barrier ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
   { echo "instr_budget: the probe failed:"; cat "${out}/log"; exit 1; }
 status=0
 counts=$(bash "$(dirname "$0")/../bench/instr-per-call.sh" "${rounds}" "${out}/c.0" "${out}/c.1")

@@ -1,6 +1,6 @@
 /* instr-mpi: bench/instr_probe.cc over MPI, for bench/run-instructions.sh:
  * the same rounds, sleeps and counted calls (instr_send, instr_recv,
- * instr_barrier) and the same page the ranks share to know a message is
+ * instr_isend, instr_irecv, instr_barrier) and the same page the ranks share to know a message is
  * there, so callgrind counts the same work in each system.
  *
  * usage: mpirun -n 2 instr-mpi [rounds, default 200] [sleep_us, the later
@@ -15,14 +15,24 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The counted calls, kept out of line so callgrind can name them. */
-__attribute__((noinline)) int instr_send(const char* buf, int peer) {
+/* The counted calls, kept out of line and uncloned so callgrind can name them. */
+__attribute__((noipa)) int instr_send(const char* buf, int peer) {
   return MPI_Send(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
 }
-__attribute__((noinline)) int instr_recv(char* buf, int peer) {
+__attribute__((noipa)) int instr_recv(char* buf, int peer) {
   return MPI_Recv(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
-__attribute__((noinline)) int instr_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
+__attribute__((noipa)) int instr_isend(const char* buf, int peer) {
+  MPI_Request r;
+  MPI_Isend(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &r);
+  return MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+__attribute__((noipa)) int instr_irecv(char* buf, int peer) {
+  MPI_Request r;
+  MPI_Irecv(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &r);
+  return MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+__attribute__((noipa)) int instr_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
 
 /* The page the two ranks share (instr_probe.cc's SharePage). */
 static _Atomic uint64_t* SharePage(int me) {
@@ -80,18 +90,23 @@ int main(int argc, char** argv) {
   uint64_t received = 0;
   for (int r = 0; r < kWarmUp + rounds; ++r) {
     const int counted = r >= kWarmUp;
-    for (int from = 0; from < 2; ++from) {
-      if (me == from) {
-        if (counted) instr_send(out, peer);
-        else MPI_Send(out, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
-        atomic_fetch_add_explicit(&sent[me], 1, memory_order_release);
-      } else {
-        AwaitAtLeast(&sent[peer], ++received);
-        if (counted) instr_recv(in, peer);
-        else MPI_Recv(in, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (in[7] != (char)peer) {
-          fprintf(stderr, "instr-mpi: rank %d got a wrong message in round %d\n", me, r);
-          MPI_Abort(MPI_COMM_WORLD, 1);
+    for (int blocking = 1; blocking >= 0; --blocking) {
+      for (int from = 0; from < 2; ++from) {
+        if (me == from) {
+          if (!counted) MPI_Send(out, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+          else if (blocking) instr_send(out, peer);
+          else instr_isend(out, peer);
+          atomic_fetch_add_explicit(&sent[me], 1, memory_order_release);
+        } else {
+          AwaitAtLeast(&sent[peer], ++received);
+          in[7] = 0;
+          if (!counted) MPI_Recv(in, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          else if (blocking) instr_recv(in, peer);
+          else instr_irecv(in, peer);
+          if (in[7] != (char)peer) {
+            fprintf(stderr, "instr-mpi: rank %d got a wrong message in round %d\n", me, r);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+          }
         }
       }
     }
@@ -105,7 +120,7 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
     }
   }
-  printf("instr-mpi rank %d: %d sends, %d receives, %d barriers counted\n", me, rounds, rounds,
+  printf("instr-mpi rank %d: %d sends, %d receives of each kind, %d barriers counted\n", me, rounds, rounds,
          rounds / 2 + (me == 0 ? rounds % 2 : 0));
   MPI_Finalize();
   return 0;
