@@ -38,6 +38,10 @@ void SayRefused(const absl::Status& s) {
   std::fprintf(stderr, "cartage: %s\n", std::string(s.message()).c_str());
 }
 
+// How an error names a point-to-point call: "ssend", "to"; "recv", "from".
+const char* OpName(bool send, bool sync) { return send ? (sync ? "ssend" : "send") : "recv"; }
+const char* Toward(bool send) { return send ? "to" : "from"; }
+
 // A Comm or Request whose Agent was destroyed.
 absl::Status GoneError(absl::string_view op) {
   return absl::FailedPreconditionError(absl::StrFormat(
@@ -204,8 +208,8 @@ absl::Status Request::Start() {
 absl::Status Request::Rearm(base::Completion* counter) {
   if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
     const bool send = car_->kind() == car::CarKind::kSend;
-    return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", send ? "send" : "recv",
-                                                  send ? "to" : "from", CommRank(peer_),
+    return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", OpName(send, false),
+                                                  Toward(send), CommRank(peer_),
                                                   runtime_->PeerStatus(peer_).message()));
   }
   car_->Rearm();
@@ -350,8 +354,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
                                                                int tag, uint32_t context, car::CarSpec* spec,
                                                                int* world) const {
   void* const buf = data.buf;
-  const char* op = send ? (sync ? "ssend" : "send") : "recv";
-  const char* dir = send ? "to" : "from";
+  const char* op = OpName(send, sync);
+  const char* dir = Toward(send);
   const bool any_source = !send && peer == kAnySource;
   if (!any_source && (peer < 0 || peer >= size_)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -396,8 +400,8 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
 
 absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, Persistence persistence,
                          uint32_t context) const {
-  const char* op = send ? (sync ? "ssend" : "send") : "recv";
-  const char* dir = send ? "to" : "from";
+  const char* op = OpName(send, sync);
+  const char* dir = Toward(send);
   CARTAGE_RETURN_IF_ERROR(Alive(op));
   Runtime::Entry in(rt_);
   if (!in.ok()) return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, dir, peer, tag));
@@ -496,7 +500,7 @@ absl::Status Comm::Recv(void* buf, int64_t count, const Datatype& type, int sour
 }
 
 absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const {
-  const char* op = send ? (sync ? "ssend" : "send") : "recv";
+  const char* op = OpName(send, sync);
   CARTAGE_RETURN_IF_ERROR(Alive(op));
   if (!rt_->fast_path()) [[unlikely]] {
     Request r;
@@ -509,7 +513,7 @@ absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag
   // of this call's own: no Request is made, entered and finished.
   Runtime::Entry in(rt_);
   if (!in.ok()) {
-    return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, send ? "to" : "from", peer, tag));
+    return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, Toward(send), peer, tag));
   }
   car::CarSpec spec;
   int world = 0;
