@@ -41,16 +41,21 @@ TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {
   EXPECT_EQ(m.status().message(), "CARTAGE_OVERSUBSCRIBED=maybe: use auto, yes or no");
 }
 
-// Oversubscribed, the rings grow within 32 MiB for the job (512 KiB for up
-// to 8 ranks, 256 KiB for 9, 128 KiB for 16, the default from 17) and the eager limit with
-// them (an eighth of the ring); what the environment sets is kept.
+// The rings grow within 32 MiB for the job: with a CPU each to 256 KiB (for
+// up to 9 ranks; 128 KiB for 16, the default from 17), the eager limit
+// staying; oversubscribed to 512 KiB (for up to 8 ranks, 256 KiB for 9,
+// 128 KiB for 16, the default from 17) and the eager limit with them (an
+// eighth of the ring); what the environment sets is kept.
 TEST(ShmOptions, OversubscribedJobsGetLargerRingsAndEagerLimit) {
   struct Case {
     int ranks;
     bool oversubscribed;
     std::size_t ring, eager, cma_min;
   };
-  for (const Case& c : {Case{8, false, 64u << 10, 8192, 64u << 20}, Case{3, true, 512u << 10, 64u << 10, 64u << 10},
+  for (const Case& c : {Case{2, false, 256u << 10, 8192, 64u << 20}, Case{8, false, 256u << 10, 8192, 64u << 20},
+                        Case{9, false, 256u << 10, 8192, 64u << 20}, Case{16, false, 128u << 10, 8192, 64u << 20},
+                        Case{17, false, 64u << 10, 8192, 64u << 20},
+                        Case{3, true, 512u << 10, 64u << 10, 64u << 10},
                         Case{8, true, 512u << 10, 64u << 10, 64u << 10}, Case{9, true, 256u << 10, 32u << 10, 64u << 10},
                         Case{16, true, 128u << 10, 16u << 10, 64u << 10}, Case{17, true, 64u << 10, 8192, 64u << 10}}) {
     ShmOptions o;
@@ -80,7 +85,7 @@ TEST(ShmOptions, OversubscribedJobsGetLargerRingsAndEagerLimit) {
   big.eager_limit_set = true;
   ShmOptions same = big;
   EXPECT_TRUE(big.ForJob(8, true).ok());
-  const absl::Status refused = same.ForJob(8, false);
+  const absl::Status refused = same.ForJob(17, false);
   EXPECT_EQ(refused.message(), "shm: eager limit 65536 exceeds what a 65536-byte ring carries (16336)")
       << "checked against the ring in use";
 }

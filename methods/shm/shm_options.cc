@@ -14,11 +14,12 @@ namespace cartage::methods::shm {
 
 std::vector<ParamInfo> Params() {
   return {
-      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two; where ranks "
-                              "outnumber CPUs the default grows to 524288 while the job's rings stay within "
-                              "32 MiB, so that messages up to 64 KiB need no handshake"},
+      {"RING_BYTES", "65536", "bytes of each ring (one per ordered pair of ranks), a power of two; unless set, "
+                              "it grows to 262144 (524288 where ranks outnumber CPUs) while the job's rings "
+                              "stay within 32 MiB, so that a window of eager messages fits, and where ranks "
+                              "outnumber CPUs messages up to 64 KiB need no handshake"},
       {"EAGER_LIMIT", "8192", "largest message sent eagerly; larger ones go by rendezvous (default: an eighth "
-                              "of the ring; 65536 where ranks outnumber CPUs)"},
+                              "of the ring where RING_BYTES is set or ranks outnumber CPUs, up to 65536)"},
       {"CMA", "auto", "auto: single-copy rendezvous with process_vm_readv where the start-up probe finds it "
                       "works; off: the pipelined copy through the rings"},
       {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA (65536 where ranks outnumber "
@@ -41,12 +42,13 @@ std::vector<ParamInfo> Params() {
 absl::Status ShmOptions::ForJob(int ranks, bool oversubscribed) {
   if (oversubscribed && !cma_min_set) cma_min = cma_min_oversubscribed;
   if (cma_min_set) cma_choose_min = 0;  // a CMA_MIN given holds everywhere: nothing to choose
-  if (oversubscribed && !ring_bytes_set) {
+  if (!ring_bytes_set) {
     const auto n = static_cast<std::size_t>(ranks);
-    while (ring_bytes < kOversubscribedRingMax && 2 * ring_bytes * n * n <= kOversubscribedRingBudget) {
-      ring_bytes *= 2;
-    }
-    if (!eager_limit_set) eager_limit = ring_bytes / 8;
+    const std::size_t most = oversubscribed ? kOversubscribedRingMax : kRingMax;
+    while (ring_bytes < most && 2 * ring_bytes * n * n <= kRingBudget) ring_bytes *= 2;
+    // With a CPU each, a larger eager message through the ring loses to the
+    // rendezvous (16 KiB ping-pong); the room is for a window of them.
+    if (oversubscribed && !eager_limit_set) eager_limit = ring_bytes / 8;
   }
   const std::size_t max_eager = ring_bytes / 4 - kRecordHeader - sizeof(MatchHeader);
   if (eager_limit > max_eager) {

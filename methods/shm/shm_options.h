@@ -21,13 +21,16 @@ struct ShmOptions {
   std::size_t eager_limit = kRingBytes / 8;  // larger messages go by rendezvous; by default an eighth of the ring
   bool ring_bytes_set = false;          // CARTAGE_SHM_RING_BYTES was given
   bool eager_limit_set = false;         // CARTAGE_SHM_EAGER_LIMIT was given
+  // Unless set, the rings grow as far as the job's rings stay within this
+  // many bytes in all: to kRingMax, where a window of 8 KiB messages no
+  // longer waits for the reader to free room (bench/RESULTS.md, bw 8 KiB).
   // Where the ranks outnumber the CPUs, every rendezvous handshake waits for
   // a peer to be scheduled (a context switch, several µs), while an eager
-  // message needs none: unless set, the rings grow (and the eager limit with
-  // them, to 64 KiB) as far as the job's rings stay within this many bytes
-  // in all. Small records keep to a ring's first 64 KiB
-  // (RingWriter::set_window); every page is faulted in at attach (ShmSegment).
-  static constexpr std::size_t kOversubscribedRingBudget = 32u << 20;
+  // message needs none: there they grow to kOversubscribedRingMax, and the
+  // eager limit with them (to 64 KiB). Small records keep to a ring's first
+  // 64 KiB (RingWriter::set_window); every page is faulted in at attach (ShmSegment).
+  static constexpr std::size_t kRingBudget = 32u << 20;
+  static constexpr std::size_t kRingMax = 256u << 10;
   static constexpr std::size_t kOversubscribedRingMax = 512u << 10;
   bool cma = true;                     // single copy with process_vm_readv where it works
   std::size_t cma_min = 64u << 20;     // ...for rendezvous messages of at least this many bytes
