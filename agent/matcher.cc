@@ -88,7 +88,13 @@ Car* Matcher::PostReceive(Car* recv, CompactMessage** compact) {
   ++posted_count_;
   if (e.rank == kAnySource) {
     recv->link.stamp = ++counter_;
-    wildcard_.PushBack(recv);
+    if (e.tag == kAnyTag) {
+      wildcard_.PushBack(recv);
+    } else {
+      posted_any_source_.Sweep(any_source_count_);
+      posted_any_source_.Get(Key{e.context_id, kAnySource, e.tag}).PushBack(recv);
+      ++any_source_count_;
+    }
     return nullptr;
   }
   recv->link.stamp = counter_;
@@ -106,8 +112,11 @@ Car* Matcher::PostReceive(Car* recv, CompactMessage** compact) {
 bool Matcher::RemovePosted(Car* recv) {
   const Envelope& e = recv->envelope();
   car::CarList* list = nullptr;
-  if (e.rank == kAnySource) {
+  if (e.rank == kAnySource && e.tag == kAnyTag) {
     list = &wildcard_;
+  } else if (e.rank == kAnySource) {
+    list = posted_any_source_.Find(Key{e.context_id, kAnySource, e.tag});
+    if (list == nullptr) return false;
   } else if (e.tag == kAnyTag) {
     list = &posted_any_tag_[static_cast<std::size_t>(e.rank)];
   } else {
@@ -117,6 +126,7 @@ bool Matcher::RemovePosted(Car* recv) {
   if (list->FindFirst([recv](Car* c) { return c == recv; }) == nullptr) return false;
   list->Unlink(recv);
   --posted_count_;
+  if (e.rank == kAnySource && e.tag != kAnyTag) --any_source_count_;
   return true;
 }
 
@@ -163,14 +173,25 @@ Car* Matcher::MatchIncoming(const Envelope& envelope) {
   Car* wild = wildcard_.empty() ? nullptr : wildcard_.FindFirst([&envelope](Car* r) {
     return Matches(r->envelope(), envelope);
   });
+  car::CarList* wild_list = &wildcard_;
+  // Any source, this tag: the bucket's oldest, older than any-tag's?
+  if (any_source_count_ > 0) {
+    car::CarList* bucket = posted_any_source_.Find(Key{envelope.context_id, kAnySource, envelope.tag});
+    Car* tagged = bucket == nullptr ? nullptr : bucket->front();
+    if (tagged != nullptr && (wild == nullptr || Before(tagged->link.stamp, wild->link.stamp))) {
+      wild = tagged;
+      wild_list = bucket;
+    }
+  }
   if (specific != nullptr && (wild == nullptr || Before(specific->link.stamp, wild->link.stamp))) {
     own->Unlink(specific);
     --posted_count_;
     return specific;
   }
   if (wild != nullptr) {
-    wildcard_.Unlink(wild);
+    wild_list->Unlink(wild);
     --posted_count_;
+    if (wild_list != &wildcard_) --any_source_count_;
   }
   return wild;
 }
@@ -222,6 +243,18 @@ const CompactMessage* Matcher::PeekCompact(const Envelope& pattern) const {
     return it == compact_.end() ? nullptr : it->second.head;
   }
   const CompactMessage* oldest = nullptr;
+  const std::size_t ranks = posted_any_tag_.size();
+  if (pattern.tag != kAnyTag && ranks < compact_.size()) {
+    // Any source, one tag: one lookup per source, as PeekUnexpected does
+    // (a walk over every record's bucket makes a long queue quadratic).
+    for (std::size_t source = 0; source < ranks; ++source) {
+      auto it = compact_.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
+      if (it == compact_.end()) continue;
+      const CompactMessage* r = it->second.head;
+      if (oldest == nullptr || r->seq < oldest->seq) oldest = r;
+    }
+    return oldest;
+  }
   for (const auto& [key, list] : compact_) {
     const CompactMessage* r = list.head;
     if (!Matches(pattern, r->envelope)) continue;

@@ -4,7 +4,8 @@
 //     source, tag), FIFO within a bucket, so that a long posted queue costs
 //     one hash lookup per arrival, not a walk (bench/compare's match_posted);
 //   - posted receives from one source for any tag, a queue per source rank;
-//   - one wildcard (ANY_SOURCE) queue,
+//   - ANY_SOURCE receives for one tag, bucketed by (context, tag), and one
+//     queue of ANY_SOURCE receives for any tag (match_posted_any);
 //   - one unexpected store for messages no receive matched yet, bucketed by
 //     (context, source, tag) and ordered by arrival; as for posted receives,
 //     emptied buckets are kept (a stream of messages reuses one) and swept
@@ -181,6 +182,10 @@ class Matcher {
 
   Buckets posted_;  // one source, one tag
   std::vector<car::CarList> posted_any_tag_;       // one source, any tag: by source rank (one per rank)
+  // Any source: one tag by (context, tag), so an arrival finds its oldest
+  // with one lookup however many wait; any tag in one list.
+  Buckets posted_any_source_;
+  std::size_t any_source_count_ = 0;
   car::CarList wildcard_;
   std::size_t posted_count_ = 0;
   uint64_t posts_ = 0;                             // posting sequence (CAR link.seq of a receive)

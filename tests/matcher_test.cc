@@ -213,6 +213,45 @@ TEST_F(MatcherTest, AnySourceOneTagAmongManyBucketsTakesTheOldest) {
   EXPECT_EQ(m.posted(), 0u);
 }
 
+// The same for compacted records: more record buckets than ranks, and an
+// ANY_SOURCE receive for one tag takes the oldest record of that tag from
+// any source, in its own context (looked up per source, not walked).
+TEST_F(MatcherTest, AnySourceOneTagAmongManyRecordBucketsTakesTheOldest) {
+  Matcher m(3);
+  std::vector<Car*> msgs;  // arrival order: (tag 0..19) x (source 2, 0, 1), then context 9
+  for (int tag = 0; tag < 20; ++tag) {
+    for (int source : {2, 0, 1}) {
+      msgs.push_back(Message(source, tag));
+      m.AddUnexpected(msgs.back());
+    }
+  }
+  msgs.push_back(Message(1, 5, /*context=*/9));
+  m.AddUnexpected(msgs.back());
+  std::vector<CompactMessage> records(msgs.size());
+  auto record_of = [&](const Car& x) { return &records[std::find(msgs.begin(), msgs.end(), &x) - msgs.begin()]; };
+  EXPECT_EQ(m.Compact([&](Car& x) -> CompactMessage* {
+              CompactMessage* r = record_of(x);
+              r->envelope = x.envelope();
+              return r;
+            }).size(),
+            msgs.size());
+  EXPECT_EQ(m.compact(), msgs.size());
+  EXPECT_EQ(m.PeekCompact({9, kAnySource, 5}), &records.back());
+  EXPECT_EQ(m.PeekCompact({0, kAnySource, 20}), nullptr);
+  for (int tag = 19; tag >= 0; --tag) {
+    for (int k = 0; k < 3; ++k) {
+      CompactMessage* got = nullptr;
+      ASSERT_EQ(m.PostReceive(Recv(kAnySource, tag), &got), nullptr) << tag;
+      ASSERT_EQ(got, &records[static_cast<std::size_t>(3 * tag + k)]) << tag << " " << k;
+    }
+  }
+  CompactMessage* got = nullptr;
+  EXPECT_EQ(m.PostReceive(Recv(kAnySource, 5, /*context=*/9), &got), nullptr);
+  EXPECT_EQ(got, &records.back());
+  EXPECT_EQ(m.compact(), 0u);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
 // Unexpected buckets stay when they empty (a stream of messages reuses one):
 // every kind of lookup must pass over the empty ones, and a burst of many
 // distinct tags is swept away once a new message arrives.
@@ -309,6 +348,47 @@ TEST_F(MatcherTest, HundredThousandPostedMatchedInReverseThenManyBuckets) {
   m.PostReceive(last);
   EXPECT_TRUE(m.RemovePosted(last));
   EXPECT_FALSE(m.RemovePosted(last));
+  EXPECT_EQ(m.posted(), 0u);
+}
+
+// ANY_SOURCE receives for one tag are bucketed by (context, tag): an arrival
+// still takes the earliest posted among them, the any-tag wildcards and the
+// receives naming the source, and a cancel finds them.
+TEST_F(MatcherTest, AnySourceReceivesForOneTagKeepPostingOrderWithTheOtherKinds) {
+  Matcher m(3);
+  Car* t5a = Recv(kAnySource, 5);
+  Car* named = Recv(1, 5);
+  Car* any = Recv(kAnySource, kAnyTag);
+  Car* t5b = Recv(kAnySource, 5);
+  Car* t6 = Recv(kAnySource, 6);
+  Car* other = Recv(kAnySource, 5, /*context=*/9);
+  Car* cancelled = Recv(kAnySource, 7);
+  for (Car* r : {t5a, named, any, t5b, t6, other, cancelled}) ASSERT_EQ(m.PostReceive(r), nullptr);
+  EXPECT_TRUE(m.RemovePosted(cancelled));
+  EXPECT_FALSE(m.RemovePosted(cancelled));
+  EXPECT_EQ(m.posted(), 6u);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), t5a);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 5}), named);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 5}), any);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 5}), t5b);
+  EXPECT_EQ(m.MatchIncoming({0, 0, 5}), nullptr);
+  EXPECT_EQ(m.MatchIncoming({0, 2, 7}), nullptr) << "cancelled";
+  EXPECT_EQ(m.MatchIncoming({9, 2, 5}), other);
+  EXPECT_EQ(m.MatchIncoming({0, 1, 6}), t6);
+  EXPECT_EQ(m.posted(), 0u);
+}
+
+// A hundred thousand ANY_SOURCE receives, one tag each, matched newest
+// first: one lookup per arrival (a walk over them would be quadratic).
+TEST_F(MatcherTest, HundredThousandAnySourcePostedMatchedInReverse) {
+  Matcher m(2);
+  constexpr int kN = 100000;
+  std::vector<Car*> recvs;
+  for (int i = 0; i < kN; ++i) {
+    recvs.push_back(Recv(kAnySource, i));
+    ASSERT_EQ(m.PostReceive(recvs.back()), nullptr);
+  }
+  for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.MatchIncoming({0, i % 2, i}), recvs[i]);
   EXPECT_EQ(m.posted(), 0u);
 }
 
