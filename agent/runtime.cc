@@ -203,9 +203,13 @@ absl::Status Runtime::PostCar(Car& car) {
   // A CAR is posted from idle (fresh, or re-armed): that state's post rows
   // are compiled in line here (DispatchFrom); any other state goes the
   // general way and gets the table's answer.
-  const absl::Status s = car.kind() == CarKind::kSend
-                             ? car::SendMachine::DispatchFrom<car::SendState::kIdle, car::SendEvent::kPost>(car)
-                             : car::RecvMachine::DispatchFrom<car::RecvState::kIdle, car::RecvEvent::kPost>(car);
+  // A send's post most often puts the message out at once and raises its
+  // local completion (eager_in_flight, local_done): compiled in line too.
+  const absl::Status s =
+      car.kind() == CarKind::kSend
+          ? car::SendMachine::DispatchFromThen<car::SendState::kIdle, car::SendEvent::kPost,
+                                               car::SendState::kEagerInFlight, car::SendEvent::kLocalDone>(car)
+          : car::RecvMachine::DispatchFrom<car::RecvState::kIdle, car::RecvEvent::kPost>(car);
   if (!handed_off_.empty()) {  // a revived record's CAR is among them
     for (Car* u : handed_off_) ReleaseUnexpected(u);
     handed_off_.clear();

@@ -219,6 +219,21 @@ class EventQueue {
     return false;
   }
 
+  // Takes the next queued event out if it is the only one and is `event` of
+  // machine M for `target`, with no payload: the caller runs it itself
+  // (Machine::DispatchFromThen), as Drain would have next.
+  template <class M>
+  bool TakeOnly(const Ctx& target, typename M::Event event) {
+    if (pending_.size() != next_ + 1) return false;
+    const Pending& e = pending_[next_];
+    if (e.ctx != &target || e.fn != &M::DispatchQueued || e.event != static_cast<uint8_t>(event) ||
+        e.payload != kNoPayload) {
+      return false;
+    }
+    ++next_;
+    return true;
+  }
+
   // Runs queued events in order (including those they raise); returns the
   // first error, having still run every queued event.
   absl::Status Drain() {
@@ -344,6 +359,34 @@ class Machine {
     EventsOf<Def> events;
     absl::Status s = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events);
     if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    return s;
+  }
+
+  // The same, for a caller that also knows which transition most often
+  // follows: where the transition taken raised exactly one event, kThenEvent
+  // on `ctx` itself, and `ctx` is now in kThen, that event's rows are
+  // compiled in line too, and run where the queue would have run them
+  // (next, as nothing else waits). Anything else drains the queue as ever;
+  // the rows, their order and the trace are the table's either way.
+  template <State kFrom, Event kEvent, State kThen, Event kThenEvent, TraceMode kMode = TraceMode::kRuntime>
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status DispatchFromThen(Context& ctx) {
+    static_assert(kRaises, "nothing follows in a machine whose actions raise nothing");
+    constexpr std::size_t kKey = static_cast<std::size_t>(kFrom) * kEvents + static_cast<std::size_t>(kEvent);
+    constexpr std::size_t kThenKey = static_cast<std::size_t>(kThen) * kEvents + static_cast<std::size_t>(kThenEvent);
+    const Payload& none = EventsOf<Def>::NoPayload();
+    if (ABSL_PREDICT_FALSE(Def::Cell(ctx).value() != static_cast<uint8_t>(kFrom))) {
+      return Dispatch<kMode>(ctx, kEvent, none);
+    }
+    EventsOf<Def> events;
+    absl::Status s = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, none, events);
+    if (!events.has_pending()) return s;
+    if (events.template TakeOnly<Machine>(ctx, kThenEvent)) {
+      s.Update(Def::Cell(ctx).value() == static_cast<uint8_t>(kThen)
+                   ? FireRow<TraceMode::kRuntime, kThenKey, kTable.first(kThenKey)>(ctx, none, events)
+                   : Fire<TraceMode::kRuntime>(ctx, static_cast<uint8_t>(kThenEvent), none, events));
+      if (!events.has_pending()) return s;
+    }
+    s.Update(events.Drain());
     return s;
   }
 

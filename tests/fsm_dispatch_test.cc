@@ -1,4 +1,5 @@
 // Dispatch, guards, run-to-completion, error reporting and tracing.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,117 @@ TEST(FsmTrace, DispatchFromTakesTheTablesRowsInEveryState) {
             "turnstile#5: unlocked --coin--> unlocked\n"
             "turnstile#5: unlocked --push--> locked\n");
   EXPECT_EQ(t.coins, 2);
+}
+
+// A machine whose post most often raises `done` on itself, for
+// DispatchFromThen: how the post's action raises is up to the instance.
+struct Relay {
+  fsm::StateWord state;
+  uint64_t id = 0;
+  enum class Raises { kDoneOnItself, kDoneWithPayload, kTwoEvents, kNothing, kDoneOnAnother } raises{};
+  bool queue = false;  // the post's guard: to `queued` instead of `sent`
+  Relay* other = nullptr;
+  int done = 0;
+};
+struct RelayDef {
+  enum class State : uint8_t { kIdle, kSent, kQueued, kDone, kCount };
+  enum class Event : uint8_t { kPost, kDone, kCount };
+  using Context = Relay;
+  using Payload = int;
+  static constexpr absl::string_view kName = "relay";
+  static constexpr absl::string_view kSummary = "posts, then is done";
+  static constexpr std::array<absl::string_view, 4> kStates = {"idle", "sent", "queued", "done"};
+  static constexpr std::array<fsm::EventSpec, 2> kEvents = {{{"post", fsm::EventKind::kUser},
+                                                             {"done", fsm::EventKind::kWire}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kDone};
+  static fsm::StateWord& Cell(Relay& r) { return r.state; }
+  static uint64_t IdOf(const Relay& r) { return r.id; }
+};
+bool Queues(const Relay& r, const int&) { return r.queue; }
+void Post(Relay& r, const int&, fsm::EventsOf<RelayDef>& events);
+void Finish(Relay& r, const int& value, fsm::EventsOf<RelayDef>&) { r.done += 1 + value; }
+inline constexpr auto kRelayTable = fsm::MakeTable<RelayDef>({
+  {RelayDef::State::kIdle,   RelayDef::Event::kPost, {"Queues", &Queues}, {"Post", &Post}, RelayDef::State::kQueued},
+  {RelayDef::State::kIdle,   RelayDef::Event::kPost, {},                  {"Post", &Post}, RelayDef::State::kSent},
+  {RelayDef::State::kSent,   RelayDef::Event::kDone, {},                  {"Finish", &Finish}, RelayDef::State::kDone},
+  {RelayDef::State::kQueued, RelayDef::Event::kDone, {},                  {"Finish", &Finish}, RelayDef::State::kDone},
+});
+using RelayMachine = fsm::Machine<RelayDef, kRelayTable>;
+void Post(Relay& r, const int&, fsm::EventsOf<RelayDef>& events) {
+  switch (r.raises) {
+    case Relay::Raises::kDoneOnItself: events.Raise<RelayMachine>(r, RelayDef::Event::kDone); break;
+    case Relay::Raises::kDoneWithPayload: events.Raise<RelayMachine>(r, RelayDef::Event::kDone, 10); break;
+    case Relay::Raises::kTwoEvents:
+      events.Raise<RelayMachine>(r, RelayDef::Event::kDone);
+      events.Raise<RelayMachine>(r, RelayDef::Event::kDone);  // done is final: refused
+      break;
+    case Relay::Raises::kNothing: break;
+    case Relay::Raises::kDoneOnAnother: events.Raise<RelayMachine>(*r.other, RelayDef::Event::kDone); break;
+  }
+}
+
+// DispatchFromThen runs the one event the post raised on the instance itself
+// in line; whatever else happens (another state than expected, a payload,
+// two events, none, another instance, a state other than the post's)
+// goes the queue's way. The transitions, their order, the actions' effects
+// and the status are those of Dispatch in every case.
+TEST(FsmTrace, DispatchFromThenDoesWhatDispatchDoes) {
+  using RS = RelayDef::State;
+  using RE = RelayDef::Event;
+  struct Case {
+    Relay::Raises raises;
+    bool queue;
+    bool start_sent;
+  };
+  const Case cases[] = {{Relay::Raises::kDoneOnItself, false, false},   {Relay::Raises::kDoneOnItself, true, false},
+                        {Relay::Raises::kDoneWithPayload, false, false}, {Relay::Raises::kTwoEvents, false, false},
+                        {Relay::Raises::kNothing, false, false},        {Relay::Raises::kDoneOnAnother, false, false},
+                        {Relay::Raises::kDoneOnItself, false, true}};
+  for (const Case& c : cases) {
+    std::string text[2];
+    absl::Status status[2];
+    int done[2][2];
+    for (int fused = 0; fused < 2; ++fused) {
+      Relay r, other;
+      r.id = 1;
+      other.id = 2;
+      r.raises = c.raises;
+      r.queue = c.queue;
+      r.other = &other;
+      RelayMachine::Reset(r);
+      RelayMachine::Reset(other);
+      ASSERT_TRUE(RelayMachine::Dispatch(other, RE::kPost).ok());  // other waits in sent (raises nothing)
+      other.raises = Relay::Raises::kNothing;
+      if (c.start_sent) {
+        r.raises = Relay::Raises::kNothing;
+        ASSERT_TRUE(RelayMachine::Dispatch(r, RE::kPost).ok());
+      }
+      fsm::TraceRecorder rec(16);
+      {
+        fsm::ScopedTraceSink on(&rec);
+        status[fused] = fused ? RelayMachine::DispatchFromThen<RS::kIdle, RE::kPost, RS::kSent, RE::kDone>(r)
+                              : RelayMachine::Dispatch(r, RE::kPost);
+      }
+      text[fused] = rec.ToText();
+      done[fused][0] = r.done;
+      done[fused][1] = other.done;
+    }
+    const int k = static_cast<int>(c.raises);
+    EXPECT_EQ(text[1], text[0]) << k;
+    EXPECT_EQ(status[1], status[0]) << k;
+    EXPECT_EQ(done[1][0], done[0][0]) << k;
+    EXPECT_EQ(done[1][1], done[0][1]) << k;
+  }
+  // What the cases above compare, for one: post then done, both recorded.
+  Relay r;
+  r.id = 7;
+  RelayMachine::Reset(r);
+  fsm::TraceRecorder rec(16);
+  fsm::ScopedTraceSink on(&rec);
+  ASSERT_TRUE((RelayMachine::DispatchFromThen<RS::kIdle, RE::kPost, RS::kSent, RE::kDone>(r)).ok());
+  EXPECT_EQ(rec.ToText(), "relay#7: idle --post--> sent\nrelay#7: sent --done--> done\n");
+  EXPECT_EQ(r.done, 1);
 }
 
 TEST(FsmTrace, RecorderCountsWhatDoesNotFitAndExportsChromeJson) {

@@ -12,7 +12,7 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=890 [recv]=1230 [isend]=1040 [irecv]=1370 [barrier]=1960)
+declare -A budget=([send]=815 [recv]=1215 [isend]=965 [irecv]=1355 [barrier]=1855)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT

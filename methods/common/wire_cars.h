@@ -59,9 +59,16 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
   sig.source = envelope.rank;
   sig.tag = envelope.tag;
   sig.data = payload;  // eager: the whole message, one event
+  // A matched receive is posted, and an unexpected CAR new: those states'
+  // rows are compiled in line (DispatchFrom); any other takes the table's
+  // general way.
   if (car::Car* r = host.MatchIncoming(envelope.Assembled())) {
     adopt(*r);
-    (void)car::RecvMachine::Dispatch(*r, rendezvous ? car::RecvEvent::kEnvelope : car::RecvEvent::kEager, sig);
+    if (rendezvous) {
+      (void)car::RecvMachine::DispatchFrom<car::RecvState::kPosted, car::RecvEvent::kEnvelope>(*r, sig);
+    } else {
+      (void)car::RecvMachine::DispatchFrom<car::RecvState::kPosted, car::RecvEvent::kEager>(*r, sig);
+    }
     return r;
   }
   if constexpr (std::is_invocable_r_v<bool, Defer>) {
@@ -72,8 +79,11 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
   absl::StatusOr<car::Car*> u = host.NewUnexpected(envelope, rendezvous ? 0 : bytes);
   if (!u.ok()) return u.status();
   adopt(**u);
-  (void)car::UnexpectedMachine::Dispatch(
-      **u, rendezvous ? car::UnexpectedEvent::kEnvelope : car::UnexpectedEvent::kEager, sig);
+  if (rendezvous) {
+    (void)car::UnexpectedMachine::DispatchFrom<car::UnexpectedState::kNew, car::UnexpectedEvent::kEnvelope>(**u, sig);
+  } else {
+    (void)car::UnexpectedMachine::DispatchFrom<car::UnexpectedState::kNew, car::UnexpectedEvent::kEager>(**u, sig);
+  }
   return *u;
 }
 
