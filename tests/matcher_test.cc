@@ -37,6 +37,31 @@ class MatcherTest : public ::testing::Test {
     cars_.push_back(c);
     return c;
   }
+  // Unexpected messages in this arrival order: (tag 0..19) x (source 2, 0,
+  // 1), then one from source 1 with tag 5 in context 9 (the last).
+  std::vector<Car*> ArriveManyTags(Matcher& m) {
+    std::vector<Car*> msgs;
+    for (int tag = 0; tag < 20; ++tag) {
+      for (int source : {2, 0, 1}) msgs.push_back(Message(source, tag));
+    }
+    msgs.push_back(Message(1, 5, /*context=*/9));
+    for (Car* c : msgs) m.AddUnexpected(c);
+    return msgs;
+  }
+  // Posts `n` receives from `source` with tags 0..n-1, then matches them
+  // newest tag first (from source 1, or alternately 0 and 1 for ANY_SOURCE).
+  void PostThenMatchNewestFirst(Matcher& m, int source, int n) {
+    std::vector<Car*> recvs;
+    for (int i = 0; i < n; ++i) {
+      recvs.push_back(Recv(source, i));
+      ASSERT_EQ(m.PostReceive(recvs.back()), nullptr);
+    }
+    EXPECT_EQ(m.posted(), static_cast<std::size_t>(n));
+    for (int i = n - 1; i >= 0; --i) {
+      ASSERT_EQ(m.MatchIncoming({0, source == kAnySource ? i % 2 : source, i}), recvs[static_cast<std::size_t>(i)]);
+    }
+    EXPECT_EQ(m.posted(), 0u);
+  }
   void TearDown() override {
     for (Car* c : cars_) pool_.Release(c);
   }
@@ -193,15 +218,9 @@ TEST_F(MatcherTest, CompactMessagesKeepTheirPlaceInArrivalOrder) {
 // in its context, and leave other tags alone.
 TEST_F(MatcherTest, AnySourceOneTagAmongManyBucketsTakesTheOldest) {
   Matcher m(3);
-  std::vector<Car*> msgs;  // arrival order: (tag 0..19) x (source 2, 0, 1), then context 9
-  for (int tag = 0; tag < 20; ++tag) {
-    for (int source : {2, 0, 1}) {
-      msgs.push_back(Message(source, tag));
-      m.AddUnexpected(msgs.back());
-    }
-  }
-  Car* other_ctx = Message(1, 5, /*context=*/9);
-  m.AddUnexpected(other_ctx);
+  std::vector<Car*> msgs = ArriveManyTags(m);
+  Car* other_ctx = msgs.back();
+  msgs.pop_back();
   EXPECT_EQ(m.PeekUnexpected({9, kAnySource, 5}), other_ctx);
   EXPECT_EQ(m.PeekUnexpected({0, kAnySource, 20}), nullptr);
   for (int tag = 19; tag >= 0; --tag) {
@@ -218,15 +237,7 @@ TEST_F(MatcherTest, AnySourceOneTagAmongManyBucketsTakesTheOldest) {
 // any source, in its own context (looked up per source, not walked).
 TEST_F(MatcherTest, AnySourceOneTagAmongManyRecordBucketsTakesTheOldest) {
   Matcher m(3);
-  std::vector<Car*> msgs;  // arrival order: (tag 0..19) x (source 2, 0, 1), then context 9
-  for (int tag = 0; tag < 20; ++tag) {
-    for (int source : {2, 0, 1}) {
-      msgs.push_back(Message(source, tag));
-      m.AddUnexpected(msgs.back());
-    }
-  }
-  msgs.push_back(Message(1, 5, /*context=*/9));
-  m.AddUnexpected(msgs.back());
+  const std::vector<Car*> msgs = ArriveManyTags(m);
   std::vector<CompactMessage> records(msgs.size());
   auto record_of = [&](const Car& x) { return &records[std::find(msgs.begin(), msgs.end(), &x) - msgs.begin()]; };
   EXPECT_EQ(m.Compact([&](Car& x) -> CompactMessage* {
@@ -330,14 +341,7 @@ TEST_F(MatcherTest, AnyTagAndExactTagFromOneSourceInPostingOrder) {
 TEST_F(MatcherTest, HundredThousandPostedMatchedInReverseThenManyBuckets) {
   Matcher m(2);
   constexpr int kN = 100000;
-  std::vector<Car*> recvs;
-  for (int i = 0; i < kN; ++i) {
-    recvs.push_back(Recv(1, i));
-    ASSERT_EQ(m.PostReceive(recvs.back()), nullptr);
-  }
-  EXPECT_EQ(m.posted(), static_cast<std::size_t>(kN));
-  for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.MatchIncoming({0, 1, i}), recvs[i]);
-  EXPECT_EQ(m.posted(), 0u);
+  PostThenMatchNewestFirst(m, 1, kN);
   for (int i = 0; i < 5000; ++i) {
     Car* r = Recv(1, kN + i);
     ASSERT_EQ(m.PostReceive(r), nullptr);
@@ -382,14 +386,7 @@ TEST_F(MatcherTest, AnySourceReceivesForOneTagKeepPostingOrderWithTheOtherKinds)
 // first: one lookup per arrival (a walk over them would be quadratic).
 TEST_F(MatcherTest, HundredThousandAnySourcePostedMatchedInReverse) {
   Matcher m(2);
-  constexpr int kN = 100000;
-  std::vector<Car*> recvs;
-  for (int i = 0; i < kN; ++i) {
-    recvs.push_back(Recv(kAnySource, i));
-    ASSERT_EQ(m.PostReceive(recvs.back()), nullptr);
-  }
-  for (int i = kN - 1; i >= 0; --i) ASSERT_EQ(m.MatchIncoming({0, i % 2, i}), recvs[i]);
-  EXPECT_EQ(m.posted(), 0u);
+  PostThenMatchNewestFirst(m, kAnySource, 100000);
 }
 
 // The matcher remembers the bucket it last found per source; what erases buckets
