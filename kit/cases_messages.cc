@@ -188,7 +188,9 @@ void Sizes(const Comm& w, Agent&) {
 }
 
 void Truncation(const Comm& w, Agent&) {
-  for (std::size_t n : {1000ul, 200000ul}) {  // eager, then rendezvous
+  // Eager; eager where a method sends that much so (tcp, up to 64 KiB), else
+  // rendezvous; rendezvous.
+  for (std::size_t n : {1000ul, 60000ul, 200000ul}) {
     std::vector<unsigned char> big(n);
     Fill(big, n);
     if (w.rank() == 0) {
