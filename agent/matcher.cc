@@ -20,31 +20,46 @@ bool Matcher::Matches(const Envelope& want, const Envelope& got) {
          (want.tag == kAnyTag || want.tag == got.tag);
 }
 
-Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
+namespace {
+// What OldestIn reads of a message, CAR or record alike.
+uint64_t SeqOf(const Car* c) { return c->link.seq; }
+uint64_t SeqOf(const CompactMessage* r) { return r->seq; }
+const Envelope& EnvelopeOf(const Car* c) { return c->envelope(); }
+const Envelope& EnvelopeOf(const CompactMessage* r) { return r->envelope; }
+}  // namespace
+
+template <class Map, class Front>
+auto Matcher::OldestIn(const Map& map, const Envelope& pattern, Front front) const {
+  using Message = decltype(front(map.begin()->second));
   if (pattern.rank != kAnySource && pattern.tag != kAnyTag) {
-    auto it = unexpected_.map().find(Key{pattern.context_id, pattern.rank, pattern.tag});
-    return it == unexpected_.map().end() ? nullptr : it->second.front();
+    auto it = map.find(Key{pattern.context_id, pattern.rank, pattern.tag});
+    return it == map.end() ? Message{} : front(it->second);
   }
-  Car* oldest = nullptr;
+  Message oldest{};
+  auto consider = [&oldest](Message m) {
+    if (m != nullptr && (oldest == nullptr || SeqOf(m) < SeqOf(oldest))) oldest = m;
+  };
   const std::size_t ranks = posted_any_tag_.size();
-  if (pattern.tag != kAnyTag && ranks < unexpected_.map().size()) {
+  if (pattern.tag != kAnyTag && ranks < map.size()) {
     // Any source, one tag: one lookup per source beats a walk over every
-    // (source, tag) bucket once there are more buckets than ranks.
+    // (source, tag) bucket once there are more buckets than ranks (a walk
+    // makes a long queue quadratic).
     for (std::size_t source = 0; source < ranks; ++source) {
-      auto it = unexpected_.map().find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
-      if (it == unexpected_.map().end()) continue;
-      Car* c = it->second.front();
-      if (c == nullptr) continue;  // an emptied bucket, kept
-      if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
+      auto it = map.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
+      if (it != map.end()) consider(front(it->second));
     }
     return oldest;
   }
-  for (const auto& [key, list] : unexpected_.map()) {
-    Car* c = list.front();
-    if (c == nullptr || !Matches(pattern, c->envelope())) continue;
-    if (oldest == nullptr || c->link.seq < oldest->link.seq) oldest = c;
+  for (const auto& [key, list] : map) {
+    Message m = front(list);
+    if (m != nullptr && Matches(pattern, EnvelopeOf(m))) consider(m);
   }
   return oldest;
+}
+
+Car* Matcher::PeekUnexpected(const Envelope& pattern) const {
+  // An emptied bucket, kept, has no front.
+  return OldestIn(unexpected_.map(), pattern, [](const car::CarList& list) { return list.front(); });
 }
 
 Car* Matcher::PostReceive(Car* recv, CompactMessage** compact) {
@@ -238,29 +253,7 @@ void Matcher::TakeAllFrom(int source, std::vector<Car*>* posted, std::vector<Car
 
 const CompactMessage* Matcher::PeekCompact(const Envelope& pattern) const {
   if (compact_count_ == 0) return nullptr;
-  if (pattern.rank != kAnySource && pattern.tag != kAnyTag) {
-    auto it = compact_.find(Key{pattern.context_id, pattern.rank, pattern.tag});
-    return it == compact_.end() ? nullptr : it->second.head;
-  }
-  const CompactMessage* oldest = nullptr;
-  const std::size_t ranks = posted_any_tag_.size();
-  if (pattern.tag != kAnyTag && ranks < compact_.size()) {
-    // Any source, one tag: one lookup per source, as PeekUnexpected does
-    // (a walk over every record's bucket makes a long queue quadratic).
-    for (std::size_t source = 0; source < ranks; ++source) {
-      auto it = compact_.find(Key{pattern.context_id, static_cast<int32_t>(source), pattern.tag});
-      if (it == compact_.end()) continue;
-      const CompactMessage* r = it->second.head;
-      if (oldest == nullptr || r->seq < oldest->seq) oldest = r;
-    }
-    return oldest;
-  }
-  for (const auto& [key, list] : compact_) {
-    const CompactMessage* r = list.head;
-    if (!Matches(pattern, r->envelope)) continue;
-    if (oldest == nullptr || r->seq < oldest->seq) oldest = r;
-  }
-  return oldest;
+  return OldestIn(compact_, pattern, [](const CompactList& list) -> const CompactMessage* { return list.head; });
 }
 
 void Matcher::InsertCompact(CompactMessage* r) {

@@ -120,6 +120,11 @@ class Matcher {
     }
   };
   static bool Matches(const car::Envelope& want, const car::Envelope& got);
+  // The oldest message in `map` (one list per key; `front(list)` its oldest,
+  // or nullptr) that `pattern` matches, left in place: the unexpected CARs'
+  // store and the compact one alike.
+  template <class Map, class Front>
+  auto OldestIn(const Map& map, const car::Envelope& pattern, Front front) const;
 
   // The oldest posted receive from envelope.rank that the envelope matches
   // (nullptr if none), and the list it is in.
