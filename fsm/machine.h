@@ -349,7 +349,7 @@ class Machine {
   template <State kFrom, Event kEvent, TraceMode kMode = TraceMode::kRuntime>
   ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status DispatchFrom(Context& ctx,
                                                                 const Payload& payload = EventsOf<Def>::NoPayload()) {
-    constexpr std::size_t kKey = static_cast<std::size_t>(kFrom) * kEvents + static_cast<std::size_t>(kEvent);
+    constexpr std::size_t kKey = kTable.Key(kFrom, kEvent);
     if (ABSL_PREDICT_FALSE(Def::Cell(ctx).value() != static_cast<uint8_t>(kFrom))) {
       return Dispatch<kMode>(ctx, kEvent, payload);
     }
@@ -371,8 +371,8 @@ class Machine {
   template <State kFrom, Event kEvent, State kThen, Event kThenEvent, TraceMode kMode = TraceMode::kRuntime>
   ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status DispatchFromThen(Context& ctx) {
     static_assert(kRaises, "nothing follows in a machine whose actions raise nothing");
-    constexpr std::size_t kKey = static_cast<std::size_t>(kFrom) * kEvents + static_cast<std::size_t>(kEvent);
-    constexpr std::size_t kThenKey = static_cast<std::size_t>(kThen) * kEvents + static_cast<std::size_t>(kThenEvent);
+    constexpr std::size_t kKey = kTable.Key(kFrom, kEvent);
+    constexpr std::size_t kThenKey = kTable.Key(kThen, kThenEvent);
     const Payload& none = EventsOf<Def>::NoPayload();
     if (ABSL_PREDICT_FALSE(Def::Cell(ctx).value() != static_cast<uint8_t>(kFrom))) {
       return Dispatch<kMode>(ctx, kEvent, none);

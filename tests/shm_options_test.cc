@@ -46,7 +46,7 @@ TEST(ShmOptions, ABadOversubscriptionValueIsRefusedByName) {
 // staying; oversubscribed to 512 KiB (for up to 8 ranks, 256 KiB for 9,
 // 128 KiB for 16, the default from 17) and the eager limit with them (an
 // eighth of the ring); what the environment sets is kept.
-TEST(ShmOptions, OversubscribedJobsGetLargerRingsAndEagerLimit) {
+TEST(ShmOptions, RingsGrowWithinTheJobsBudgetAndOversubscribedTheEagerLimitWithThem) {
   struct Case {
     int ranks;
     bool oversubscribed;
