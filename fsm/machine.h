@@ -280,10 +280,12 @@ enum class TraceMode : uint8_t {
   kCompiledOut,  // no hook at all
 };
 
-// Out-of-line error builders (cold path).
+// Out-of-line error builders (cold path; kept out of line under LTO too).
 namespace internal {
-absl::Status UnhandledEvent(const MachineNames& m, uint64_t id, uint8_t state, uint8_t event);
-absl::Status NoGuardPassed(const MachineNames& m, uint64_t id, uint8_t state, uint8_t event);
+ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD absl::Status UnhandledEvent(const MachineNames& m, uint64_t id,
+                                                                       uint8_t state, uint8_t event);
+ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD absl::Status NoGuardPassed(const MachineNames& m, uint64_t id,
+                                                                      uint8_t state, uint8_t event);
 }  // namespace internal
 
 // The names of Def, for traces and messages.

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
 #include "absl/strings/string_view.h"
 
@@ -70,11 +71,14 @@ using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r)
 // The time a traced transition starts (before its action), which the
 // dispatch hands to its EmitTrace: an action may dispatch another machine
 // (a schedule's step run as a vertex launches) and record in between.
-int64_t TransitionStart();
-// Out of line so the dispatch fast path stays small. `started`: 0 where the
-// sink came after the transition started.
-void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance, const MachineNames* m, uint8_t from,
-               uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload);
+ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD int64_t TransitionStart();
+// Out of line (under LTO too), so the dispatch fast path stays small and
+// needs no stack frame. `started`: 0 where the sink came after the
+// transition started.
+ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance,
+                                                           const MachineNames* m, uint8_t from, uint8_t event,
+                                                           uint8_t to, SubjectFn subject, const void* ctx,
+                                                           const void* payload);
 }  // namespace internal
 
 // Collective call spans, for whoever runs one: nothing while no sink is installed.
