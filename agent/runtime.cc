@@ -160,7 +160,9 @@ absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t co
       methods::Method::Probed{u->envelope().rank, u->envelope().tag, u->bytes_total()});
 }
 
-absl::StatusOr<Car*> Runtime::Build(car::CarSpec& spec, int peer, base::Completion* counter) {
+// In line in both callers: a blocking call's CAR is then built with no call.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Car*> Runtime::Build(car::CarSpec& spec, int peer,
+                                                                       base::Completion* counter) {
   spec.counter = counter;
   spec.vc = routes_.VcFor(peer);
   spec.owner = this;

@@ -149,10 +149,10 @@ absl::Status ValidateSpec(const CarSpec& s) {
   return absl::OkStatus();
 }
 
-Car::Car(const CarSpec& spec, uint64_t id, void* method_private)
-    : spec_(spec), id_(id), method_private_(method_private) {
-  Rearm();
-}
+// Car's constructor leaves the state word at 0 for every kind.
+static_assert(static_cast<uint8_t>(SendDef::kInitial) == 0 && static_cast<uint8_t>(RecvDef::kInitial) == 0 &&
+                  static_cast<uint8_t>(UnexpectedDef::kInitial) == 0 && static_cast<uint8_t>(VertexDef::kInitial) == 0,
+              "a fresh CAR starts in state 0 of its machine");
 
 void Car::Rearm() {
   switch (spec_.kind) {
@@ -163,9 +163,7 @@ void Car::Rearm() {
     case CarKind::kCount: break;
   }
   proto_ = 0;
-  deps_pending_ = (spec_.flags.has(CarFlag::kPackedBufDependency) ? 1 : 0) +
-                  (spec_.flags.has(CarFlag::kProgressDependency) ? 1 : 0);
-  preds_pending_ = spec_.predecessors;
+  CountDependencies();
   bytes_total_ = bytes_done_ = bytes_copied_ = 0;
   matched_ = nullptr;
   status_ = absl::OkStatus();

@@ -238,7 +238,13 @@ class Car {
  public:
   CarLink link;  // see CarLink
 
-  Car(const CarSpec& spec, uint64_t id, void* method_private);
+  // A fresh CAR is in its machine's initial state: every machine starts in
+  // state 0 (car.cc asserts it), the value a StateWord is made with, so
+  // building one writes each field once and calls nothing.
+  Car(const CarSpec& spec, uint64_t id, void* method_private)
+      : spec_(spec), id_(id), method_private_(method_private) {
+    CountDependencies();
+  }
   Car(const Car&) = delete;
   Car& operator=(const Car&) = delete;
 
@@ -332,6 +338,12 @@ class Car {
   friend struct CarActions;
   void GatherPacked(uint64_t offset, void* to, uint64_t n) const;  // a non-contiguous segment
   std::span<std::byte> ContiguousZone();  // LandingZone once the zone is known to be one run
+  // Counts the dependencies its spec names.
+  void CountDependencies() {
+    deps_pending_ = (spec_.flags.has(CarFlag::kPackedBufDependency) ? 1 : 0) +
+                    (spec_.flags.has(CarFlag::kProgressDependency) ? 1 : 0);
+    preds_pending_ = spec_.predecessors;
+  }
   friend class CarPool;
 
   CarSpec spec_;

@@ -14,7 +14,7 @@ constexpr std::size_t RoundUp(std::size_t n, std::size_t a) { return (n + a - 1)
 
 CarPool::CarPool(Options options)
     : options_(options),
-      slot_bytes_(RoundUp(sizeof(Car), kAlign) + RoundUp(options.method_private_bytes, kAlign)) {
+      slot_bytes_(kCarBytes + RoundUp(options.method_private_bytes, kAlign)) {
   if (options_.cars_per_slab == 0) options_.cars_per_slab = 1;
 }
 
@@ -77,7 +77,7 @@ absl::StatusOr<Car*> CarPool::Create(const CarSpec& spec) {
   return CreateUnchecked(spec);
 }
 
-absl::StatusOr<Car*> CarPool::CreateUnchecked(const CarSpec& spec) {
+absl::StatusOr<Car*> CarPool::CreateLinked(const CarSpec& spec) {
 #ifndef NDEBUG
   CARTAGE_CHECK_OK(ValidateSpec(spec));
 #endif
@@ -108,21 +108,13 @@ absl::StatusOr<Car*> CarPool::CreateUnchecked(const CarSpec& spec) {
         "building %s CAR: the CAR pool is exhausted (%d live, limit %d)", KindName(spec.kind),
         live_, options_.max_cars));
   }
-  FreeSlot* slot = free_;
-  free_ = slot->next;
-  const std::size_t index = slot->index;
-  auto* bytes = reinterpret_cast<std::byte*>(slot);
-  Car* car = new (bytes) Car(spec, next_id_++, bytes + RoundUp(sizeof(Car), kAlign));
-  car->slot_ = index;
-  in_use_[index] = 1;
-  ++live_;
+  Car* car = Place(spec);
   if (spec.buf_dep != nullptr) spec.buf_dep->buf_consumer_ = car;
   if (spec.progress_dep != nullptr) spec.progress_dep->progress_dependent_ = car;
   return car;
 }
 
-void CarPool::Release(Car* car) {
-  // Unlink both directions so no partner keeps a pointer to a freed slot.
+void CarPool::Unlink(Car* car) {
   if (Car* b = car->spec_.buf_dep; b != nullptr && b->buf_consumer_ == car) b->buf_consumer_ = nullptr;
   if (Car* p = car->spec_.progress_dep; p != nullptr && p->progress_dependent_ == car) {
     p->progress_dependent_ = nullptr;
@@ -131,15 +123,6 @@ void CarPool::Release(Car* car) {
   if (Car* d = car->progress_dependent_; d != nullptr && d->spec_.progress_dep == car) {
     d->spec_.progress_dep = nullptr;
   }
-  const std::size_t index = car->slot_;
-  auto* bytes = reinterpret_cast<std::byte*>(car);
-  car->~Car();
-  in_use_[index] = 0;
-  auto* slot = reinterpret_cast<FreeSlot*>(bytes);
-  slot->next = free_;
-  slot->index = index;
-  free_ = slot;
-  --live_;
 }
 
 std::size_t CarPool::Trim(std::size_t keep) {

@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <vector>
 
+#include "absl/base/optimization.h"
 #include "absl/status/statusor.h"
 #include "car/car.h"
 
@@ -41,11 +43,33 @@ class CarPool {
 
   // Create without ValidateSpec, for a caller whose specs are valid by
   // construction (the agent checks ranks, tags and buffers itself). Debug
-  // builds still validate and abort on a bad spec.
-  absl::StatusOr<Car*> CreateUnchecked(const CarSpec& spec);
+  // builds still validate and abort on a bad spec. A CAR with no dependency
+  // to link is built in line when a slot is free (every send and receive).
+  absl::StatusOr<Car*> CreateUnchecked(const CarSpec& spec) {
+#ifdef NDEBUG
+    if (ABSL_PREDICT_TRUE(spec.buf_dep == nullptr && spec.progress_dep == nullptr && free_ != nullptr)) {
+      return Place(spec);
+    }
+#endif
+    return CreateLinked(spec);
+  }
 
   // Destroys `car` and returns its slot; its dependency partners forget it.
-  void Release(Car* car);
+  void Release(Car* car) {
+    if (ABSL_PREDICT_FALSE(car->spec_.buf_dep != nullptr || car->spec_.progress_dep != nullptr ||
+                           car->buf_consumer_ != nullptr || car->progress_dependent_ != nullptr)) {
+      Unlink(car);
+    }
+    const std::size_t index = car->slot_;
+    auto* bytes = reinterpret_cast<std::byte*>(car);
+    car->~Car();
+    in_use_[index] = 0;
+    auto* slot = reinterpret_cast<FreeSlot*>(bytes);
+    slot->next = free_;
+    slot->index = index;
+    free_ = slot;
+    --live_;
+  }
 
   // Allocates slabs until `n` slots are free (so later Creates never allocate).
   absl::Status Reserve(std::size_t n);
@@ -68,9 +92,27 @@ class CarPool {
     FreeSlot* next;
     std::size_t index;  // slot number: slab index * cars_per_slab + position
   };
+  static constexpr std::size_t kAlign = 64;
+  static constexpr std::size_t kCarBytes = (sizeof(Car) + kAlign - 1) / kAlign * kAlign;  // the method area follows
   std::byte* SlotAddress(std::size_t index) const;
   bool Grow();
-  static constexpr std::size_t kAlign = 64;
+  // Release's partners: both directions unlinked, so none keeps a pointer
+  // to a freed slot.
+  static void Unlink(Car* car);
+  // CreateUnchecked's general case: dependencies checked and linked, the pool grown.
+  absl::StatusOr<Car*> CreateLinked(const CarSpec& spec);
+  // Builds a CAR from `spec` in the first free slot (there is one).
+  Car* Place(const CarSpec& spec) {
+    FreeSlot* slot = free_;
+    free_ = slot->next;
+    const std::size_t index = slot->index;
+    auto* bytes = reinterpret_cast<std::byte*>(slot);
+    Car* car = new (bytes) Car(spec, next_id_++, bytes + kCarBytes);
+    car->slot_ = index;
+    in_use_[index] = 1;
+    ++live_;
+    return car;
+  }
 
   Options options_;
   std::size_t slot_bytes_;
