@@ -39,8 +39,10 @@ void SayRefused(const absl::Status& s) {
 }
 
 // How an error names a point-to-point call: "ssend", "to"; "recv", "from".
-const char* OpName(bool send, bool sync) { return send ? (sync ? "ssend" : "send") : "recv"; }
-const char* Toward(bool send) { return send ? "to" : "from"; }
+// Asked for on the error paths only: a name made up front for a message
+// that has none costs every call its selects and lengths.
+absl::string_view OpName(bool send, bool sync) { return send ? (sync ? "ssend" : "send") : "recv"; }
+absl::string_view Toward(bool send) { return send ? "to" : "from"; }
 
 // A Comm or Request whose Agent was destroyed.
 absl::Status GoneError(absl::string_view op) {
@@ -354,39 +356,41 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
                                                                int tag, uint32_t context, car::CarSpec* spec,
                                                                int* world) const {
   void* const buf = data.buf;
-  const char* op = OpName(send, sync);
-  const char* dir = Toward(send);
+  // The call's names for an error message, made only where one is made.
+  const auto op = [send, sync] { return OpName(send, sync); };
+  const auto dir = [send] { return Toward(send); };
   const bool any_source = !send && peer == kAnySource;
   if (!any_source && (peer < 0 || peer >= size_)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%s %s rank %d (tag %d): no such rank in a communicator of %d", op, dir, peer, tag, size_));
+        "%s %s rank %d (tag %d): no such rank in a communicator of %d", op(), dir(), peer, tag, size_));
   }
   const bool any_tag = !send && tag == kAnyTag;
   if (!any_tag && (tag < 0 || tag > kMaxTag)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s %s rank %d: invalid tag %d (0..%d)", op, dir, peer, tag, kMaxTag));
+        absl::StrFormat("%s %s rank %d: invalid tag %d (0..%d)", op(), dir(), peer, tag, kMaxTag));
   }
   const int64_t unit = data.type != nullptr ? data.type->size() : 1;
   if (data.count < 0 ||
       (data.type != nullptr && unit > 0 && data.count > std::numeric_limits<int64_t>::max() / unit)) {
-    return absl::InvalidArgumentError(absl::StrFormat("%s %s rank %d (tag %d): invalid count %d of %s", op, dir,
+    return absl::InvalidArgumentError(absl::StrFormat("%s %s rank %d (tag %d): invalid count %d of %s", op(), dir(),
                                                       peer, tag, data.count,
                                                       data.type != nullptr ? data.type->name() : "bytes"));
   }
   const int64_t bytes = data.count * unit;
   if (buf == nullptr && bytes > 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s %s rank %d (tag %d): null buffer for %d bytes", op, dir, peer, tag, bytes));
+        absl::StrFormat("%s %s rank %d (tag %d): null buffer for %d bytes", op(), dir(), peer, tag, bytes));
   }
   *world = any_source ? kAnySource : WorldRank(peer);
   if (!any_source && !rt_->PeerStatus(*world).ok()) {
-    return absl::UnavailableError(absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag,
+    return absl::UnavailableError(absl::StrFormat("%s %s rank %d (tag %d): %s", op(), dir(), peer, tag,
                                                   rt_->PeerStatus(*world).message()));
   }
   const uint32_t ctx = context == kOwnContext ? context_ : context;
   if (!rt_->routes().EnvelopeFits(*world, ctx, any_tag ? 0 : tag)) {
     const absl::Status fits = rt_->routes().CheckEnvelope(*world, ctx, any_tag ? 0 : tag);
-    return absl::Status(fits.code(), absl::StrFormat("%s %s rank %d (tag %d): %s", op, dir, peer, tag, fits.message()));
+    return absl::Status(fits.code(),
+                        absl::StrFormat("%s %s rank %d (tag %d): %s", op(), dir(), peer, tag, fits.message()));
   }
   spec->kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
   spec->flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
@@ -400,14 +404,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
 
 absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, Persistence persistence,
                          uint32_t context) const {
-  const char* op = OpName(send, sync);
-  const char* dir = Toward(send);
-  CARTAGE_RETURN_IF_ERROR(Alive(op));
+  // The call's names for an error message, made only where one is made.
+  const auto op = [send, sync] { return OpName(send, sync); };
+  const auto dir = [send] { return Toward(send); };
+  if (!alive()) [[unlikely]] return Gone(op());
   Runtime::Entry in(rt_);
-  if (!in.ok()) return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, dir, peer, tag));
+  if (!in.ok()) return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op(), dir(), peer, tag));
   if (req == nullptr || req->active() || req->persistent()) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op, dir, peer, tag,
+        absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op(), dir(), peer, tag,
                         req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
   }
   car::CarSpec spec;
@@ -441,7 +446,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
       rt_->Release(req->car_);
       req->car_ = nullptr;
       return absl::Status(token.status().code(), absl::StrFormat("%s %s rank %d (tag %d): registering the buffer: %s",
-                                                                 op, dir, peer, tag, token.status().message()));
+                                                                 op(), dir(), peer, tag, token.status().message()));
     }
     req->registration_ = *token;
     return absl::OkStatus();
@@ -500,8 +505,7 @@ absl::Status Comm::Recv(void* buf, int64_t count, const Datatype& type, int sour
 }
 
 absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const {
-  const char* op = OpName(send, sync);
-  CARTAGE_RETURN_IF_ERROR(Alive(op));
+  if (!alive()) [[unlikely]] return Gone(OpName(send, sync));
   if (!rt_->fast_path()) [[unlikely]] {
     Request r;
     CARTAGE_RETURN_IF_ERROR(Start(send, sync, data, peer, tag, &r));
@@ -513,7 +517,7 @@ absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag
   // of this call's own: no Request is made, entered and finished.
   Runtime::Entry in(rt_);
   if (!in.ok()) {
-    return in.status(absl::StrFormat("%s %s rank %d (tag %d)", op, Toward(send), peer, tag));
+    return in.status(absl::StrFormat("%s %s rank %d (tag %d)", OpName(send, sync), Toward(send), peer, tag));
   }
   car::CarSpec spec;
   int world = 0;

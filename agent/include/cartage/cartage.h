@@ -323,9 +323,11 @@ class Comm {
   Comm(agent::Runtime* rt, const std::atomic<bool>* life, int rank, int size, uint32_t context,
        std::shared_ptr<const std::vector<int>> group = nullptr)
       : rt_(rt), life_(life), rank_(rank), size_(size), context_(context), group_(std::move(group)) {}
+  // Whether the Agent this was made on still lives.
+  bool alive() const { return life_->load(std::memory_order_relaxed); }
   // kFailedPrecondition naming `op` once the Agent is gone.
   absl::Status Alive(absl::string_view op) const {
-    if (life_->load(std::memory_order_relaxed)) [[likely]] return absl::OkStatus();
+    if (alive()) [[likely]] return absl::OkStatus();
     return Gone(op);
   }
   static absl::Status Gone(absl::string_view op);
