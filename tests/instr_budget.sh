@@ -12,7 +12,7 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=815 [recv]=1215 [isend]=965 [irecv]=1355 [barrier]=1855)
+declare -A budget=([send]=740 [recv]=1135 [isend]=905 [irecv]=1310 [barrier]=1855)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
