@@ -72,9 +72,8 @@ using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r)
 // dispatch hands to its EmitTrace: an action may dispatch another machine
 // (a schedule's step run as a vertex launches) and record in between.
 ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD int64_t TransitionStart();
-// Out of line (under LTO too), so the dispatch fast path stays small and
-// needs no stack frame. `started`: 0 where the sink came after the
-// transition started.
+// Out of line (under LTO too), so the dispatch fast path stays small.
+// `started`: 0 where the sink came after the transition started.
 ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance,
                                                            const MachineNames* m, uint8_t from, uint8_t event,
                                                            uint8_t to, SubjectFn subject, const void* ctx,
