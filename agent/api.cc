@@ -426,32 +426,30 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   }
   if (req->group_ != group_) req->group_ = group_;  // a copy of a shared_ptr is a call, and atomics where it holds one
   const bool any_source = world == kAnySource;
+  if (persistence == Persistence::kNone) return rt_->CreateAndPost(spec, any_source ? -1 : world, req);
+  // A persistent request: its CAR is made now and posted at each Start.
   CARTAGE_RETURN_IF_ERROR(rt_->Create(spec, any_source ? -1 : world, req));
+  req->persistent_ = true;
   if (persistence == Persistence::kUnregistered) {
-    req->persistent_ = true;
     req->registration_ = Request::kUnregistered;
     return absl::OkStatus();
   }
-  if (persistence == Persistence::kRegistered) {
-    req->persistent_ = true;
-    // The memory the data lies in.
-    const void* span_start = data.buf;
-    uint64_t span = spec.segment.last;
-    if (const Datatype* t = data.type; t != nullptr && !t->contiguous()) {
-      span_start = static_cast<const std::byte*>(data.buf) + t->true_lb();
-      span = data.count == 0 ? 0 : static_cast<uint64_t>((data.count - 1) * t->extent() + t->true_extent());
-    }
-    absl::StatusOr<uint64_t> token = rt_->routes().Register(any_source ? -1 : world, span_start, span);
-    if (!token.ok()) {
-      rt_->Release(req->car_);
-      req->car_ = nullptr;
-      return absl::Status(token.status().code(), absl::StrFormat("%s %s rank %d (tag %d): registering the buffer: %s",
-                                                                 op(), dir(), peer, tag, token.status().message()));
-    }
-    req->registration_ = *token;
-    return absl::OkStatus();
+  // The memory the data lies in.
+  const void* span_start = data.buf;
+  uint64_t span = spec.segment.last;
+  if (const Datatype* t = data.type; t != nullptr && !t->contiguous()) {
+    span_start = static_cast<const std::byte*>(data.buf) + t->true_lb();
+    span = data.count == 0 ? 0 : static_cast<uint64_t>((data.count - 1) * t->extent() + t->true_extent());
   }
-  return rt_->Post(req);
+  absl::StatusOr<uint64_t> token = rt_->routes().Register(any_source ? -1 : world, span_start, span);
+  if (!token.ok()) {
+    rt_->Release(req->car_);
+    req->car_ = nullptr;
+    return absl::Status(token.status().code(), absl::StrFormat("%s %s rank %d (tag %d): registering the buffer: %s",
+                                                               op(), dir(), peer, tag, token.status().message()));
+  }
+  req->registration_ = *token;
+  return absl::OkStatus();
 }
 
 namespace {

@@ -174,34 +174,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Car*> Runtime::Build(car::Car
   return car;
 }
 
-absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
-  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
-  if (!car.ok()) return car.status();
-  req->runtime_ = this;
-  req->life_ = life_;
-  req->car_ = *car;
-  req->peer_ = peer;
-  return absl::OkStatus();
-}
-
-absl::Status Runtime::RunBlocking(car::CarSpec& spec, int peer, base::Completion* done) {
-  absl::StatusOr<Car*> car = Build(spec, peer, done);
-  if (!car.ok()) return car.status();
-  done->Set(1);
-  const absl::Status posted = PostCar(**car);
-  WaitUntil([done] { return done->done(); });
-  Release(*car);
-  return posted.ok() ? done->status : posted;
-}
-
-absl::Status Runtime::Post(Request* req) {
-  req->done_ = base::Completion{};
-  req->done_.Set(1);
-  req->in_flight_ = true;
-  return PostCar(*req->car_);
-}
-
-absl::Status Runtime::PostCar(Car& car) {
+// In line in its callers: a nonblocking call's post (CreateAndPost) and a
+// blocking one's (RunBlocking) then make no call of their own to get there.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Runtime::PostNow(Car& car) {
   // A CAR is posted from idle (fresh, or re-armed): that state's post rows
   // are compiled in line here (DispatchFrom); any other state goes the
   // general way and gets the table's answer.
@@ -222,6 +197,38 @@ absl::Status Runtime::PostCar(Car& car) {
   }
   return s;
 }
+
+absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
+  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
+  if (!car.ok()) return car.status();
+  Attach(req, *car, peer);
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::RunBlocking(car::CarSpec& spec, int peer, base::Completion* done) {
+  absl::StatusOr<Car*> car = Build(spec, peer, done);
+  if (!car.ok()) return car.status();
+  done->Set(1);
+  const absl::Status posted = PostNow(**car);
+  WaitUntil([done] { return done->done(); });
+  Release(*car);
+  return posted.ok() ? done->status : posted;
+}
+
+absl::Status Runtime::Post(Request* req) {
+  ArmRequest(req);
+  return PostNow(*req->car_);
+}
+
+absl::Status Runtime::CreateAndPost(car::CarSpec& spec, int peer, Request* req) {
+  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
+  if (!car.ok()) return car.status();
+  Attach(req, *car, peer);
+  ArmRequest(req);
+  return PostNow(**car);
+}
+
+absl::Status Runtime::PostCar(Car& car) { return PostNow(car); }
 
 int Runtime::ProgressAll(bool idle_due) {
   int work = 0;

@@ -137,6 +137,8 @@ class Runtime : public methods::MethodHost {
   bool fast_path() const { return fast_path_; }
   // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
   absl::Status Post(Request* req);
+  // Create, then Post, in one call: a nonblocking send's or receive's.
+  absl::Status CreateAndPost(car::CarSpec& spec, int peer, Request* req);
   // Posts a send or receive CAR that counts down a completion other than a
   // request's (a schedule's step: engine::StartCounted).
   absl::Status PostCar(car::Car& car);
@@ -222,6 +224,21 @@ class Runtime : public methods::MethodHost {
   // Completes `spec` (counter, VC, owner, eager limit) and builds its CAR,
   // bound to world rank `peer` (-1: any).
   absl::StatusOr<car::Car*> Build(car::CarSpec& spec, int peer, base::Completion* counter);
+  // PostCar's work, in line in the runtime's own callers.
+  absl::Status PostNow(car::Car& car);
+  // `req` takes `car`, bound to world rank `peer` (-1: any).
+  void Attach(Request* req, car::Car* car, int peer) {
+    req->runtime_ = this;
+    req->life_ = life_;
+    req->car_ = car;
+    req->peer_ = peer;
+  }
+  // A request about to be posted: in flight, its completion counting one.
+  static void ArmRequest(Request* req) {
+    req->done_ = base::Completion{};
+    req->done_.Set(1);
+    req->in_flight_ = true;
+  }
   void FailPeer(int peer, absl::Status why);
   // Passes the news of `gone`'s death to every live peer (Method::TellGone).
   void TellGone(int gone);
