@@ -8,11 +8,14 @@
 //   transport, so the receive is posted and then finds it
 //   the reply, the other way round
 //   the same two messages by Isend and Irecv, each with its Wait
+//   the same two messages with the receive posted first: the receiver
+//   posts, says so in the page, the sender sends once it reads that, and
+//   the receiver waits once the page says the message was sent
 //   a barrier: one rank (alternately) says in the page that it enters; the
 //   other waits for that, sleeps so that the first one's part lands, then
 //   enters
-// Only calls made through instr_send, instr_recv, instr_isend, instr_irecv
-// and instr_barrier are counted; the early barrier and the warm-up calls go around them.
+// Only calls made through instr_send, instr_recv, instr_isend, instr_irecv,
+// instr_post, instr_complete and instr_barrier are counted; the early barrier and the warm-up calls go around them.
 //
 // usage: cartage run -n 2 instr-probe [rounds, default 200] [sleep_us, the later
 //        barrier rank's pause, default 2000]
@@ -49,6 +52,13 @@ __attribute__((noipa)) absl::Status instr_irecv(const cartage::Comm* w, char* bu
   CARTAGE_RETURN_IF_ERROR(w->Irecv(buf, 8, peer, 0, &r));
   return r.Wait();
 }
+// A receive posted before its message comes, in two counted parts: the
+// post, and the wait whose progress finds the message and completes it (the
+// path a window of receives takes: bandwidth, message rate).
+__attribute__((noipa)) absl::Status instr_post(const cartage::Comm* w, char* buf, int peer, cartage::Request* r) {
+  return w->Irecv(buf, 8, peer, 0, r);
+}
+__attribute__((noipa)) absl::Status instr_complete(cartage::Request* r) { return r->Wait(); }
 __attribute__((noipa)) absl::Status instr_barrier(const cartage::Comm* w) { return cartage::Barrier(*w); }
 }
 
@@ -80,9 +90,11 @@ int main(int argc, char** argv) {
   cartage::bench::SharedPage page(w);
   auto sent = [&page](int rank) -> std::atomic<uint64_t>& { return page.word(rank); };
   auto entered = [&page](int rank) -> std::atomic<uint64_t>& { return page.word(8 + rank); };
+  auto posted = [&page](int rank) -> std::atomic<uint64_t>& { return page.word(16 + rank); };
   char out[8] = {'c', 'a', 'r', 't', 'a', 'g', 'e', static_cast<char>(me)};
   char in[8] = {};
   uint64_t received = 0;
+  uint64_t peer_posted = 0;
   for (int r = 0; r < kWarmUp + rounds; ++r) {
     const bool counted = r >= kWarmUp;
     // Blocking first, then nonblocking with a wait (the warm-up's uncounted
@@ -107,6 +119,24 @@ int main(int argc, char** argv) {
         }
       }
     }
+    for (int from = 0; from < 2; ++from) {
+      if (me == from) {
+        AwaitAtLeast(posted(peer), ++peer_posted);
+        CARTAGE_CHECK_OK(w.Send(out, 8, peer, 0));
+        sent(me).fetch_add(1, std::memory_order_release);
+      } else {
+        in[7] = 0;
+        cartage::Request req;
+        CARTAGE_CHECK_OK(counted ? instr_post(&w, in, peer, &req) : w.Irecv(in, 8, peer, 0, &req));
+        posted(me).fetch_add(1, std::memory_order_release);
+        AwaitAtLeast(sent(peer), ++received);
+        CARTAGE_CHECK_OK(counted ? instr_complete(&req) : req.Wait());
+        if (in[7] != static_cast<char>(peer)) {
+          std::fprintf(stderr, "instr-probe: rank %d got a wrong posted message in round %d\n", me, r);
+          return 1;
+        }
+      }
+    }
     if (me == r % 2) {
       AwaitAtLeast(entered(peer), static_cast<uint64_t>(r) + 1);
       ::usleep(static_cast<useconds_t>(sleep_us));
@@ -116,7 +146,7 @@ int main(int argc, char** argv) {
       CARTAGE_CHECK_OK(cartage::Barrier(w));
     }
   }
-  // Per rank: sends, receives (each blocking and nonblocking) and late barriers counted.
+  // Per rank: sends, receives (blocking, nonblocking, posted first) and late barriers counted.
   std::printf("instr-probe rank %d: %d sends, %d receives of each kind, %d barriers counted\n", me, rounds, rounds,
               rounds / 2 + (me == 0 ? rounds % 2 : 0));
   return 0;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Instructions per 8-byte message (each side, blocking and nonblocking with
-# its wait) and per 2-rank barrier, for cartage, Open MPI and MPICH over
-# shared memory, counted by callgrind: instr-probe (bench/instr_probe.cc)
-# and its MPI twin (bench/peers/instr_mpi.c) run the same rounds, and only
-# the calls they make through instr_send, instr_recv, instr_isend,
-# instr_irecv and instr_barrier are counted, after a warm-up and with no
+# its wait, and a receive posted before its message comes) and per 2-rank
+# barrier, for cartage, Open MPI and MPICH over shared memory, counted by
+# callgrind: instr-probe (bench/instr_probe.cc) and its MPI twin
+# (bench/peers/instr_mpi.c) run the same rounds, and only the calls they
+# make through instr_send, instr_recv, instr_isend, instr_irecv, instr_post
+# with instr_complete, and instr_barrier are counted, after a warm-up and with no
 # waiting in them (instr_probe.cc says how). Instruction counts do not move
 # with the VM's vCPU placement, and these VMs have no hardware counters
 # (perf stat: instructions not supported).
@@ -24,7 +25,8 @@ cmake --build "${build}" --target instr-probe cartage >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
 counted=(--collect-atstart=no --toggle-collect=instr_send --toggle-collect=instr_recv --toggle-collect=instr_isend
-         --toggle-collect=instr_irecv --toggle-collect=instr_barrier)
+         --toggle-collect=instr_irecv --toggle-collect=instr_post --toggle-collect=instr_complete
+         --toggle-collect=instr_barrier)
 peers="${build}/peers"
 mkdir -p "${peers}"
 mpicc.openmpi -O2 -Wall -Wextra -Werror -o "${peers}/instr_mpi_openmpi" bench/peers/instr_mpi.c
@@ -82,6 +84,7 @@ for fn, label in (("instr_send", "send 8 B (Comm::Send / MPI_Send)"),
                   ("instr_recv", "receive 8 B, message already there (Comm::Recv / MPI_Recv)"),
                   ("instr_isend", "Isend 8 B and its Wait"),
                   ("instr_irecv", "Irecv 8 B and its Wait, message already there"),
+                  ("instr_posted", "Irecv 8 B posted first, and the Wait that finds the message"),
                   ("instr_barrier", "2-rank barrier, the later rank")):
     (c, ct), (o, ot), (_, mt) = cell("cartage", fn), cell("openmpi", fn), cell("mpich", fn)
     print(f"| {label} | {ct} | {ot} | {mt} | {c / o:.2f} |")

@@ -1,6 +1,6 @@
 /* instr-mpi: bench/instr_probe.cc over MPI, for bench/run-instructions.sh:
  * the same rounds, sleeps and counted calls (instr_send, instr_recv,
- * instr_isend, instr_irecv, instr_barrier) and the same page the ranks share to know a message is
+ * instr_isend, instr_irecv, instr_post, instr_complete, instr_barrier) and the same page the ranks share to know a message is
  * there, so callgrind counts the same work in each system.
  *
  * usage: mpirun -n 2 instr-mpi [rounds, default 200] [sleep_us, the later
@@ -32,6 +32,11 @@ __attribute__((noipa)) int instr_irecv(char* buf, int peer) {
   MPI_Irecv(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &r);
   return MPI_Wait(&r, MPI_STATUS_IGNORE);
 }
+/* A receive posted before its message comes: the post, then the wait that finds it. */
+__attribute__((noipa)) int instr_post(char* buf, int peer, MPI_Request* r) {
+  return MPI_Irecv(buf, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, r);
+}
+__attribute__((noipa)) int instr_complete(MPI_Request* r) { return MPI_Wait(r, MPI_STATUS_IGNORE); }
 __attribute__((noipa)) int instr_barrier(void) { return MPI_Barrier(MPI_COMM_WORLD); }
 
 /* The page the two ranks share (instr_probe.cc's SharePage). */
@@ -85,9 +90,11 @@ int main(int argc, char** argv) {
   }
   _Atomic uint64_t* sent = page;         /* [rank]: messages sent */
   _Atomic uint64_t* entered = page + 8;  /* [rank]: 1 + the round whose barrier it entered first */
+  _Atomic uint64_t* posted = page + 16;  /* [rank]: receives posted first */
   char out[8] = {'c', 'a', 'r', 't', 'a', 'g', 'e', (char)me};
   char in[8] = {0};
   uint64_t received = 0;
+  uint64_t peer_posted = 0;
   for (int r = 0; r < kWarmUp + rounds; ++r) {
     const int counted = r >= kWarmUp;
     for (int blocking = 1; blocking >= 0; --blocking) {
@@ -107,6 +114,26 @@ int main(int argc, char** argv) {
             fprintf(stderr, "instr-mpi: rank %d got a wrong message in round %d\n", me, r);
             MPI_Abort(MPI_COMM_WORLD, 1);
           }
+        }
+      }
+    }
+    for (int from = 0; from < 2; ++from) {
+      if (me == from) {
+        AwaitAtLeast(&posted[peer], ++peer_posted);
+        MPI_Send(out, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
+        atomic_fetch_add_explicit(&sent[me], 1, memory_order_release);
+      } else {
+        MPI_Request req;
+        in[7] = 0;
+        if (counted) instr_post(in, peer, &req);
+        else MPI_Irecv(in, 8, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &req);
+        atomic_fetch_add_explicit(&posted[me], 1, memory_order_release);
+        AwaitAtLeast(&sent[peer], ++received);
+        if (counted) instr_complete(&req);
+        else MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (in[7] != (char)peer) {
+          fprintf(stderr, "instr-mpi: rank %d got a wrong posted message in round %d\n", me, r);
+          MPI_Abort(MPI_COMM_WORLD, 1);
         }
       }
     }
