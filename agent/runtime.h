@@ -272,6 +272,8 @@ class Runtime : public methods::MethodHost {
   // `changed`: what the holder did may have completed a request, so the
   // threads asleep in WaitShared are woken.
   void Unlock(bool changed = true);
+  // Wakes the threads asleep in WaitShared, if any: a completion may be theirs.
+  void WakeSleepers();
   // Gives up this thread's hold of the engine lock, however deep, and
   // returns the depth; Reacquire takes it back to that depth.
   int ReleaseAll();

@@ -153,7 +153,11 @@ void Runtime::Unlock(bool changed) {
   holder_.store(0, std::memory_order_relaxed);
   mu_.unlock();
   // What the holder did may have completed a sleeper's request.
-  if (changed && sleepers_.load(std::memory_order_seq_cst) > 0) {
+  if (changed) WakeSleepers();
+}
+
+void Runtime::WakeSleepers() {
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     epoch_.fetch_add(1, std::memory_order_release);
     FutexWakeAll(&epoch_);
   }
@@ -188,8 +192,26 @@ void Runtime::BlockHeld(int timeout_us) {
 void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()> round) {
   using Clock = std::chrono::steady_clock;
   if (done()) return;  // done already (an eager send, a message that was waiting): the lock stays
-  const int depth = ReleaseAll();
   int idle = 0;
+  // While no other thread asks for the lock, the spinning rounds run under
+  // the hold this call already has: giving it up and taking it back at every
+  // round is two atomic operations a round for nobody. A thread that wants
+  // it says so in wanted_ (Lock), and sleepers are woken as an unlock would.
+  if (!progress_on_.load(std::memory_order_relaxed) && holder_.load(std::memory_order_relaxed) == ThisThread()) {
+    while (idle < wait_.spin_rounds && wanted_.load(std::memory_order_relaxed) == 0) {
+      const int work = round();
+      if (work > 0) WakeSleepers();
+      if (done()) return;
+      if (work > 0) {
+        idle = 0;
+      } else if (++idle > 64) {
+        __builtin_ia32_pause();
+      }
+    }
+    // Spun out: the loop below yields next (its idle_since starts there).
+    if (idle == wait_.spin_rounds) idle = wait_.spin_rounds - 1;
+  }
+  const int depth = ReleaseAll();
   Clock::time_point idle_since{};
   for (;;) {
     // The progress thread runs the rounds; else whoever gets the lock does.
