@@ -15,7 +15,8 @@
 //   other waits for that, sleeps so that the first one's part lands, then
 //   enters
 // Only calls made through instr_send, instr_recv, instr_isend, instr_irecv,
-// instr_post, instr_complete and instr_barrier are counted; the early barrier and the warm-up calls go around them.
+// instr_post, instr_complete and instr_barrier are counted; the early
+// barrier and the warm-up calls go around them.
 //
 // usage: cartage run -n 2 instr-probe [rounds, default 200] [sleep_us, the later
 //        barrier rank's pause, default 2000]

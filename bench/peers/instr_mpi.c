@@ -1,7 +1,8 @@
 /* instr-mpi: bench/instr_probe.cc over MPI, for bench/run-instructions.sh:
  * the same rounds, sleeps and counted calls (instr_send, instr_recv,
- * instr_isend, instr_irecv, instr_post, instr_complete, instr_barrier) and the same page the ranks share to know a message is
- * there, so callgrind counts the same work in each system.
+ * instr_isend, instr_irecv, instr_post, instr_complete, instr_barrier) and
+ * the same page the ranks share to know a message is there, so callgrind
+ * counts the same work in each system.
  *
  * usage: mpirun -n 2 instr-mpi [rounds, default 200] [sleep_us, the later
  *        barrier rank's pause, default 2000] */
