@@ -9,22 +9,31 @@
 # usage: instr-per-call.sh ROUNDS RANK0_FILE RANK1_FILE
 # prints: "send N", "recv N", "isend N", "irecv N", "posted N", "barrier N", a line each
 # (N: whole instructions)
+# usage: instr-per-call.sh --toggles
+# prints the callgrind options that count exactly these functions
 set -euo pipefail
+functions=(instr_send instr_recv instr_isend instr_irecv instr_post instr_complete instr_barrier)
+if [ "${1:-}" = --toggles ]; then
+  echo --collect-atstart=no "${functions[@]/#/--toggle-collect=}"
+  exit 0
+fi
 rounds=$1
 shift
-# A function's inclusive count in one file.
+# Each file's inclusive counts, annotated once.
+annotated=()
+for file in "$@"; do annotated+=("$(callgrind_annotate --inclusive=yes "${file}")"); done
+# A function's inclusive count in annotation $2.
 count() {
-  callgrind_annotate --inclusive=yes "$2" | awk -v f=":$1" \
-    'index($0, f) && $1 ~ /^[0-9,]+$/ && !found { gsub(",", "", $1); print $1; found = 1 }'  # no early exit: SIGPIPE
+  awk -v f=":$1" 'index($0, f) && $1 ~ /^[0-9,]+$/ && !found { gsub(",", "", $1); print $1; found = 1 }' <<<"$2"
 }
 for what in send recv isend irecv posted barrier; do
   fns=("instr_${what}")
   [ "${what}" = posted ] && fns=(instr_post instr_complete)
   total=0
-  for file in "$@"; do
+  for i in "${!annotated[@]}"; do
     for fn in "${fns[@]}"; do
-      n=$(count "${fn}" "${file}")
-      [ -n "${n}" ] || { echo "instr-per-call: no count for ${fn} in ${file}" >&2; exit 1; }
+      n=$(count "${fn}" "${annotated[i]}")
+      [ -n "${n}" ] || { echo "instr-per-call: no count for ${fn} in ${@:i+1:1}" >&2; exit 1; }
       total=$((total + n))
     done
   done

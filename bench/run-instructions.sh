@@ -4,11 +4,10 @@
 # barrier, for cartage, Open MPI and MPICH over shared memory, counted by
 # callgrind: instr-probe (bench/instr_probe.cc) and its MPI twin
 # (bench/peers/instr_mpi.c) run the same rounds, and only the calls they
-# make through instr_send, instr_recv, instr_isend, instr_irecv, instr_post
-# with instr_complete, and instr_barrier are counted, after a warm-up and with no
-# waiting in them (instr_probe.cc says how). Instruction counts do not move
-# with the VM's vCPU placement, and these VMs have no hardware counters
-# (perf stat: instructions not supported).
+# make through the functions bench/instr-per-call.sh names are counted,
+# after a warm-up and with no waiting in them (instr_probe.cc says how).
+# Instruction counts do not move with the VM's vCPU placement, and these
+# VMs have no hardware counters (perf stat: instructions not supported).
 # Runs each system three times, alternating, and gives each cell's median
 # [min-max]: a late timer or a message not there yet shows as one high run.
 # usage: bench/run-instructions.sh [build dir, default build/release] [rounds, default 200]
@@ -24,9 +23,7 @@ command -v valgrind >/dev/null || { echo "run-instructions: needs valgrind (apt-
 cmake --build "${build}" --target instr-probe cartage >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
-counted=(--collect-atstart=no --toggle-collect=instr_send --toggle-collect=instr_recv --toggle-collect=instr_isend
-         --toggle-collect=instr_irecv --toggle-collect=instr_post --toggle-collect=instr_complete
-         --toggle-collect=instr_barrier)
+read -r -a counted <<<"$(bash bench/instr-per-call.sh --toggles)"
 peers="${build}/peers"
 mkdir -p "${peers}"
 mpicc.openmpi -O2 -Wall -Wextra -Werror -o "${peers}/instr_mpi_openmpi" bench/peers/instr_mpi.c

@@ -19,10 +19,9 @@ command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (too
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
 rounds=200
+toggles=$(bash "$(dirname "$0")/../bench/instr-per-call.sh" --toggles)
 "${launcher}" run -n 2 --bind --timeout 240 bash -c "exec valgrind -q --tool=callgrind \
-  --callgrind-out-file=${out}/c.\$CARTAGE_RANK --collect-atstart=no --toggle-collect=instr_send \
-  --toggle-collect=instr_recv --toggle-collect=instr_isend --toggle-collect=instr_irecv \
-  --toggle-collect=instr_post --toggle-collect=instr_complete --toggle-collect=instr_barrier ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
+  --callgrind-out-file=${out}/c.\$CARTAGE_RANK ${toggles} ${probe} ${rounds} 5000" >"${out}/log" 2>&1 ||
   { echo "instr_budget: the probe failed:"; cat "${out}/log"; exit 1; }
 status=0
 counts=$(bash "$(dirname "$0")/../bench/instr-per-call.sh" "${rounds}" "${out}/c.0" "${out}/c.1")
