@@ -334,13 +334,16 @@ class Machine {
   }
   template <TraceMode kMode = TraceMode::kRuntime>
   static absl::Status Dispatch(Context& ctx, Event event, const Payload& payload) {
+    const uint8_t e = static_cast<uint8_t>(event);
     if constexpr (!kRaises) {
       // Its actions raise nothing: no queue to build, nothing to drain.
-      return Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, no_events_);
+      return StatusOf(Fire<kMode>(ctx, e, payload, no_events_), ctx, e);
     }
     EventsOf<Def> events;
-    absl::Status s = Fire<kMode>(ctx, static_cast<uint8_t>(event), payload, events);
-    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    const Fired fired = Fire<kMode>(ctx, e, payload, events);
+    if (ABSL_PREDICT_TRUE(!events.has_pending())) return StatusOf(fired, ctx, e);
+    absl::Status s = StatusOf(fired, ctx, e);
+    s.Update(events.Drain());
     return s;
   }
 
@@ -355,12 +358,15 @@ class Machine {
     if (ABSL_PREDICT_FALSE(Def::Cell(ctx).value() != static_cast<uint8_t>(kFrom))) {
       return Dispatch<kMode>(ctx, kEvent, payload);
     }
+    constexpr uint8_t e = static_cast<uint8_t>(kEvent);
     if constexpr (!kRaises) {
-      return FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, no_events_);
+      return StatusOf(FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, no_events_), ctx, e);
     }
     EventsOf<Def> events;
-    absl::Status s = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events);
-    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    const Fired fired = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events);
+    if (ABSL_PREDICT_TRUE(!events.has_pending())) return StatusOf(fired, ctx, e);
+    absl::Status s = StatusOf(fired, ctx, e);
+    s.Update(events.Drain());
     return s;
   }
 
@@ -380,12 +386,15 @@ class Machine {
       return Dispatch<kMode>(ctx, kEvent, none);
     }
     EventsOf<Def> events;
-    absl::Status s = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, none, events);
+    const Fired fired = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, none, events);
+    absl::Status s = StatusOf(fired, ctx, static_cast<uint8_t>(kEvent));
     if (!events.has_pending()) return s;
     if (events.template TakeOnly<Machine>(ctx, kThenEvent)) {
-      s.Update(Def::Cell(ctx).value() == static_cast<uint8_t>(kThen)
-                   ? FireRow<TraceMode::kRuntime, kThenKey, kTable.first(kThenKey)>(ctx, none, events)
-                   : Fire<TraceMode::kRuntime>(ctx, static_cast<uint8_t>(kThenEvent), none, events));
+      constexpr uint8_t then = static_cast<uint8_t>(kThenEvent);
+      const Fired next = Def::Cell(ctx).value() == static_cast<uint8_t>(kThen)
+                             ? FireRow<TraceMode::kRuntime, kThenKey, kTable.first(kThenKey)>(ctx, none, events)
+                             : Fire<TraceMode::kRuntime>(ctx, then, none, events);
+      s.Update(StatusOf(next, ctx, then));
       if (!events.has_pending()) return s;
     }
     s.Update(events.Drain());
@@ -410,7 +419,7 @@ class Machine {
   // Used by EventQueue::Raise: dispatch inside a run-to-completion loop.
   static absl::Status DispatchQueued(Context& ctx, uint8_t event, const Payload& payload,
                                      EventsOf<Def>& events) {
-    return Fire<TraceMode::kRuntime>(ctx, event, payload, events);
+    return StatusOf(Fire<TraceMode::kRuntime>(ctx, event, payload, events), ctx, event);
   }
 
   // The machine as data, for the registry and the emitters.
@@ -449,19 +458,30 @@ class Machine {
   // directly, so the compiler can inline them. A dispatch makes one indirect
   // call (kFire, indexed by state and event), where walking the rows and
   // calling through pointers cost more (bench/fsm_bench.cc).
-  using FireFn = absl::Status (*)(Context&, const Payload&, EventsOf<Def>&);
+  // A firing returns a byte, not a status: a status is returned through
+  // memory and checked again where it is destroyed, at every transition.
+  enum class Fired : uint8_t { kTaken, kUnhandled, kNoGuardPassed };
+  using FireFn = Fired (*)(Context&, const Payload&, EventsOf<Def>&);
+
+  // OK where a row was taken; else the error naming machine, instance,
+  // state (unchanged) and event.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status StatusOf(Fired fired, Context& ctx, uint8_t event) {
+    if (ABSL_PREDICT_TRUE(fired == Fired::kTaken)) return absl::OkStatus();
+    return Failure(fired, ctx, event);
+  }
+  ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD static absl::Status Failure(Fired fired, Context& ctx, uint8_t event) {
+    const uint8_t state = Def::Cell(ctx).value();
+    return fired == Fired::kUnhandled ? internal::UnhandledEvent(kNamesOf<Def>, Def::IdOf(ctx), state, event)
+                                      : internal::NoGuardPassed(kNamesOf<Def>, Def::IdOf(ctx), state, event);
+  }
 
   template <TraceMode kMode, std::size_t kKey, uint16_t kRow>
-  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status FireRow(Context& ctx, const Payload& payload, EventsOf<Def>& events) {
-    constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
-    constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static Fired FireRow(Context& ctx, const Payload& payload, EventsOf<Def>& events) {
     if constexpr (kRow == kTable.first(kKey + 1)) {
-      if constexpr (kRow == kTable.first(kKey)) {
-        return internal::UnhandledEvent(kNamesOf<Def>, Def::IdOf(ctx), kFrom, kEvent);
-      } else {
-        return internal::NoGuardPassed(kNamesOf<Def>, Def::IdOf(ctx), kFrom, kEvent);
-      }
+      return kRow == kTable.first(kKey) ? Fired::kUnhandled : Fired::kNoGuardPassed;
     } else {
+      constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
+      constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
       constexpr Transition<Def> kRowDef = kTable.rows()[kRow];
       // By name: a named guard or action has its function (a function
       // pointer's comparison with null is no constant expression under the
@@ -488,7 +508,7 @@ class Machine {
                               SubjectOf<Def>(), &ctx, &payload);
         }
       }
-      return absl::OkStatus();
+      return Fired::kTaken;
     }
   }
 
@@ -501,8 +521,7 @@ class Machine {
       MakeFire<kMode>(std::make_index_sequence<Def::kStates.size() * kEvents>{});
 
   template <TraceMode kMode>
-  static absl::Status Fire(Context& ctx, uint8_t event, const Payload& payload,
-                           EventsOf<Def>& events) {
+  static Fired Fire(Context& ctx, uint8_t event, const Payload& payload, EventsOf<Def>& events) {
     return kFire<kMode>[Def::Cell(ctx).value_ * kEvents + event](ctx, payload, events);
   }
 };
