@@ -353,7 +353,7 @@ absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> req
 // In line in both callers: out of line, the spec's and the world rank's
 // stores through pointers cost a send about 40 instructions.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool sync, const Buffer& data, int peer,
-                                                               int tag, uint32_t context, car::CarSpec* spec,
+                                                               int tag, uint32_t context, car::MessageSpec* spec,
                                                                int* world) const {
   void* const buf = data.buf;
   // The call's names for an error message, made only where one is made.
@@ -393,7 +393,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
                         absl::StrFormat("%s %s rank %d (tag %d): %s", op(), dir(), peer, tag, fits.message()));
   }
   spec->kind = send ? car::CarKind::kSend : car::CarKind::kRecv;
-  spec->flags = send ? car::CarFlag::kSendData : car::CarFlag::kRecvData;
   spec->envelope = {ctx, *world, tag};
   spec->segment = data.type != nullptr && !data.type->contiguous()
                       ? car::Segment::Of(buf, static_cast<uint64_t>(data.count), *data.type)
@@ -415,7 +414,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
         absl::StrFormat("%s %s rank %d (tag %d): the request is %s", op(), dir(), peer, tag,
                         req == nullptr ? "null" : req->active() ? "still active" : "persistent"));
   }
-  car::CarSpec spec;
+  car::MessageSpec spec;
   int world = 0;
   CARTAGE_RETURN_IF_ERROR(Prepare(send, sync, data, peer, tag, context, &spec, &world));
   if (spec.segment.dtype != nullptr) {
@@ -517,7 +516,7 @@ absl::Status Comm::Blocking(bool send, bool sync, Buffer data, int peer, int tag
   if (!in.ok()) {
     return in.status(absl::StrFormat("%s %s rank %d (tag %d)", OpName(send, sync), Toward(send), peer, tag));
   }
-  car::CarSpec spec;
+  car::MessageSpec spec;
   int world = 0;
   CARTAGE_RETURN_IF_ERROR(Prepare(send, sync, data, peer, tag, kOwnContext, &spec, &world));
   base::Completion done;

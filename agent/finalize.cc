@@ -49,11 +49,10 @@ int Runtime::TakeLeftovers(Leftovers& left) {
       if (!found.ok() || !found->has_value()) break;
       const methods::Method::Probed m = **found;
       if (left.scratch.size() < m.bytes) left.scratch.resize(m.bytes);
-      car::CarSpec spec;
-      spec.kind = car::CarKind::kRecv;
-      spec.flags = car::CarFlag::kRecvData;
-      spec.envelope = {context, m.source, m.tag};
-      spec.segment = car::Segment::Of(left.scratch.data(), m.bytes, datatype::BasicType::kByte);
+      const car::MessageSpec spec{.kind = car::CarKind::kRecv,
+                                  .envelope = {context, m.source, m.tag},
+                                  .segment = car::Segment::Of(left.scratch.data(), m.bytes,
+                                                              datatype::BasicType::kByte)};
       Request req;
       absl::Status s = Create(spec, m.source, &req);
       if (s.ok()) s = Post(&req);

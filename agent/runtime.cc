@@ -161,15 +161,13 @@ absl::StatusOr<std::optional<methods::Method::Probed>> Runtime::Peek(uint32_t co
 }
 
 // In line in both callers: a blocking call's CAR is then built with no call.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Car*> Runtime::Build(car::CarSpec& spec, int peer,
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::StatusOr<Car*> Runtime::Build(const car::MessageSpec& m, int peer,
                                                                        base::Completion* counter) {
-  spec.counter = counter;
-  spec.vc = routes_.VcFor(peer);
-  spec.owner = this;
-  // A wildcard receive takes its sender's limit when it matches; the limit
-  // matters to sends only.
-  spec.eager_limit = peer >= 0 ? routes_.Of(peer).eager_limit : 0;
-  absl::StatusOr<Car*> car = pool_->CreateUnchecked(spec);
+  absl::StatusOr<Car*> car = pool_->CreateInPlace([&] {
+    // A wildcard receive takes its sender's limit when it matches; the
+    // limit matters to sends only.
+    return car::SpecOf(m, counter, routes_.VcFor(peer), this, peer >= 0 ? routes_.Of(peer).eager_limit : 0);
+  });
   if (car.ok()) routes_.Bind(**car, peer);
   return car;
 }
@@ -198,15 +196,15 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Runtime::PostNow(Car& car) {
   return s;
 }
 
-absl::Status Runtime::Create(car::CarSpec& spec, int peer, Request* req) {
-  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
+absl::Status Runtime::Create(const car::MessageSpec& m, int peer, Request* req) {
+  absl::StatusOr<Car*> car = Build(m, peer, &req->done_);
   if (!car.ok()) return car.status();
   Attach(req, *car, peer);
   return absl::OkStatus();
 }
 
-absl::Status Runtime::RunBlocking(car::CarSpec& spec, int peer, base::Completion* done) {
-  absl::StatusOr<Car*> car = Build(spec, peer, done);
+absl::Status Runtime::RunBlocking(const car::MessageSpec& m, int peer, base::Completion* done) {
+  absl::StatusOr<Car*> car = Build(m, peer, done);
   if (!car.ok()) return car.status();
   done->Set(1);
   const absl::Status posted = PostNow(**car);
@@ -220,8 +218,8 @@ absl::Status Runtime::Post(Request* req) {
   return PostNow(*req->car_);
 }
 
-absl::Status Runtime::CreateAndPost(car::CarSpec& spec, int peer, Request* req) {
-  absl::StatusOr<Car*> car = Build(spec, peer, &req->done_);
+absl::Status Runtime::CreateAndPost(const car::MessageSpec& m, int peer, Request* req) {
+  absl::StatusOr<Car*> car = Build(m, peer, &req->done_);
   if (!car.ok()) return car.status();
   Attach(req, *car, peer);
   ArmRequest(req);
@@ -360,19 +358,18 @@ void Runtime::CompactUnexpected() {
 }
 
 absl::StatusOr<Car*> Runtime::MakeUnexpected(const car::Envelope& envelope, uint64_t buffer_bytes) {
-  car::CarSpec spec;
-  spec.kind = CarKind::kUnexpected;
-  spec.flags = car::CarFlag::kRecvData;
-  spec.envelope = envelope;
-  spec.owner = this;
-  spec.vc = routes_.VcFor(envelope.rank);
-  if (buffer_bytes > 0) {
-    spec.pack_buf = temps_->Take(buffer_bytes);
-    spec.pack_size = buffer_bytes;
-  }
-  absl::StatusOr<Car*> u = pool_->CreateUnchecked(spec);  // valid by construction
+  void* const temp = buffer_bytes > 0 ? temps_->Take(buffer_bytes) : nullptr;
+  absl::StatusOr<Car*> u = pool_->CreateInPlace([&] {  // valid by construction
+    return car::CarSpec{.kind = CarKind::kUnexpected,
+                        .flags = car::CarFlag::kRecvData,
+                        .envelope = envelope,
+                        .pack_buf = temp,
+                        .pack_size = buffer_bytes,
+                        .vc = routes_.VcFor(envelope.rank),
+                        .owner = this};
+  });
   if (!u.ok()) {
-    if (spec.pack_buf != nullptr) temps_->Give(spec.pack_buf, buffer_bytes);
+    if (temp != nullptr) temps_->Give(temp, buffer_bytes);
     return u.status();
   }
   unexpected_bytes_ += UnexpectedFootprint(buffer_bytes);

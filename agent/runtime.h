@@ -125,20 +125,20 @@ class Runtime : public methods::MethodHost {
     return *found;
   }
 
-  // Completes `spec` (counter, VC, owner, eager limit) and builds the
-  // send or receive CAR of `req`, bound to world rank `peer` (-1: any). The
-  // caller checked the envelope.
-  absl::Status Create(car::CarSpec& spec, int peer, Request* req);
+  // Builds the send or receive CAR of `req` from `m`, bound to world rank
+  // `peer` (-1: any); the runtime adds counter, VC, owner and eager limit.
+  // The caller checked the envelope.
+  absl::Status Create(const car::MessageSpec& m, int peer, Request* req);
   // A blocking send or receive: builds its CAR as Create does, counting
   // down `done`, posts it, waits for it and releases it; the first error of
   // the post or of the CAR.
-  absl::Status RunBlocking(car::CarSpec& spec, int peer, base::Completion* done);
+  absl::Status RunBlocking(const car::MessageSpec& m, int peer, base::Completion* done);
   // Whether blocking calls run without a Request (CARTAGE_FAST_PATH).
   bool fast_path() const { return fast_path_; }
   // Posts the CAR of `req` (fresh, or re-armed for a persistent request).
   absl::Status Post(Request* req);
   // Create, then Post, in one call: a nonblocking send's or receive's.
-  absl::Status CreateAndPost(car::CarSpec& spec, int peer, Request* req);
+  absl::Status CreateAndPost(const car::MessageSpec& m, int peer, Request* req);
   // Posts a send or receive CAR that counts down a completion other than a
   // request's (a schedule's step: engine::StartCounted).
   absl::Status PostCar(car::Car& car);
@@ -221,9 +221,9 @@ class Runtime : public methods::MethodHost {
   // oversubscribed where any host is.
   absl::Status AgreeOnOversubscription(int here);
   static constexpr char kOversubscribedKey[] = "agent.oversubscribed";
-  // Completes `spec` (counter, VC, owner, eager limit) and builds its CAR,
-  // bound to world rank `peer` (-1: any).
-  absl::StatusOr<car::Car*> Build(car::CarSpec& spec, int peer, base::Completion* counter);
+  // Builds the CAR of `m` counting down `counter`, its spec completed (VC,
+  // owner, eager limit) in its slot, bound to world rank `peer` (-1: any).
+  absl::StatusOr<car::Car*> Build(const car::MessageSpec& m, int peer, base::Completion* counter);
   // PostCar's work, in line in the runtime's own callers.
   absl::Status PostNow(car::Car& car);
   // `req` takes `car`, bound to world rank `peer` (-1: any).

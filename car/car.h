@@ -203,9 +203,9 @@ struct Vc {
 // Everything a CAR is built from. The pool validates it (ValidateSpec).
 struct CarSpec {
   CarKind kind = CarKind::kSend;
-  CarFlags flags;
-  Envelope envelope;
-  Segment segment;
+  CarFlags flags = {};
+  Envelope envelope = {};
+  Segment segment = {};
   base::Completion* counter = nullptr;
   // A dependent names its supplier; the pool links the supplier back.
   Car* buf_dep = nullptr;       // PACKED_BUF_DEPENDENCY: who supplies the buffer
@@ -216,13 +216,37 @@ struct CarSpec {
   uint64_t eager_limit = 0;     // messages above it go by rendezvous
   bool synchronous = false;     // ssend: complete only once matched
   const Vc* vc = nullptr;         // the VC it goes through (unexpected messages: none)
-  std::span<Car* const> successors;  // vertices: who waits on this one
+  std::span<Car* const> successors = {};  // vertices: who waits on this one
   uint32_t predecessors = 0;         // vertices: how many it waits on
   void* owner = nullptr;             // who built it (the agent, a schedule): its own operations find it here
 };
 
 // Rejects flag combinations and fields that make no sense, naming the rule.
 absl::Status ValidateSpec(const CarSpec& spec);
+
+// What a send or receive call says of its message. Whoever builds its CAR
+// adds the rest of the spec (SpecOf) in the CAR itself (CarPool::CreateInPlace):
+// the spec is written once, where a CarSpec made first is zeroed and copied.
+struct MessageSpec {
+  CarKind kind = CarKind::kSend;  // kSend or kRecv
+  bool synchronous = false;
+  Envelope envelope = {};
+  Segment segment = {};
+};
+// The whole spec of `m`'s CAR: its data flag, counting down `counter`,
+// through `vc`, built by `owner`, sending by rendezvous above `eager_limit`.
+inline CarSpec SpecOf(const MessageSpec& m, base::Completion* counter, const Vc* vc, void* owner,
+                      uint64_t eager_limit) {
+  return CarSpec{.kind = m.kind,
+                 .flags = m.kind == CarKind::kSend ? CarFlag::kSendData : CarFlag::kRecvData,
+                 .envelope = m.envelope,
+                 .segment = m.segment,
+                 .counter = counter,
+                 .eager_limit = eager_limit,
+                 .synchronous = m.synchronous,
+                 .vc = vc,
+                 .owner = owner};
+}
 
 // Links for whoever queues a CAR (the matcher's queues, a VC's pending list).
 // A CAR is in at most one queue at a time; the queue owns these fields.
@@ -243,6 +267,14 @@ class Car {
   // building one writes each field once and calls nothing.
   Car(const CarSpec& spec, uint64_t id, void* method_private)
       : spec_(spec), id_(id), method_private_(method_private) {
+    CountDependencies();
+  }
+  // The same with the spec `make()` returns, made right here (C++17's
+  // guaranteed elision): no copy of it is made first and copied in.
+  struct InPlace {};
+  template <class Make>
+  Car(InPlace, Make&& make, uint64_t id, void* method_private)
+      : spec_(make()), id_(id), method_private_(method_private) {
     CountDependencies();
   }
   Car(const Car&) = delete;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "absl/base/optimization.h"
@@ -52,6 +53,17 @@ class CarPool {
     }
 #endif
     return CreateLinked(spec);
+  }
+
+  // CreateUnchecked for the CAR whose spec `make()` returns, which links no
+  // dependency (a send, a receive, an unexpected message): the spec is made
+  // in the slot itself. Debug builds validate it as CreateUnchecked does.
+  template <class Make>
+  absl::StatusOr<Car*> CreateInPlace(Make&& make) {
+#ifdef NDEBUG
+    if (ABSL_PREDICT_TRUE(free_ != nullptr)) return Place(Car::InPlace{}, make);
+#endif
+    return CreateLinked(make());
   }
 
   // Destroys `car` and returns its slot; its dependency partners forget it.
@@ -101,13 +113,15 @@ class CarPool {
   static void Unlink(Car* car);
   // CreateUnchecked's general case: dependencies checked and linked, the pool grown.
   absl::StatusOr<Car*> CreateLinked(const CarSpec& spec);
-  // Builds a CAR from `spec` in the first free slot (there is one).
-  Car* Place(const CarSpec& spec) {
+  // Builds a CAR from `spec` (or Car::InPlace and a maker) in the first free
+  // slot (there is one).
+  template <class... Spec>
+  Car* Place(Spec&&... spec) {
     FreeSlot* slot = free_;
     free_ = slot->next;
     const std::size_t index = slot->index;
     auto* bytes = reinterpret_cast<std::byte*>(slot);
-    Car* car = new (bytes) Car(spec, next_id_++, bytes + kCarBytes);
+    Car* car = new (bytes) Car(std::forward<Spec>(spec)..., next_id_++, bytes + kCarBytes);
     car->slot_ = index;
     in_use_[index] = 1;
     ++live_;

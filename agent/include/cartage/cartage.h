@@ -52,7 +52,7 @@ class EngineAccess;  // cartage/engine.h's way in
 }  // namespace agent
 namespace car {
 class Car;
-struct CarSpec;
+struct MessageSpec;
 }  // namespace car
 namespace engine {
 class Activity;
@@ -342,11 +342,11 @@ class Comm {
   enum class Persistence : uint8_t { kNone, kRegistered, kUnregistered };
   absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
                      Persistence persistence = Persistence::kNone, uint32_t context = kOwnContext) const;
-  // What a send or receive checks before its CAR exists, and that CAR's
-  // spec (its segment refers to data.type) and peer's world rank
-  // (kAnySource for any); an error names the operation.
+  // What a send or receive checks before its CAR exists, the message the
+  // CAR is built from (its segment refers to data.type) and the peer's
+  // world rank (kAnySource for any); an error names the operation.
   absl::Status Prepare(bool send, bool sync, const Buffer& data, int peer, int tag, uint32_t context,
-                       car::CarSpec* spec, int* world) const;
+                       car::MessageSpec* spec, int* world) const;
   // Start, then wait; `status` (optional) gets source, tag and byte count.
   absl::Status Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const;
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
