@@ -401,8 +401,11 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
   return absl::OkStatus();
 }
 
-absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, Persistence persistence,
-                         uint32_t context) const {
+// In line in Isend, Irecv and Issend (their byte forms), which then pass no
+// arguments through a call of Start's and run no persistent branch.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Begin(bool send, bool sync, Buffer data, int peer, int tag,
+                                                            Request* req, Persistence persistence,
+                                                            uint32_t context) const {
   // The call's names for an error message, made only where one is made.
   const auto op = [send, sync] { return OpName(send, sync); };
   const auto dir = [send] { return Toward(send); };
@@ -417,7 +420,7 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   car::MessageSpec spec;
   int world = 0;
   CARTAGE_RETURN_IF_ERROR(Prepare(send, sync, data, peer, tag, context, &spec, &world));
-  if (spec.segment.dtype != nullptr) {
+  if (data.type != nullptr && spec.segment.dtype != nullptr) {  // a byte form's type is null, seen so in line
     req->type_ = *data.type;  // the CAR's segment points here while it lives
     spec.segment.dtype = &*req->type_;
   } else {
@@ -451,6 +454,11 @@ absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, R
   return absl::OkStatus();
 }
 
+absl::Status Comm::Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req, Persistence persistence,
+                         uint32_t context) const {
+  return Begin(send, sync, data, peer, tag, req, persistence, context);
+}
+
 namespace {
 // A byte count as the signed count Buffer takes (a size_t past INT64_MAX
 // becomes negative and is refused as an invalid count).
@@ -458,13 +466,13 @@ int64_t Bytes(std::size_t n) { return static_cast<int64_t>(n); }
 }  // namespace
 
 absl::Status Comm::Isend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
+  return Begin(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
 }
 absl::Status Comm::Issend(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
-  return Start(true, true, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
+  return Begin(true, true, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req);
 }
 absl::Status Comm::Irecv(void* buf, std::size_t bytes, int source, int tag, Request* req) const {
-  return Start(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req);
+  return Begin(false, false, {buf, Bytes(bytes), nullptr}, source, tag, req);
 }
 absl::Status Comm::SendInit(const void* buf, std::size_t bytes, int dest, int tag, Request* req) const {
   return Start(true, false, {const_cast<void*>(buf), Bytes(bytes), nullptr}, dest, tag, req, Persistence::kRegistered);

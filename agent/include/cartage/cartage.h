@@ -342,6 +342,9 @@ class Comm {
   enum class Persistence : uint8_t { kNone, kRegistered, kUnregistered };
   absl::Status Start(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
                      Persistence persistence = Persistence::kNone, uint32_t context = kOwnContext) const;
+  // Start's body, which the byte forms of Isend, Irecv and Issend take in line.
+  absl::Status Begin(bool send, bool sync, Buffer data, int peer, int tag, Request* req,
+                     Persistence persistence = Persistence::kNone, uint32_t context = kOwnContext) const;
   // What a send or receive checks before its CAR exists, the message the
   // CAR is built from (its segment refers to data.type) and the peer's
   // world rank (kAnySource for any); an error names the operation.
