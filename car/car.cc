@@ -220,7 +220,7 @@ uint64_t Car::Land(const void* from, uint64_t n) {
   }
   const std::span<std::byte> zone = ContiguousZone();
   const uint64_t fit = std::min<uint64_t>(zone.size(), n);
-  if (fit > 0) std::memcpy(zone.data(), from, fit);
+  if (fit > 0) CopyBytes(zone.data(), from, fit);
   return fit;
 }
 

@@ -200,6 +200,28 @@ struct Vc {
   void (*drain)(Car&, CarEvents&) = nullptr;
 };
 
+// memcpy, the copies of 4 to 16 bytes made in line (two loads and two
+// stores that may overlap): a small message's bytes cost less than a call.
+inline void CopyBytes(void* to, const void* from, uint64_t n) {
+  auto* d = static_cast<std::byte*>(to);
+  const auto* s = static_cast<const std::byte*>(from);
+  if (n >= 8 && n <= 16) {
+    uint64_t head = 0, tail = 0;
+    std::memcpy(&head, s, 8);
+    std::memcpy(&tail, s + n - 8, 8);
+    std::memcpy(d, &head, 8);
+    std::memcpy(d + n - 8, &tail, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t head = 0, tail = 0;
+    std::memcpy(&head, s, 4);
+    std::memcpy(&tail, s + n - 4, 4);
+    std::memcpy(d, &head, 4);
+    std::memcpy(d + n - 4, &tail, 4);
+  } else {
+    std::memcpy(d, s, n);
+  }
+}
+
 // Everything a CAR is built from. The pool validates it (ValidateSpec).
 struct CarSpec {
   CarKind kind = CarKind::kSend;
@@ -334,7 +356,7 @@ class Car {
   void Gather(uint64_t offset, void* to, uint64_t n) const {
     if (n == 0) return;  // an empty message may have no buffer at all
     if (const std::byte* from = ContiguousSource()) {
-      std::memcpy(to, from + offset, n);
+      CopyBytes(to, from + offset, n);
     } else {
       GatherPacked(offset, to, n);
     }

@@ -199,11 +199,9 @@ class EventQueue {
     pending_.emplace_back(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
   }
 
-  // The payload an event raised or dispatched without one carries.
-  static const Payload& NoPayload() {
-    static const Payload kNone{};
-    return kNone;
-  }
+  // The payload an event raised or dispatched without one carries: made
+  // at start-up, where a function's static is tested at every call.
+  static const Payload& NoPayload() { return kNone; }
 
   bool has_pending() const { return next_ < pending_.size(); }
 
@@ -258,6 +256,7 @@ class EventQueue {
 
  private:
   static constexpr std::size_t kNoPayload = ~std::size_t{0};
+  static inline const Payload kNone{};
   // Constructed in place (emplace_back), field by field: an entry built on
   // the stack and copied in is read back with loads that span the stores
   // that built it, which wait for them to land (a store-forwarding stall).
