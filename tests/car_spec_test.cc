@@ -206,5 +206,69 @@ TEST(CarFlags, Names) {
             "RECV_DATA|PACKED_BUF_DEPENDENCY|UNPACK|MOP|SUPPLY_PROGRESS");
 }
 
+// A send's or receive's spec made in its slot carries exactly what the
+// message and the builder gave, the rest zero, whether a slot was free or
+// the pool had to grow first.
+TEST(CarInPlace, SpecOfTheMessage) {
+  CarPool pool({.method_private_bytes = 16, .cars_per_slab = 2});
+  char buf[24] = {};
+  base::Completion done;
+  const Vc vc{.name = "test"};
+  int owner = 0;
+  const MessageSpec send{.kind = CarKind::kSend,
+                         .synchronous = true,
+                         .envelope = {4, 1, 9},
+                         .segment = Segment::Of(buf, sizeof(buf), BasicType::kByte)};
+  const MessageSpec recv{.kind = CarKind::kRecv, .envelope = {4, 1, 9},
+                         .segment = Segment::Of(buf, 8, BasicType::kByte)};
+  std::vector<Car*> made;
+  for (int i = 0; i < 5; ++i) {  // slabs of 2: the first, third and fifth grow the pool
+    const MessageSpec& m = i % 2 == 0 ? send : recv;
+    absl::StatusOr<Car*> c = pool.CreateInPlace([&] { return SpecOf(m, &done, &vc, &owner, 4096); });
+    ASSERT_TRUE(c.ok()) << c.status();
+    const CarSpec& got = (*c)->spec();
+    EXPECT_EQ(got.kind, m.kind);
+    EXPECT_EQ(FlagsToString(got.flags), i % 2 == 0 ? "SEND_DATA" : "RECV_DATA");
+    EXPECT_EQ(got.envelope.context_id, 4u);
+    EXPECT_EQ(got.envelope.rank, 1);
+    EXPECT_EQ(got.envelope.tag, 9);
+    EXPECT_EQ(got.segment.buf, buf);
+    EXPECT_EQ(got.segment.bytes(), i % 2 == 0 ? sizeof(buf) : 8u);
+    EXPECT_EQ(got.synchronous, i % 2 == 0);
+    EXPECT_EQ(got.counter, &done);
+    EXPECT_EQ(got.vc, &vc);
+    EXPECT_EQ(got.owner, &owner);
+    EXPECT_EQ(got.eager_limit, 4096u);
+    EXPECT_EQ(got.buf_dep, nullptr);
+    EXPECT_EQ(got.progress_dep, nullptr);
+    EXPECT_EQ(got.pack_buf, nullptr);
+    EXPECT_EQ(got.pack_size, 0u);
+    EXPECT_EQ(got.mop, nullptr);
+    EXPECT_TRUE(got.successors.empty());
+    EXPECT_EQ(got.predecessors, 0u);
+    EXPECT_EQ((*c)->deps_pending(), 0u);
+    made.push_back(*c);
+  }
+  EXPECT_EQ(pool.live(), 5u);
+  for (Car* c : made) pool.Release(c);
+  EXPECT_EQ(pool.live(), 0u);
+}
+
+// Every length from 0 to 64 bytes, at every alignment of 0 to 7, lands
+// exactly its bytes and nothing beside them.
+TEST(CopyBytes, ExactBytesAtEveryLengthAndAlignment) {
+  for (std::size_t align = 0; align < 8; ++align) {
+    for (std::size_t n = 0; n <= 64; ++n) {
+      std::vector<std::byte> from(80), to(96, std::byte{0xee});
+      for (std::size_t i = 0; i < from.size(); ++i) from[i] = static_cast<std::byte>(i * 7 + n);
+      CopyBytes(to.data() + 8 + align, from.data() + align, n);
+      for (std::size_t i = 0; i < to.size(); ++i) {
+        const bool inside = i >= 8 + align && i < 8 + align + n;
+        ASSERT_EQ(to[i], inside ? from[i - 8] : std::byte{0xee}) << "n " << n << " align " << align << " at " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cartage::car
