@@ -201,7 +201,7 @@ class EventQueue {
 
   // The payload an event raised or dispatched without one carries: made
   // at start-up, where a function's static is tested at every call.
-  static const Payload& NoPayload() { return kNone; }
+  static const Payload& NoPayload() { return kEmptyPayload; }
 
   bool has_pending() const { return next_ < pending_.size(); }
 
@@ -256,7 +256,7 @@ class EventQueue {
 
  private:
   static constexpr std::size_t kNoPayload = ~std::size_t{0};
-  static inline const Payload kNone{};
+  static inline const Payload kEmptyPayload{};  // NoPayload()
   // Constructed in place (emplace_back), field by field: an entry built on
   // the stack and copied in is read back with loads that span the stores
   // that built it, which wait for them to land (a store-forwarding stall).
@@ -339,11 +339,7 @@ class Machine {
       return StatusOf(Fire<kMode>(ctx, e, payload, no_events_), ctx, e);
     }
     EventsOf<Def> events;
-    const Fired fired = Fire<kMode>(ctx, e, payload, events);
-    if (ABSL_PREDICT_TRUE(!events.has_pending())) return StatusOf(fired, ctx, e);
-    absl::Status s = StatusOf(fired, ctx, e);
-    s.Update(events.Drain());
-    return s;
+    return Settle(Fire<kMode>(ctx, e, payload, events), ctx, e, events);
   }
 
   // The same for a caller that knows the state `ctx` is most likely in: the
@@ -362,11 +358,7 @@ class Machine {
       return StatusOf(FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, no_events_), ctx, e);
     }
     EventsOf<Def> events;
-    const Fired fired = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events);
-    if (ABSL_PREDICT_TRUE(!events.has_pending())) return StatusOf(fired, ctx, e);
-    absl::Status s = StatusOf(fired, ctx, e);
-    s.Update(events.Drain());
-    return s;
+    return Settle(FireRow<kMode, kKey, kTable.first(kKey)>(ctx, payload, events), ctx, e, events);
   }
 
   // The same, for a caller that also knows which transition most often
@@ -467,6 +459,14 @@ class Machine {
   ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status StatusOf(Fired fired, Context& ctx, uint8_t event) {
     if (ABSL_PREDICT_TRUE(fired == Fired::kTaken)) return absl::OkStatus();
     return Failure(fired, ctx, event);
+  }
+  // A dispatch's outcome: the firing's status, then the first error of the
+  // events it raised, run in order.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status Settle(Fired fired, Context& ctx, uint8_t event,
+                                                          EventsOf<Def>& events) {
+    absl::Status s = StatusOf(fired, ctx, event);
+    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    return s;
   }
   ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD static absl::Status Failure(Fired fired, Context& ctx, uint8_t event) {
     const uint8_t state = Def::Cell(ctx).value();
