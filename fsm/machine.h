@@ -45,13 +45,14 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <new>
+#include <vector>
 #include "absl/strings/string_view.h"
 #include <type_traits>
 #include <utility>
 
 #include "absl/base/attributes.h"
 #include "absl/base/optimization.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "fsm/machine_info.h"
 #include "fsm/trace.h"
@@ -178,40 +179,57 @@ consteval Table<Def, N> MakeTable(const Transition<Def> (&rows)[N]) {
 }
 
 // Lets an action raise events that run after the current transition.
+// Every dispatch makes one, mostly to find nothing raised: making one is a
+// store of its counts, and ending one a test, where nothing spilled and no
+// payload was raised. The first kInline events and kInlinePayloads payloads
+// stay in the queue itself; more go to the heap.
 template <class Ctx, class Payload>
 class EventQueue {
  public:
   // A type-erased dispatch of one event (Machine<...>::DispatchQueued).
   using DispatchFn = absl::Status (*)(Ctx&, uint8_t event, const Payload&, EventQueue&);
 
+  EventQueue() = default;
+  EventQueue(const EventQueue&) = delete;
+  EventQueue& operator=(const EventQueue&) = delete;
+  ~EventQueue() {
+    if (ABSL_PREDICT_FALSE(payloads_ != 0 || more_ != nullptr)) Release();
+  }
+
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
   void Raise(Ctx& target, typename M::Event event, const Payload& payload) {
-    pending_.emplace_back(&target, &M::DispatchQueued, static_cast<uint8_t>(event), payloads_.size());
-    payloads_.push_back(payload);
+    const uint32_t index = payloads_;
+    if (ABSL_PREDICT_TRUE(index < kInlinePayloads)) {
+      new (InlinePayload(index)) Payload(payload);
+    } else {
+      More().payloads.push_back(payload);
+    }
+    ++payloads_;
+    Push(&target, &M::DispatchQueued, static_cast<uint8_t>(event), index);
   }
   // The same with no payload: the event's actions see an empty one. Most
-  // raised events carry nothing, so the queue's entries hold none (four
-  // words, no constructor or destructor); the few payloads wait apart, four
-  // inline, since a receive meeting an earlier message raises three.
+  // raised events carry nothing, so the queue's entries hold none; the few
+  // payloads wait apart, four inline, since a receive meeting an earlier
+  // message raises three.
   template <class M>
   void Raise(Ctx& target, typename M::Event event) {
-    pending_.emplace_back(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
+    Push(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
   }
 
   // The payload an event raised or dispatched without one carries: made
   // at start-up, where a function's static is tested at every call.
   static const Payload& NoPayload() { return kEmptyPayload; }
 
-  bool has_pending() const { return next_ < pending_.size(); }
+  bool has_pending() const { return next_ < size_; }
 
   // Whether `event` of machine M waits in the queue for `target`: raised,
   // not run yet. So a second failure is not raised while the first is on
   // its way, with no flag on the instance to say so.
   template <class M>
   bool Queued(const Ctx& target, typename M::Event event) const {
-    for (std::size_t i = next_; i < pending_.size(); ++i) {
-      const Pending& e = pending_[i];
+    for (uint32_t i = next_; i < size_; ++i) {
+      const Pending& e = At(i);
       if (e.ctx == &target && e.fn == &M::DispatchQueued && e.event == static_cast<uint8_t>(event)) return true;
     }
     return false;
@@ -222,8 +240,8 @@ class EventQueue {
   // (Machine::DispatchFromThen), as Drain would have next.
   template <class M>
   bool TakeOnly(const Ctx& target, typename M::Event event) {
-    if (pending_.size() != next_ + 1) return false;
-    const Pending& e = pending_[next_];
+    if (size_ != next_ + 1) return false;
+    const Pending& e = At(next_);
     if (e.ctx != &target || e.fn != &M::DispatchQueued || e.event != static_cast<uint8_t>(event) ||
         e.payload != kNoPayload) {
       return false;
@@ -233,44 +251,90 @@ class EventQueue {
   }
 
   // Runs queued events in order (including those they raise); returns the
-  // first error, having still run every queued event.
+  // first error, having still run every queued event. The queue is then
+  // empty, its room free for more.
   absl::Status Drain() {
     absl::Status first_error;
-    while (next_ < pending_.size()) {
+    while (next_ < size_) {
       // Copied out, as a raise during the call may grow the queue; field by
-      // field, as the entry was stored so an instant ago (Pending).
-      const Pending& e = pending_[next_++];
+      // field, as the entry was stored so an instant ago (Push).
+      const Pending& e = At(next_++);
       Ctx* const ctx = e.ctx;
       const DispatchFn fn = e.fn;
       const uint8_t event = e.event;
-      const std::size_t index = e.payload;
+      const uint32_t index = e.payload;
       if (index == kNoPayload) {
         first_error.Update(fn(*ctx, event, NoPayload(), *this));
       } else {
-        const Payload payload = std::move(payloads_[index]);  // moved out, as the queue may grow
+        const Payload payload = std::move(PayloadAt(index));  // moved out, as the queue may grow
         first_error.Update(fn(*ctx, event, payload, *this));
       }
     }
+    if (ABSL_PREDICT_FALSE(payloads_ != 0 || more_ != nullptr)) Release();
+    size_ = next_ = 0;
     return first_error;
   }
 
  private:
-  static constexpr std::size_t kNoPayload = ~std::size_t{0};
+  static constexpr uint32_t kInline = 8;
+  static constexpr uint32_t kInlinePayloads = 4;
+  static constexpr uint32_t kNoPayload = ~uint32_t{0};
   static inline const Payload kEmptyPayload{};  // NoPayload()
-  // Constructed in place (emplace_back), field by field: an entry built on
-  // the stack and copied in is read back with loads that span the stores
-  // that built it, which wait for them to land (a store-forwarding stall).
+  // Written field by field (Push): an entry built on the stack and copied
+  // in is read back with loads that span the stores that built it, which
+  // wait for them to land (a store-forwarding stall).
   struct Pending {
-    Pending(Ctx* c, DispatchFn f, uint8_t e, std::size_t p) : ctx(c), fn(f), event(e), payload(p) {}
     Ctx* ctx;
     DispatchFn fn;
     uint8_t event;
-    std::size_t payload;  // index into payloads_, or kNoPayload
+    uint32_t payload;  // index of its payload (PayloadAt), or kNoPayload
   };
   static_assert(std::is_trivially_copyable_v<Pending>);
-  absl::InlinedVector<Pending, 8> pending_;
-  absl::InlinedVector<Payload, 4> payloads_;
-  std::size_t next_ = 0;
+  // What spilled: events past kInline, payloads past kInlinePayloads.
+  struct Spill {
+    std::vector<Pending> pending;
+    std::vector<Payload> payloads;
+  };
+
+  void Push(Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
+    Pending* e;
+    if (ABSL_PREDICT_TRUE(size_ < kInline)) {
+      e = &inline_[size_];
+    } else {
+      e = &More().pending.emplace_back();
+    }
+    e->ctx = ctx;
+    e->fn = fn;
+    e->event = event;
+    e->payload = payload;
+    ++size_;
+  }
+  const Pending& At(uint32_t i) const { return i < kInline ? inline_[i] : more_->pending[i - kInline]; }
+  void* InlinePayload(uint32_t i) { return payload_room_ + i * sizeof(Payload); }
+  Payload& PayloadAt(uint32_t i) {
+    return i < kInlinePayloads ? *std::launder(static_cast<Payload*>(InlinePayload(i)))
+                               : more_->payloads[i - kInlinePayloads];
+  }
+  Spill& More() {
+    if (more_ == nullptr) more_ = new Spill;
+    return *more_;
+  }
+  // Ends the payloads made inline and whatever spilled.
+  ABSL_ATTRIBUTE_NOINLINE void Release() {
+    if constexpr (!std::is_trivially_destructible_v<Payload>) {
+      for (uint32_t i = 0; i < std::min(payloads_, kInlinePayloads); ++i) PayloadAt(i).~Payload();
+    }
+    payloads_ = 0;
+    delete more_;
+    more_ = nullptr;
+  }
+
+  uint32_t size_ = 0;      // events raised
+  uint32_t next_ = 0;      // events run (or taken)
+  uint32_t payloads_ = 0;  // payloads raised
+  Spill* more_ = nullptr;
+  Pending inline_[kInline];
+  alignas(Payload) std::byte payload_room_[kInlinePayloads * sizeof(Payload)];
 };
 
 // Whether a dispatch may call the trace hook.
@@ -479,8 +543,6 @@ class Machine {
     if constexpr (kRow == kTable.first(kKey + 1)) {
       return kRow == kTable.first(kKey) ? Fired::kUnhandled : Fired::kNoGuardPassed;
     } else {
-      constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
-      constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
       constexpr Transition<Def> kRowDef = kTable.rows()[kRow];
       // By name: a named guard or action has its function (a function
       // pointer's comparison with null is no constant expression under the
@@ -488,27 +550,39 @@ class Machine {
       if constexpr (kRowDef.guard.present()) {
         if (!kRowDef.guard.fn(ctx, payload)) return FireRow<kMode, kKey, kRow + 1>(ctx, payload, events);
       }
-      // A record's time is its transition's start, before the action puts
-      // anything on the wire: a peer may record the arrival before this
-      // dispatch returns.
-      [[maybe_unused]] int64_t started = 0;
+      // Tracing on: the traced firing, out of line, so that tracing off
+      // costs one load and a branch, and the row needs no frame of its own.
       if constexpr (kMode == TraceMode::kRuntime) {
         if (ABSL_PREDICT_FALSE(internal::g_trace_sink.load(std::memory_order_relaxed) != nullptr)) {
-          started = internal::TransitionStart();
+          return FireTraced<kKey, kRow>(ctx, payload, events);
         }
       }
       if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, events);
-      constexpr uint8_t kTarget = static_cast<uint8_t>(kRowDef.target);
-      Def::Cell(ctx).value_ = kTarget;
-      if constexpr (kMode == TraceMode::kRuntime) {
-        TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed);
-        if (ABSL_PREDICT_FALSE(sink != nullptr)) {
-          internal::EmitTrace(sink, started, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget,
-                              SubjectOf<Def>(), &ctx, &payload);
-        }
-      }
+      Def::Cell(ctx).value_ = static_cast<uint8_t>(kRowDef.target);
       return Fired::kTaken;
     }
+  }
+
+  // Row kRow of (state, event) kKey, its guard passed, with a sink
+  // installed: the record's time is the transition's start, before the
+  // action puts anything on the wire (a peer may record the arrival before
+  // this dispatch returns); the sink is asked for again after the action,
+  // which may have removed it.
+  template <std::size_t kKey, uint16_t kRow>
+  ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD static Fired FireTraced(Context& ctx, const Payload& payload,
+                                                                    EventsOf<Def>& events) {
+    constexpr uint8_t kFrom = static_cast<uint8_t>(kKey / kEvents);
+    constexpr uint8_t kEvent = static_cast<uint8_t>(kKey % kEvents);
+    constexpr Transition<Def> kRowDef = kTable.rows()[kRow];
+    constexpr uint8_t kTarget = static_cast<uint8_t>(kRowDef.target);
+    const int64_t started = internal::TransitionStart();
+    if constexpr (kRowDef.action.present()) kRowDef.action.fn(ctx, payload, events);
+    Def::Cell(ctx).value_ = kTarget;
+    if (TraceSink* sink = internal::g_trace_sink.load(std::memory_order_relaxed); sink != nullptr) {
+      internal::EmitTrace(sink, started, Def::IdOf(ctx), &kNamesOf<Def>, kFrom, kEvent, kTarget, SubjectOf<Def>(),
+                          &ctx, &payload);
+    }
+    return Fired::kTaken;
   }
 
   template <TraceMode kMode, std::size_t... kKeys>

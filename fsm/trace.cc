@@ -17,7 +17,6 @@ int64_t TransitionStart() { return absl::GetCurrentTimeNanos(); }
 
 void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance, const MachineNames* m, uint8_t from,
                uint8_t event, uint8_t to, SubjectFn subject, const void* ctx, const void* payload) {
-  if (started == 0) started = absl::GetCurrentTimeNanos();
   TraceRecord r{.time_ns = started, .instance = instance, .machine = m, .from = from, .event = event, .to = to};
   if (subject != nullptr) subject(ctx, payload, r);
   sink->Record(r);

@@ -73,7 +73,7 @@ using SubjectFn = void (*)(const void* ctx, const void* payload, TraceRecord& r)
 // (a schedule's step run as a vertex launches) and record in between.
 ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD int64_t TransitionStart();
 // Out of line (under LTO too), so the dispatch fast path stays small.
-// `started`: 0 where the sink came after the transition started.
+// `started`: TransitionStart()'s answer.
 ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void EmitTrace(TraceSink* sink, int64_t started, uint64_t instance,
                                                            const MachineNames* m, uint8_t from, uint8_t event,
                                                            uint8_t to, SubjectFn subject, const void* ctx,
