@@ -192,8 +192,10 @@ class EventQueue {
   EventQueue() = default;
   EventQueue(const EventQueue&) = delete;
   EventQueue& operator=(const EventQueue&) = delete;
+  // Whatever holds a payload or spilled was raised and not drained: a
+  // queue with no events left needs nothing more.
   ~EventQueue() {
-    if (ABSL_PREDICT_FALSE(payloads_ != 0 || more_ != nullptr)) Release();
+    if (ABSL_PREDICT_FALSE(size_ != 0)) Release();
   }
 
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
@@ -246,7 +248,9 @@ class EventQueue {
         e.payload != kNoPayload) {
       return false;
     }
-    ++next_;
+    // The last entry, taken off the end: a fresh queue is empty again.
+    if (size_ > kInline) more_->pending.pop_back();
+    --size_;
     return true;
   }
 
@@ -270,7 +274,7 @@ class EventQueue {
         first_error.Update(fn(*ctx, event, payload, *this));
       }
     }
-    if (ABSL_PREDICT_FALSE(payloads_ != 0 || more_ != nullptr)) Release();
+    Release();
     size_ = next_ = 0;
     return first_error;
   }
@@ -321,6 +325,7 @@ class EventQueue {
   }
   // Ends the payloads made inline and whatever spilled.
   ABSL_ATTRIBUTE_NOINLINE void Release() {
+    if (payloads_ == 0 && more_ == nullptr) return;
     if constexpr (!std::is_trivially_destructible_v<Payload>) {
       for (uint32_t i = 0; i < std::min(payloads_, kInlinePayloads); ++i) PayloadAt(i).~Payload();
     }
