@@ -34,6 +34,24 @@ void BM_TableDispatch(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_TableDispatch, cartage::fsm::TraceMode::kCompiledOut)->Name("Dispatch/trace_compiled_out");
 BENCHMARK_TEMPLATE(BM_TableDispatch, cartage::fsm::TraceMode::kRuntime)->Name("Dispatch/trace_off");
 
+// The same two transitions where the caller names the state it expects
+// (DispatchFrom): the rows are compiled in at the call, no indirect call.
+// The CAR paths of a message dispatch this way.
+void BM_TableDispatchFrom(benchmark::State& state) {
+  using S = cartage::test::TurnstileDef::State;
+  Turnstile t;
+  TurnstileMachine::Reset(t);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(TurnstileMachine::DispatchFrom<S::kLocked, E::kCoin>(t, 2));
+    benchmark::DoNotOptimize(TurnstileMachine::DispatchFrom<S::kUnlocked, E::kPush>(t));
+  }
+  benchmark::DoNotOptimize(t.passes);
+  state.counters["ns_per_transition"] = benchmark::Counter(
+      2.0 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TableDispatchFrom)->Name("Dispatch/in_line_rows");
+
 // The hook on, recording into a ring that never fills (cleared per batch).
 class CountingSink : public cartage::fsm::TraceSink {
  public:
