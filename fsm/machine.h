@@ -274,7 +274,7 @@ class EventQueue {
         first_error.Update(fn(*ctx, event, payload, *this));
       }
     }
-    Release();
+    if (ABSL_PREDICT_FALSE(payloads_ != 0 || more_ != nullptr)) Release();
     size_ = next_ = 0;
     return first_error;
   }
