@@ -32,6 +32,10 @@ namespace {
 constexpr std::size_t kRxMin = 256 * 1024;  // a VC's receive buffer, at least
 constexpr int kMaxIov = 64;                 // frames (x2 pieces) written per system call
 constexpr uint64_t kSmallFrame = 256;       // payloads copied behind their header for one send()
+// Bytes one connection writes in a pass: while the reader keeps pace, a
+// loopback socket takes a large payload in one call, and every other VC and
+// the receive side would wait for all of it.
+constexpr uint64_t kFlushBytes = uint64_t{8} << 20;
 
 bool IsConnecting(ConnState s) {
   return s == ConnState::kConnecting || s == ConnState::kHelloSent || s == ConnState::kAwaitPeer;
@@ -318,7 +322,9 @@ void TcpMethod::Complete(OutFrame& f, CarEvents* events) {
 
 int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
   int done = 0;
+  uint64_t written = 0;
   while (!conn.out.empty() && ConnMachine::StateOf(conn) == ConnState::kConnected) {
+    if (written >= kFlushBytes) return done + 1;  // more to write: the next pass goes on
     iovec iov[kMaxIov];
     int n_iov = 0;
     uint64_t want = 0;
@@ -333,8 +339,7 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
         skip -= sizeof(FrameHeader);
       }
       if (f.payload_bytes > skip) {
-        // Large payloads go in pieces of at most 1 GiB (sendmsg's limit is 2 GiB).
-        const uint64_t piece = std::min<uint64_t>(f.payload_bytes - skip, uint64_t{1} << 30);
+        const uint64_t piece = std::min<uint64_t>(f.payload_bytes - skip, kFlushBytes);
         iov[n_iov++] = {const_cast<std::byte*>(f.payload) + skip, static_cast<std::size_t>(piece)};
         want += piece;
         if (piece < f.payload_bytes - skip) break;
@@ -351,6 +356,7 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
       break;
     }
     uint64_t left = static_cast<uint64_t>(n);
+    written += left;
     while (left > 0) {
       OutFrame& f = conn.out.front();
       const uint64_t rest = sizeof(FrameHeader) + f.payload_bytes - f.sent;

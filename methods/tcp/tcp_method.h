@@ -172,7 +172,8 @@ class TcpMethod final : public Method {
   OutFrame& Queue(TcpConn& conn, const FrameHeader& h, car::Car* payload_of);
   void QueueControl(TcpConn& conn, const FrameHeader& h);
   // Writes what the socket takes; completions through `events` (inside a CAR
-  // operation) or dispatched directly (progress). Returns frames completed.
+  // operation) or dispatched directly (progress). Returns frames completed,
+  // one more where it stopped at its share of bytes with the socket taking.
   int Flush(TcpConn& conn, car::CarEvents* events);
   void Complete(OutFrame& f, car::CarEvents* events);
   // Receiving.
