@@ -5,6 +5,7 @@
 // (ASan and UBSan watch).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -279,6 +280,39 @@ TEST_F(TcpMethodTest, VcInErrorFailsNewSendsAtOnce) {
   EXPECT_EQ(car::SendMachine::StateOf(*c), car::SendState::kFailed);
   EXPECT_EQ(completions_.back()->status.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(completions_.back()->status.message(), HasSubstr("malformed frame from rank 1"));
+}
+
+// A rank whose output waits in a full socket, blocked in Block, wakes once
+// the socket has room again, not at the end of its timeout: its peer only
+// reads, so nothing else would wake it.
+TEST_F(TcpMethodTest, ABlockedWriterWakesWhenItsSocketHasRoom) {
+  Send(*rank0_, host0_, "hello", 0);
+  ASSERT_TRUE(PumpUntil([&] { return host1_.arrived.size() == 1; }));
+  constexpr int kMessages = 300;  // 18 MB, more than the socket takes unread
+  const auto body = [](int i) { return std::string(60000, static_cast<char>('a' + i % 26)); };
+  for (int i = 1; i <= kMessages; ++i) Send(*rank0_, host0_, body(i), i);
+  for (int i = 0; i < 10; ++i) rank0_->Progress();
+  const TcpConn& conn = rank0_->conn(1);
+  ASSERT_FALSE(conn.out.empty()) << "the socket took every message unread";
+  pollfd p{conn.fd, POLLOUT, 0};
+  ASSERT_EQ(::poll(&p, 1, 0), 0) << "a full socket is writable";
+  // The reader drains until the writer's socket has room.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (::poll(&p, 1, 0) == 0 && std::chrono::steady_clock::now() < until) rank1_->Progress();
+  ASSERT_EQ(p.revents & POLLOUT, POLLOUT);
+  ASSERT_FALSE(conn.out.empty());
+  const auto start = std::chrono::steady_clock::now();
+  rank0_->Block(5'000'000);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 2.5) << "the writer slept out its timeout with room in its socket";
+  // Every frame arrives whole and in order, written across many passes.
+  ASSERT_TRUE(PumpUntil([&] { return host1_.arrived.size() == kMessages + 1; }));
+  for (int i = 1; i <= kMessages; ++i) {
+    EXPECT_EQ(host1_.arrived[static_cast<std::size_t>(i)]->envelope().tag, i);
+    const std::vector<std::byte>& got = host1_.buffer(static_cast<std::size_t>(i));
+    ASSERT_EQ(std::string(reinterpret_cast<const char*>(got.data()), got.size()), body(i)) << "message " << i;
+  }
+  for (const auto& c : completions_) EXPECT_TRUE(c->done() && c->status.ok()) << c->status;
 }
 
 }  // namespace

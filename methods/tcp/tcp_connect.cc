@@ -196,6 +196,10 @@ void TcpMethod::Watch(int fd, uint32_t events, uint64_t tag) {
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
+void TcpMethod::WatchOutput(TcpConn& conn, bool output) {
+  Watch(conn.fd, output ? EPOLLIN | EPOLLOUT : EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+}
+
 void TcpMethod::CloseFd(int fd) {
   if (fd < 0) return;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);

@@ -324,7 +324,7 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
   int done = 0;
   uint64_t written = 0;
   while (!conn.out.empty() && ConnMachine::StateOf(conn) == ConnState::kConnected) {
-    if (written >= kFlushBytes) return done + 1;  // more to write: the next pass goes on
+    if (written >= kFlushBytes) break;  // the next pass goes on
     iovec iov[kMaxIov];
     int n_iov = 0;
     uint64_t want = 0;
@@ -371,7 +371,7 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
     }
     if (static_cast<uint64_t>(n) < want) break;  // the socket is full
   }
-  return done;
+  return done > 0 ? done : written > 0 ? 1 : 0;
 }
 
 // ---- Connection state ------------------------------------------------------------

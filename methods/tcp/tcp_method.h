@@ -165,6 +165,8 @@ class TcpMethod final : public Method {
   void DropConnection(TcpConn& conn);   // closes the VC's socket
   void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
   void Watch(int fd, uint32_t events, uint64_t tag);
+  // A connected VC's epoll interest: reading, and writing too while `output`.
+  void WatchOutput(TcpConn& conn, bool output);
   // Sending.
   // The envelope frame of send `c`, EAGER or RTS, with a handle where the
   // peer will answer (CTS; ACK of a synchronous send).
@@ -172,8 +174,9 @@ class TcpMethod final : public Method {
   OutFrame& Queue(TcpConn& conn, const FrameHeader& h, car::Car* payload_of);
   void QueueControl(TcpConn& conn, const FrameHeader& h);
   // Writes what the socket takes; completions through `events` (inside a CAR
-  // operation) or dispatched directly (progress). Returns frames completed,
-  // one more where it stopped at its share of bytes with the socket taking.
+  // operation) or dispatched directly (progress). Returns the work done:
+  // frames completed, or one where bytes went out but no frame ended (a
+  // waiter that moves a large frame is not idle).
   int Flush(TcpConn& conn, car::CarEvents* events);
   void Complete(OutFrame& f, car::CarEvents* events);
   // Receiving.
@@ -208,6 +211,7 @@ class TcpMethod final : public Method {
   void DrainWake();
   std::vector<TcpConn> conns_;
   std::vector<TcpConn*> live_;        // connected VCs: read every round
+  std::vector<TcpConn*> writers_;     // VCs a Block also watches for room to write
   std::vector<Pending> pending_;    // accepted connections waiting for their Hello
   int connecting_ = 0;              // VCs making a connection (epoll every round meanwhile)
   int in_op_ = 0;                   // inside a CAR's operation (OpScope): CAR failures wait

@@ -51,6 +51,15 @@ int TcpMethod::Progress() {
 }
 
 void TcpMethod::Block(int timeout_us) {
+  // Output left in a full socket wakes the wait once the socket has room:
+  // else a sender whose reader has drained it sleeps out the timeout.
+  writers_.clear();
+  for (TcpConn* conn : live_) {
+    if (!conn->out.empty()) {
+      WatchOutput(*conn, true);
+      writers_.push_back(conn);
+    }
+  }
   epoll_event evs[16];
   const int ms = std::max(1, (timeout_us + 999) / 1000);
   // Level-triggered: what this reports is still there for Progress.
@@ -58,6 +67,7 @@ void TcpMethod::Block(int timeout_us) {
   for (int k = 0; k < n; ++k) {
     if (evs[k].data.u64 == kWakeTag) DrainWake();
   }
+  for (TcpConn* conn : writers_) WatchOutput(*conn, false);
 }
 
 void TcpMethod::Wake() {
