@@ -9,8 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
+#include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -342,6 +343,51 @@ TEST_F(ShmMethodTest, ASendTheRingHasNoRoomForWaitsInEagerQueued) {
                                            me + "eager_queued --sent--> eager_in_flight",
                                            me + "eager_in_flight --local_done--> done"));
   EXPECT_EQ(host1_.arrived.size(), sends.size());
+  for (car::Car* c : sends) host0_.pool.Release(c);
+}
+
+// A rank whose sends wait for room in a full ring, blocked in Block, wakes
+// once its reader has read, not at the end of its timeout: the reader sends
+// nothing back, so nothing else would wake it.
+TEST_F(ShmMethodTest, ASenderBlockedOnAFullRingWakesWhenItsReaderReads) {
+  static char block[4096];
+  std::vector<std::unique_ptr<base::Completion>> done;
+  std::vector<car::Car*> sends;
+  for (int i = 0; i < 64; ++i) {  // 256 KiB into a 64 KiB ring: some wait
+    done.push_back(std::make_unique<base::Completion>());
+    done.back()->pending = 1;
+    car::CarSpec s;
+    s.kind = car::CarKind::kSend;
+    s.flags = car::CarFlag::kSendData;
+    s.envelope = {0, 1, i};
+    s.segment = car::Segment::Of(block, sizeof(block), datatype::BasicType::kByte);
+    s.counter = done.back().get();
+    s.vc = rank0_->VcOf(1);
+    s.eager_limit = 8192;
+    car::Car* c = *host0_.pool.Create(s);
+    rank0_->Bind(*c, 1);
+    ASSERT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    sends.push_back(c);
+  }
+  rank0_->Progress();  // finds the ring still full
+  ASSERT_EQ(car::SendMachine::StateOf(*sends.back()), car::SendState::kEagerQueued);
+  double slept = -1;
+  std::thread sender([&] {
+    const auto start = std::chrono::steady_clock::now();
+    rank0_->Block(5'000'000);
+    slept = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // most often asleep by now
+  rank1_->Progress();  // reads: room for the sends that wait
+  sender.join();
+  EXPECT_LT(slept, 2.5) << "the sender slept out its timeout with room in its ring";
+  for (int round = 0; round < 1000 && !(done.back()->done() && host1_.arrived.size() == sends.size()); ++round) {
+    rank1_->Progress();
+    rank0_->Progress();
+  }
+  ASSERT_EQ(host1_.arrived.size(), sends.size());
+  for (std::size_t i = 0; i < sends.size(); ++i) EXPECT_EQ(host1_.arrived[i]->envelope().tag, static_cast<int>(i));
+  for (const auto& d : done) EXPECT_TRUE(d->done() && d->status.ok()) << d->status;
   for (car::Car* c : sends) host0_.pool.Release(c);
 }
 

@@ -109,6 +109,7 @@ int ShmMethod::ReadRing(Probe& probe) {
   }
   if (work > 0) probe.holds = 0;  // the record it held (if any) is read
   probe.Aim(r);
+  if (r.TakeRoomWanted()) Wake(p);  // its sends wait for the room just read
   return work;
 }
 
@@ -151,8 +152,14 @@ void ShmMethod::Block(int timeout_us) {
   me.sleeping.store(1, std::memory_order_seq_cst);
   bool ready = false;
   for (std::size_t i = 0; i < probes_.size() && !ready; ++i) ready = probes_[i].Shows();
+  // Records waiting for room in a ring: its reader wakes this rank once it
+  // has read (else this sleeps out the timeout with room come).
+  for (int p = 0; backlog_ > 0 && p < size_ && !ready; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    if (!parked_[i].empty() || !control_[i].empty() || !streams_[i].empty()) ready = writers_[i].WantRoom();
+  }
   if (!ready) {
-    timespec ts{0, static_cast<long>(timeout_us) * 1000};
+    timespec ts{timeout_us / 1'000'000, static_cast<long>(timeout_us % 1'000'000) * 1000};
     ::syscall(SYS_futex, &me.doorbell, FUTEX_WAIT, seen, &ts, nullptr, 0);
   }
   me.sleeping.store(0, std::memory_order_relaxed);

@@ -57,7 +57,10 @@ inline constexpr std::size_t kPrefetchLines = 16;  // RingWriter::AfterCommit as
 struct alignas(kLine) RingShared {
   std::atomic<uint64_t> head;  // consumer: bytes consumed so far
   uint64_t bytes;              // size of the record area (a power of two)
-  char pad[kLine - 16];
+  // Producer: 1 while it may sleep waiting for room (the consumer then wakes
+  // it once it has read); the consumer clears it.
+  std::atomic<uint32_t> room_wanted;
+  char pad[kLine - 20];
   // Record area follows (bytes long, kLine aligned).
   std::byte* data() { return reinterpret_cast<std::byte*>(this + 1); }
 
@@ -70,6 +73,7 @@ struct alignas(kLine) RingShared {
     auto* r = new (mem) RingShared();
     r->head.store(0, std::memory_order_relaxed);
     r->bytes = bytes;
+    r->room_wanted.store(0, std::memory_order_relaxed);
     if (!zeroed) std::memset(r->data(), 0, bytes);
     return r;
   }
@@ -200,6 +204,15 @@ class RingWriter {
     direct_ = mean_ > slow_ticks_;
   }
   bool direct_now() const { return direct_; }
+
+  // Before sleeping with records waiting for room: asks the consumer for a
+  // wake-up once it has read, and says whether it already has released
+  // lines since this writer last looked (then do not sleep). A wake-up
+  // missed between the two sleeps one timeout at most.
+  bool WantRoom() {
+    ring_->room_wanted.store(1, std::memory_order_relaxed);
+    return ring_->head.load(std::memory_order_acquire) != cached_head_;
+  }
 
   // Reserves a record of `len` payload bytes and returns where to write them,
   // or nullptr if the ring has no room now (try again after progress).
@@ -358,6 +371,14 @@ class RingReader {
 
   // Bytes consumed so far (records and padding).
   uint64_t consumed() const { return head_; }
+
+  // Whether the producer asked for a wake-up once room comes (WantRoom);
+  // the request is taken. One load of a line this side writes.
+  bool TakeRoomWanted() {
+    if (ring_->room_wanted.load(std::memory_order_relaxed) == 0) [[likely]] return false;
+    ring_->room_wanted.store(0, std::memory_order_relaxed);
+    return true;
+  }
 
   // Whether a record is waiting (one load; for the progress engine's poll).
   bool HasRecord() const { return next_stamp()->load(std::memory_order_acquire) == next_expected(); }
