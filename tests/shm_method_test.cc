@@ -115,6 +115,26 @@ class ShmMethodTest : public ::testing::Test {
     return c;
   }
 
+  // A posted eager send of 4 KiB from rank 0 to rank 1 with `tag`; its
+  // completion is added to `done`.
+  car::Car* EagerBlock(int tag, std::vector<std::unique_ptr<base::Completion>>* done) {
+    static char block[4096];
+    done->push_back(std::make_unique<base::Completion>());
+    done->back()->pending = 1;
+    car::CarSpec s;
+    s.kind = car::CarKind::kSend;
+    s.flags = car::CarFlag::kSendData;
+    s.envelope = {0, 1, tag};
+    s.segment = car::Segment::Of(block, sizeof(block), datatype::BasicType::kByte);
+    s.counter = done->back().get();
+    s.vc = rank0_->VcOf(1);
+    s.eager_limit = 8192;
+    car::Car* c = *host0_.pool.Create(s);
+    rank0_->Bind(*c, 1);
+    EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
+    return c;
+  }
+
   std::unique_ptr<SharedJob> job_;
   HoldingHost host0_, host1_;
   std::unique_ptr<ShmMethod> rank0_, rank1_;
@@ -306,25 +326,9 @@ TEST_F(ShmMethodTest, AWellFormedAckCompletesTheSend) {
 TEST_F(ShmMethodTest, ASendTheRingHasNoRoomForWaitsInEagerQueued) {
   fsm::TraceRecorder rec(1 << 12);
   fsm::ScopedTraceSink on(&rec);
-  static char block[4096];
   std::vector<std::unique_ptr<base::Completion>> done;
   std::vector<car::Car*> sends;
-  for (int i = 0; i < 64; ++i) {  // 256 KiB into a 64 KiB ring: some wait
-    done.push_back(std::make_unique<base::Completion>());
-    done.back()->pending = 1;
-    car::CarSpec s;
-    s.kind = car::CarKind::kSend;
-    s.flags = car::CarFlag::kSendData;
-    s.envelope = {0, 1, 5};
-    s.segment = car::Segment::Of(block, sizeof(block), datatype::BasicType::kByte);
-    s.counter = done.back().get();
-    s.vc = rank0_->VcOf(1);
-    s.eager_limit = 8192;
-    car::Car* c = *host0_.pool.Create(s);
-    rank0_->Bind(*c, 1);
-    ASSERT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
-    sends.push_back(c);
-  }
+  for (int i = 0; i < 64; ++i) sends.push_back(EagerBlock(5, &done));  // 256 KiB into a 64 KiB ring: some wait
   ASSERT_EQ(car::SendMachine::StateOf(*sends.front()), car::SendState::kDone);
   car::Car* last = sends.back();
   ASSERT_EQ(car::SendMachine::StateOf(*last), car::SendState::kEagerQueued);
@@ -350,25 +354,9 @@ TEST_F(ShmMethodTest, ASendTheRingHasNoRoomForWaitsInEagerQueued) {
 // once its reader has read, not at the end of its timeout: the reader sends
 // nothing back, so nothing else would wake it.
 TEST_F(ShmMethodTest, ASenderBlockedOnAFullRingWakesWhenItsReaderReads) {
-  static char block[4096];
   std::vector<std::unique_ptr<base::Completion>> done;
   std::vector<car::Car*> sends;
-  for (int i = 0; i < 64; ++i) {  // 256 KiB into a 64 KiB ring: some wait
-    done.push_back(std::make_unique<base::Completion>());
-    done.back()->pending = 1;
-    car::CarSpec s;
-    s.kind = car::CarKind::kSend;
-    s.flags = car::CarFlag::kSendData;
-    s.envelope = {0, 1, i};
-    s.segment = car::Segment::Of(block, sizeof(block), datatype::BasicType::kByte);
-    s.counter = done.back().get();
-    s.vc = rank0_->VcOf(1);
-    s.eager_limit = 8192;
-    car::Car* c = *host0_.pool.Create(s);
-    rank0_->Bind(*c, 1);
-    ASSERT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
-    sends.push_back(c);
-  }
+  for (int i = 0; i < 64; ++i) sends.push_back(EagerBlock(i, &done));  // 256 KiB into a 64 KiB ring: some wait
   rank0_->Progress();  // finds the ring still full
   ASSERT_EQ(car::SendMachine::StateOf(*sends.back()), car::SendState::kEagerQueued);
   double slept = -1;
