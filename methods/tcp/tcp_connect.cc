@@ -196,8 +196,8 @@ void TcpMethod::Watch(int fd, uint32_t events, uint64_t tag) {
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
 }
 
-void TcpMethod::WatchOutput(TcpConn& conn, bool output) {
-  Watch(conn.fd, output ? EPOLLIN | EPOLLOUT : EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+void TcpMethod::WatchVc(TcpConn& conn, uint32_t events) {
+  Watch(conn.fd, events, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
 }
 
 void TcpMethod::CloseFd(int fd) {
@@ -237,7 +237,7 @@ void ConnActions::StartConnect(TcpConn& conn, const ConnSignal&, fsm::EventQueue
                      absl::UnavailableError(absl::StrFormat("tcp: connecting to rank %d at %s:%d: %s", conn.peer,
                                                             Ipv4(to->sin_addr), ntohs(to->sin_port), std::strerror(errno))));
   }
-  m.Watch(conn.fd, EPOLLOUT, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+  m.WatchVc(conn, EPOLLOUT);
 }
 
 void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::EventQueue<TcpConn, ConnSignal>& events) {
@@ -254,7 +254,7 @@ void ConnActions::SendHello(TcpConn& conn, const ConnSignal&, fsm::EventQueue<Tc
     return RaiseLost(conn, events,
                      absl::UnavailableError(absl::StrFormat("tcp: greeting rank %d: %s", conn.peer, std::strerror(errno))));
   }
-  m.Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+  m.WatchVc(conn, EPOLLIN);
 }
 
 void ConnActions::Adopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpConn, ConnSignal>& events) {
@@ -264,7 +264,7 @@ void ConnActions::Adopt(TcpConn& conn, const ConnSignal& s, fsm::EventQueue<TcpC
     return RaiseLost(conn, events,
                      absl::UnavailableError(absl::StrFormat("tcp: answering rank %d: %s", conn.peer, std::strerror(errno))));
   }
-  conn.method->Watch(conn.fd, EPOLLIN, Tag(kTagVc, static_cast<uint64_t>(conn.peer)));
+  conn.method->WatchVc(conn, EPOLLIN);
   conn.method->BecomeConnected(conn);
 }
 

@@ -165,8 +165,8 @@ class TcpMethod final : public Method {
   void DropConnection(TcpConn& conn);   // closes the VC's socket
   void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
   void Watch(int fd, uint32_t events, uint64_t tag);
-  // A connected VC's epoll interest: reading, and writing too while `output`.
-  void WatchOutput(TcpConn& conn, bool output);
+  // A VC's socket in the epoll set with `events`, tagged as its VC's.
+  void WatchVc(TcpConn& conn, uint32_t events);
   // Sending.
   // The envelope frame of send `c`, EAGER or RTS, with a handle where the
   // peer will answer (CTS; ACK of a synchronous send).

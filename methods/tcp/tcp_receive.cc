@@ -56,7 +56,7 @@ void TcpMethod::Block(int timeout_us) {
   writers_.clear();
   for (TcpConn* conn : live_) {
     if (!conn->out.empty()) {
-      WatchOutput(*conn, true);
+      WatchVc(*conn, EPOLLIN | EPOLLOUT);
       writers_.push_back(conn);
     }
   }
@@ -67,7 +67,7 @@ void TcpMethod::Block(int timeout_us) {
   for (int k = 0; k < n; ++k) {
     if (evs[k].data.u64 == kWakeTag) DrainWake();
   }
-  for (TcpConn* conn : writers_) WatchOutput(*conn, false);
+  for (TcpConn* conn : writers_) WatchVc(*conn, EPOLLIN);
 }
 
 void TcpMethod::Wake() {
