@@ -153,7 +153,7 @@ void ShmMethod::Block(int timeout_us) {
   bool ready = false;
   for (std::size_t i = 0; i < probes_.size() && !ready; ++i) ready = probes_[i].Shows();
   // Records waiting for room in a ring: its reader wakes this rank once it
-  // has read (else this sleeps out the timeout with room come).
+  // has read (else this rank would sleep out the timeout with room there).
   for (int p = 0; backlog_ > 0 && p < size_ && !ready; ++p) {
     const auto i = static_cast<std::size_t>(p);
     if (!parked_[i].empty() || !control_[i].empty() || !streams_[i].empty()) ready = writers_[i].WantRoom();
