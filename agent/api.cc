@@ -95,18 +95,27 @@ int Agent::rank() const { return rt_->rank(); }
 int Agent::size() const { return rt_->size(); }
 int Agent::Progress() {
   if (!rt_->life()->load()) return 0;
-  Runtime::Entry in(rt_.get());
-  if (!in.ok()) {
-    SayRefused(in.status("progress"));
-    return 0;
+  int work = 0;
+  for (Runtime* lane : rt_->lanes()) {  // one at a time: no lane's lock is held while another's is taken
+    Runtime::Entry in(lane);
+    if (!in.ok()) {
+      SayRefused(in.status("progress"));
+      return 0;
+    }
+    work += lane->Progress();
   }
-  return rt_->Progress();
+  return work;
 }
 int Agent::registered_buffers() const {
   if (!rt_->life()->load()) return 0;
-  Runtime::Entry in(rt_.get());
-  return rt_->routes().registered();
+  int n = 0;
+  for (Runtime* lane : rt_->lanes()) {
+    Runtime::Entry in(lane);
+    n += lane->routes().registered();
+  }
+  return n;
 }
+int Agent::lanes() const { return static_cast<int>(rt_->lanes().size()); }
 ThreadLevel Agent::thread_level() const { return rt_->thread_level(); }
 bool Agent::progress_thread() const { return rt_->has_progress_thread(); }
 std::string Agent::method_for(int rank) const {
@@ -179,10 +188,18 @@ bool Request::Test() {
     SayRefused(in.status("test"));
     return false;
   }
-  if (!done_.done()) runtime_->Progress();
-  if (!done_.done()) return false;
+  if (!done_.done()) {
+    runtime_->Progress();
+    runtime_->MaybeProgressOtherLanes();
+    if (!done_.done()) return false;
+  }
   Finish();
   return true;
+}
+
+void Runtime::FinishOnItsLane(Request* req) {
+  Entry in(req->runtime_);  // admitted already by the caller's own Entry, on another lane
+  req->Finish();
 }
 
 absl::Status Request::Cancel() {
@@ -284,26 +301,37 @@ std::optional<std::size_t> TestAny(absl::Span<Request* const> requests) {
     if (r->in_flight_ && !r->Orphaned()) rt = r->runtime_;
   }
   if (rt == nullptr) return std::nullopt;
-  Runtime::Entry in(rt);
-  if (!in.ok()) {
-    SayRefused(in.status("test any"));
-    return std::nullopt;
-  }
   bool progressed = false;
-  for (int round = 0; round < 2; ++round) {
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      Request* r = requests[i];
-      if (r->in_flight_ && r->done_.done()) {
-        r->Finish();
-        return i;
-      }
-      if (r->in_flight_ && !progressed) {
-        r->runtime_->Progress();
-        progressed = true;
+  std::size_t found = requests.size();
+  {
+    Runtime::Entry in(rt);
+    if (!in.ok()) {
+      SayRefused(in.status("test any"));
+      return std::nullopt;
+    }
+    for (int round = 0; round < 2 && found == requests.size(); ++round) {
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        Request* r = requests[i];
+        if (r->in_flight_ && r->done_.done()) {
+          found = i;
+          break;
+        }
+        if (r->in_flight_ && !progressed) {
+          rt->Progress();
+          rt->MaybeProgressOtherLanes();  // requests of several lanes: the others now and then
+          progressed = true;
+        }
       }
     }
+    if (found == requests.size()) return std::nullopt;
+    if (requests[found]->runtime_ == rt) {
+      requests[found]->Finish();
+      return found;
+    }
   }
-  return std::nullopt;
+  // A request of another lane finishes under that lane's lock, taken alone.
+  Runtime::FinishOnItsLane(requests[found]);
+  return found;
 }
 
 bool TestAll(absl::Span<Request* const> requests) {
@@ -318,29 +346,35 @@ absl::StatusOr<std::size_t> WaitAny(absl::Span<Request* const> requests) {
     if (r->in_flight_) rt = r->runtime_;
   }
   if (rt == nullptr) return absl::FailedPreconditionError("WaitAny: no active request");
-  Runtime::Entry in(rt);
-  if (!in.ok()) return in.status("wait any");
   std::size_t which = requests.size();
-  rt->WaitUntil([&] {
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (requests[i]->in_flight_ && requests[i]->done_.done()) {
-        which = i;
-        return true;
+  {
+    Runtime::Entry in(rt);
+    if (!in.ok()) return in.status("wait any");
+    // Requests of several lanes: the wait moves the others now and then.
+    rt->WaitUntil([&] {
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (requests[i]->in_flight_ && requests[i]->done_.done()) {
+          which = i;
+          return true;
+        }
       }
+      return false;
+    });
+    if (requests[which]->runtime_ == rt) {
+      requests[which]->Finish();
+      return which;
     }
-    return false;
-  });
-  requests[which]->Finish();
+  }
+  Runtime::FinishOnItsLane(requests[which]);
   return which;
 }
 
 absl::StatusOr<std::vector<std::size_t>> WaitSome(absl::Span<Request* const> requests) {
   CARTAGE_ASSIGN_OR_RETURN(std::size_t first, WaitAny(requests));
-  Runtime::Entry in(requests[first]->runtime_);  // admitted by WaitAny already
   std::vector<std::size_t> done = {first};
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (requests[i]->in_flight_ && requests[i]->done_.done()) {
-      requests[i]->Finish();
+      Runtime::FinishOnItsLane(requests[i]);  // admitted by WaitAny already
       done.push_back(i);
     }
   }
@@ -629,7 +663,9 @@ absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_
 Comm Comm::Dup() const {
   if (!Alive("dup").ok()) return *this;  // as gone as this one: every call on it says so
   Runtime::Entry in(rt_);  // Dup cannot refuse: a context number is taken either way
-  return Comm(rt_, life_, rank_, size_, rt_->NewContext(), group_);
+  const uint32_t context = rt_->NewContext();
+  Runtime* lane = rt_->LaneFor(context);
+  return Comm(lane, lane->life(), rank_, size_, context, group_);
 }
 
 absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
@@ -670,7 +706,8 @@ absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
     if (std::get<1>(members[i]) == rank_) my_rank = static_cast<int>(i);
   }
   const int n = static_cast<int>(group->size());
-  return std::optional<Comm>(Comm(rt_, life_, my_rank, n, context, std::move(group)));
+  Runtime* lane = rt_->LaneFor(context);
+  return std::optional<Comm>(Comm(lane, lane->life(), my_rank, n, context, std::move(group)));
 }
 
 

@@ -43,7 +43,8 @@ int Runtime::TakeLeftovers(Leftovers& left) {
   if (!left.failed.ok()) return 0;
   int taken = 0;
   // Every context this rank knows: the world's two and each communicator's.
-  for (uint32_t context = 0; context <= next_context_ + 1; ++context) {
+  const uint32_t last = first_->next_context_.load(std::memory_order_relaxed) + 1;
+  for (uint32_t context = 0; context <= last; ++context) {
     for (;;) {
       absl::StatusOr<std::optional<methods::Method::Probed>> found = Peek(context, car::kAnySource, car::kAnyTag);
       if (!found.ok() || !found->has_value()) break;
@@ -70,23 +71,20 @@ int Runtime::TakeLeftovers(Leftovers& left) {
 
 absl::Status Runtime::Finalize() {
   if (finalized_) return absl::OkStatus();
-  finalized_ = true;
   StopProgressThread();  // from here on only the finalizing thread runs the runtime
   // In a trace, finalize is a span of its own: a rank that hangs there is
   // told apart from one that computes (cartage why-stuck).
   const uint64_t span = fsm::BeginSpan("finalize", ~0u);
-  // What the layers above keep per agent (cached collective schedules, with
-  // their CARs and registrations) goes first, while the pool and methods live.
-  extensions_.clear();
-  last_extension_key_ = nullptr;
-  last_extension_ = nullptr;
+  for (Runtime* l : lanes_) l->BeginFinalize();
+  // One fence for every lane, which moves them all while it waits: a peer
+  // still pushing a message through one lane must not wait on a rank that
+  // fences in another.
   // A runtime whose set-up failed part-way (a method that did not open, a
   // plugin that did not load) has nothing to finalize with its peers.
   const bool up = matcher_ != nullptr;
   Leftovers left;
   absl::Status fenced;
   if (up) {
-    hold_.allowed = false;  // nothing is held back now: no receive is coming for it
     // A rank that is gone never reaches the fence, and not every launcher
     // fails the fence for it (PMI's wait for ever), so after a grace the
     // wait is given up. The grace lets a launcher that does say so speak
@@ -97,7 +95,10 @@ absl::Status Runtime::Finalize() {
     int gone = FirstGone();
     Clock::time_point gone_seen = Clock::now();
     fenced = exchange_->FenceWhile([&] {
-      const int work = ProgressAll(/*idle_due=*/true) + TakeLeftovers(left);
+      int work = 0;
+      for (Runtime* l : lanes_) {
+        if (l->matcher_ != nullptr) work += l->ProgressAll(/*idle_due=*/true) + l->TakeLeftovers(left);
+      }
       const Clock::time_point now = Clock::now();
       if (gone < 0 && now - last_peer_check_ > std::chrono::milliseconds(100)) {
         CheckPeers();
@@ -110,6 +111,42 @@ absl::Status Runtime::Finalize() {
           "finalize (rank %d): rank %d is gone, so the job's fence cannot complete", rank_, gone));
     }
   }
+  // The other lanes go first: lane 0 holds the exchange they share.
+  for (auto it = lanes_.rbegin(); it != lanes_.rend(); ++it) (*it)->CloseLane(left);
+  absl::Status status = left.Report(rank_);
+  status.Update(fenced);
+  fsm::EndSpan(span, "finalize", ~0u, status.ok());
+  if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pools go before the trace
+  for (Runtime* l : lanes_) {
+    if (l->life_ != nullptr) l->life_->store(false);
+  }
+  return status;
+}
+
+void Runtime::AbandonLanes() {
+  Leftovers none;
+  for (const auto& l : siblings_) {
+    l->BeginFinalize();
+    l->CloseLane(none);
+    l->life_->store(false);
+  }
+  BeginFinalize();
+  CloseLane(none);
+  life_->store(false);
+}
+
+void Runtime::BeginFinalize() {
+  finalized_ = true;
+  // What the layers above keep per agent (cached collective schedules, with
+  // their CARs and registrations) goes first, while the pool and methods live.
+  extensions_.clear();
+  last_extension_key_ = nullptr;
+  last_extension_ = nullptr;
+  hold_.allowed = false;  // nothing is held back now: no receive is coming for it
+}
+
+void Runtime::CloseLane(Leftovers& left) {
+  const bool up = matcher_ != nullptr;
   for (auto& [p, lent] : lent_) lent.first->FreeBuffer(lent.second);
   lent_.clear();
   routes_.CloseAll();
@@ -126,12 +163,6 @@ absl::Status Runtime::Finalize() {
     left.Note(r->envelope, r->bytes);
     FreeCompact(r);
   }
-  absl::Status status = left.Report(rank_);
-  status.Update(fenced);
-  fsm::EndSpan(span, "finalize", ~0u, status.ok());
-  if (trace_ != nullptr) trace_->SetLiveLister(nullptr);  // the pool goes before the trace
-  if (life_ != nullptr) life_->store(false);
-  return status;
 }
 
 }  // namespace cartage::agent

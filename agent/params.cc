@@ -27,6 +27,10 @@ std::vector<methods::ParamInfo> Params() {
       {"CARTAGE_PROGRESS_THREAD", "0",
        "1: a thread of the agent's own advances operations (rendezvous, collectives) while the program "
        "computes, sleeping on the methods' wake-ups when idle"},
+      {"CARTAGE_LANES", "1",
+       "with CARTAGE_THREADS=multiple, up to 64 lanes: each its own engine lock, CAR pool, matcher and methods "
+       "(opened once a lane), a communicator's traffic going by the lane its context picks, so that threads on "
+       "communicators of different lanes never wait for one another's lock"},
       {"CARTAGE_FAST_PATH", "1",
        "0: every blocking send and receive goes by a Request, as its nonblocking form does; the transitions are "
        "the same either way (cartage trace compare)"},

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "agent/lane_exchange.h"
 #include "base/check.h"
 #include "car/machines.h"
 #include "car/recv_fsm.h"
@@ -39,7 +40,46 @@ std::atomic<bool>* NewLifeCell() {
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods::Exchange> exchange,
                                                          std::unique_ptr<ProcessTrace> trace, Threading threading) {
+  if (threading.lanes <= 1) {
+    CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
+                             Open(std::move(exchange), std::move(trace), threading, nullptr, 0));
+    rt->StartProgressThread();
+    return rt;
+  }
+  auto shared = std::make_shared<LaneExchange::Shared>();
+  shared->base = std::move(exchange);
+  CARTAGE_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Open(std::make_unique<LaneExchange>(shared, 0),
+                                                            std::move(trace), threading, nullptr, 0));
+  for (int lane = 1; lane < threading.lanes; ++lane) {
+    absl::StatusOr<std::unique_ptr<Runtime>> l =
+        Open(std::make_unique<LaneExchange>(shared, lane), nullptr, threading, rt.get(), lane);
+    if (!l.ok()) {
+      // Lane 0 and the lanes opened go without a fence: the job never started.
+      rt->AbandonLanes();
+      return absl::Status(l.status().code(),
+                          absl::StrFormat("opening lane %d of %d: %s", lane, threading.lanes, l.status().message()));
+    }
+    rt->siblings_.push_back(*std::move(l));
+  }
+  for (const auto& l : rt->siblings_) rt->lanes_.push_back(l.get());
+  for (const auto& l : rt->siblings_) l->lanes_ = rt->lanes_;
+  rt->StartProgressThread();
+  return rt;
+}
+
+void Runtime::StartProgressThread() {
+  if (!threading_.progress_thread) return;
+  for (Runtime* l : lanes_) l->progress_on_.store(true, std::memory_order_relaxed);
+  progress_ = std::thread([this] { ProgressThreadMain(); });
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Open(std::unique_ptr<methods::Exchange> exchange,
+                                                       std::unique_ptr<ProcessTrace> trace, Threading threading,
+                                                       Runtime* first, int lane) {
   auto rt = std::unique_ptr<Runtime>(new Runtime());
+  rt->lane_ = lane;
+  rt->first_ = first != nullptr ? first : rt.get();
+  rt->lanes_ = {rt.get()};
   rt->threading_ = threading;
   rt->owner_ = ThisThread();
   rt->owner_only_ = threading.level == ThreadLevel::kSingle || threading.level == ThreadLevel::kFunneled;
@@ -69,17 +109,25 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   // Oversubscription steers choices every rank must make alike (the
   // collectives' schedules, shm's copies and ring sizes): agreed before the
   // methods set up. Each host counts the ranks the launcher placed on it.
-  const int here = static_cast<int>(rt->exchange_->HostRanks().size());
-  CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(here));
-  rt->crowded_ = rt->oversubscribed_ && methods::JobCrowded(here);
-  CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription(here));
+  if (first == nullptr) {
+    const int here = static_cast<int>(rt->exchange_->HostRanks().size());
+    CARTAGE_ASSIGN_OR_RETURN(rt->oversubscribed_, methods::JobOversubscribed(here));
+    rt->crowded_ = rt->oversubscribed_ && methods::JobCrowded(here);
+    CARTAGE_RETURN_IF_ERROR(rt->AgreeOnOversubscription(here));
+  } else {
+    rt->oversubscribed_ = first->oversubscribed_;
+    rt->crowded_ = first->crowded_;
+  }
   CARTAGE_RETURN_IF_ERROR(rt->routes_.Open(*rt->exchange_, *rt, rt->size(), &rt->agent_any_vc_));
-  rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{.method_private_bytes = rt->routes_.private_bytes()});
+  // Each lane's CAR ids apart from the others', for the trace.
+  rt->pool_ = std::make_unique<car::CarPool>(car::CarPool::Options{
+      .method_private_bytes = rt->routes_.private_bytes(), .first_id = 1 + (static_cast<uint64_t>(lane) << 48)});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
   if (rt->trace_ != nullptr) {
-    rt->trace_->SetLiveLister([pool = rt->pool_.get()](std::vector<fsm::LiveCar>& out) {
+    // Lane 0's trace lists every lane's CARs (lanes_ is whole by the time a dump asks).
+    rt->trace_->SetLiveLister([r = rt.get()](std::vector<fsm::LiveCar>& out) {
       const int64_t now = absl::GetCurrentTimeNanos();
-      pool->ForEachLive([&](const Car& c) { out.push_back(car::DescribeLive(c, now)); });
+      for (Runtime* l : r->lanes_) l->pool_->ForEachLive([&](const Car& c) { out.push_back(car::DescribeLive(c, now)); });
     });
   }
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
@@ -88,10 +136,6 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(std::unique_ptr<methods
   rt->handed_off_.reserve(64);
   CARTAGE_ASSIGN_OR_RETURN(rt->wait_, WaitPolicy::ForJob(rt->oversubscribed_, rt->crowded_));
   rt->last_peer_check_ = std::chrono::steady_clock::now();
-  if (threading.progress_thread) {
-    rt->progress_on_.store(true, std::memory_order_relaxed);
-    rt->progress_ = std::thread([r = rt.get()] { r->ProgressThreadMain(); });
-  }
   return rt;
 }
 

@@ -43,7 +43,9 @@ class Runtime : public methods::MethodHost {
   // Joins the job `exchange` describes and opens the methods.
   // `trace` (CARTAGE_TRACE), if any, lives as long as the runtime, so that
   // what finalize does is in it.
-  // `threading`: the thread level, and whether to run a progress thread.
+  // `threading`: the thread level, whether to run a progress thread, and
+  // how many lanes: lanes past the first are runtimes of their own, owned
+  // by this one (lane 0), each with its methods opened again.
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(std::unique_ptr<methods::Exchange> exchange,
                                                          std::unique_ptr<ProcessTrace> trace = nullptr,
                                                          Threading threading = {});
@@ -61,7 +63,23 @@ class Runtime : public methods::MethodHost {
   // Whether it crowds the CPUs: oversubscribed, three or more ranks a CPU
   // (methods::JobCrowded).
   bool crowded() const { return crowded_; }
-  uint32_t NewContext() { return next_context_ += 2; }
+  // Every lane takes its contexts from lane 0's count: every rank makes
+  // its communicators in the same order, so the numbers agree.
+  uint32_t NewContext() { return first_->next_context_.fetch_add(2, std::memory_order_relaxed) + 2; }
+
+  // ---- Lanes ---------------------------------------------------------------
+  // Where threads share the runtime (multiple), CARTAGE_LANES splits it: a
+  // lane is a runtime of its own (engine lock, CAR pool, matcher, method
+  // instances), and a communicator's traffic, point-to-point and
+  // collective, goes by the lane its context picks on every rank alike.
+  // Threads on communicators of different lanes then never take the same
+  // lock. A wait still moves the other lanes now and then, as MPI's
+  // progress rule asks; the progress thread moves them all.
+  int lane() const override { return lane_; }
+  // Every lane, lane 0 first (this one alone where there is one).
+  const std::vector<Runtime*>& lanes() const { return lanes_; }
+  // The lane that carries communicator context `context`.
+  Runtime* LaneFor(uint32_t context) const { return lanes_[(context >> 1) % lanes_.size()]; }
   // The next schedule sequence number of a (collective) context.
   uint32_t NextSequence(uint32_t context) { return sequences_[context]++; }
   // Polls `activity` every round of progress until it finishes, then
@@ -102,6 +120,14 @@ class Runtime : public methods::MethodHost {
     return static_cast<uintptr_t>(pthread_self());
 #endif
   }
+  // A nonblocking call's share of the progress rule (Test, TestAny): every
+  // 16th call also moves the other lanes.
+  void MaybeProgressOtherLanes() {
+    if (ABSL_PREDICT_FALSE(lanes_.size() > 1) && (++progress_turn_ & 15) == 0) ProgressOtherLanes();
+  }
+  // Finishes `req` under the Entry of its own lane (its CAR goes back to
+  // that lane's pool), the caller holding no other lane's.
+  static void FinishOnItsLane(Request* req);
   // Stops the progress thread, if one runs (before finalize).
   void StopProgressThread();
   // engine::ExtensionOf: the extension kept under `key`, made by `make` the
@@ -211,7 +237,28 @@ class Runtime : public methods::MethodHost {
 
  private:
   Runtime() = default;
+  // Opens lane `lane` of the lanes `first` leads (null: this is lane 0).
+  static absl::StatusOr<std::unique_ptr<Runtime>> Open(std::unique_ptr<methods::Exchange> exchange,
+                                                       std::unique_ptr<ProcessTrace> trace, Threading threading,
+                                                       Runtime* first, int lane);
+  // Lane 0, its set-up failed: it and the lanes opened close without a fence.
+  void AbandonLanes();
+  // Lane 0: starts the progress thread, if asked for, over every lane.
+  void StartProgressThread();
   struct Leftovers;  // finalize.cc
+  // Finalize's steps for each lane: before the fence (the lane's
+  // extensions go, nothing is held back) and after it (its methods close;
+  // what arrived unreceived is noted in `left`).
+  void BeginFinalize();
+  void CloseLane(Leftovers& left);
+  // Rounds of progress on the lanes but this one whose locks are free now,
+  // each with its peer check when due: a wait's share of MPI's progress rule.
+  int ProgressOtherLanes();
+  // A waiter's idle round: every 16th moves the other lanes; whether they
+  // had work (the waiter then keeps spinning).
+  bool OtherLanesDue(int idle) {
+    return ABSL_PREDICT_FALSE(lanes_.size() > 1) && (idle & 15) == 15 && ProgressOtherLanes() > 0;
+  }
   // Receives into scratch memory what no receive took, naming it in `left`;
   // returns how many it took.
   int TakeLeftovers(Leftovers& left);
@@ -331,7 +378,7 @@ class Runtime : public methods::MethodHost {
   std::size_t compact_above_ = kCompactAbove;     // unexpected CARs that make CompactUnexpected walk
   std::vector<CompactMessage*> revived_;          // records to free after the current post
   std::size_t compact_peak_ = 0;                  // the most records since the last trim
-  uint32_t next_context_ = 0;             // world: 0 (point-to-point) and 1 (collectives)
+  std::atomic<uint32_t> next_context_{0};  // lane 0's: world: 0 (point-to-point) and 1 (collectives)
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {
     engine::Activity* activity;
@@ -368,6 +415,13 @@ class Runtime : public methods::MethodHost {
   std::thread progress_;
   std::atomic<bool> progress_on_{false};  // progress_ runs (read by any thread; progress_ is the finalizer's)
   std::atomic<bool> stop_progress_{false};
+
+  // Lanes.
+  int lane_ = 0;
+  Runtime* first_ = this;          // lane 0
+  std::vector<Runtime*> lanes_;    // every lane, lane 0 first
+  int progress_turn_ = 0;          // ProgressOtherLanes: idle rounds since it last ran
+  std::vector<std::unique_ptr<Runtime>> siblings_;  // lane 0: the other lanes (last: they go first)
 };
 
 class Runtime::Entry {

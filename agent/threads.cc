@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <ctime>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "agent/runtime.h"
 #include "base/check.h"
@@ -52,6 +53,24 @@ absl::StatusOr<Threading> ResolveThreading(const AgentOptions& options) {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_PROGRESS_THREAD=%s: need 0 or 1", s));
     }
     t.progress_thread = s == "1";
+  }
+  const char* from = "AgentOptions::lanes";
+  if (options.lanes.has_value()) {
+    t.lanes = *options.lanes;
+  } else if (const char* v = std::getenv("CARTAGE_LANES"); v != nullptr && *v != '\0') {
+    from = "CARTAGE_LANES";
+    if (!absl::SimpleAtoi(v, &t.lanes)) {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_LANES=%s: need 1 to %d lanes", v, kMaxLanes));
+    }
+  }
+  if (t.lanes < 1 || t.lanes > kMaxLanes) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s=%d: need 1 to %d lanes", from, t.lanes, kMaxLanes));
+  }
+  // Lanes keep threads apart; below multiple no two threads are inside the
+  // agent at once, and each lane would only cost a set of methods.
+  if (t.lanes > 1 && t.level != ThreadLevel::kMultiple) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s=%d: lanes need thread level multiple, not %s", from,
+                                                      t.lanes, ThreadLevelName(t.level)));
   }
   return t;
 }
@@ -202,7 +221,7 @@ void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()
       const int work = round();
       if (work > 0) WakeSleepers();
       if (done()) return;
-      if (work > 0) {
+      if (work > 0 || OtherLanesDue(idle)) {
         idle = 0;
       } else if (++idle > 64) {
         __builtin_ia32_pause();
@@ -224,6 +243,11 @@ void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()
       if (work > 0) {
         idle = 0;
         Unlock();
+        continue;
+      }
+      if (OtherLanesDue(idle)) {
+        idle = 0;
+        Unlock(false);
         continue;
       }
       // An idle round changed nothing a sleeper waits on: no wake-up.
@@ -255,6 +279,20 @@ void Runtime::WaitShared(absl::FunctionRef<bool()> done, absl::FunctionRef<int()
   Reacquire(depth);
 }
 
+int Runtime::ProgressOtherLanes() {
+  int work = 0;
+  const uintptr_t me = ThisThread();
+  for (Runtime* l : lanes_) {
+    // A lane this thread holds already is inside a call of its own: left alone.
+    if (l == this || l->holder_.load(std::memory_order_relaxed) == me || !l->TryLock()) continue;
+    const int w = l->Progress();
+    const bool checked = l->CheckPeersWhenDue();
+    l->Unlock(w > 0 || checked);
+    work += w;
+  }
+  return work;
+}
+
 void Runtime::ProgressThreadMain() {
   // A thread of its own: it spins briefly (a reply often follows at once),
   // then sleeps on the methods, leaving the CPUs to the program. Its sleeps
@@ -264,18 +302,35 @@ void Runtime::ProgressThreadMain() {
   constexpr int kSpin = 64;
   constexpr int kBlockUs = 100;
   int idle = 0;
+  // Every lane, one at a time (this is lane 0); it sleeps on lane 0's
+  // methods, so another lane's wake-up waits out the sleep.
+  const auto wanted = [this] {
+    for (Runtime* l : lanes_) {
+      if (l->wanted_.load(std::memory_order_relaxed) > 0) return true;
+    }
+    return false;
+  };
   while (!stop_progress_.load(std::memory_order_acquire)) {
+    int others = 0;
+    for (Runtime* l : lanes_) {
+      if (l == this) continue;
+      l->Lock();
+      const int w = l->Progress();
+      const bool c = l->CheckPeersWhenDue();
+      l->Unlock(w > 0 || c);
+      others += w;
+    }
     Lock();
     const int work = Progress();
     const bool checked = CheckPeersWhenDue();
-    if (work > 0) {
+    if (work + others > 0) {
       idle = 0;
     } else if (++idle > kSpin) {
       BlockHeld(kBlockUs);
     }
     Unlock(work > 0 || checked);
-    // A thread that wants the lock gets it before this one takes it again.
-    for (int i = 0; i < 64 && wanted_.load(std::memory_order_relaxed) > 0; ++i) sched_yield();
+    // A thread that wants a lock gets it before this one takes it again.
+    for (int i = 0; i < 64 && wanted(); ++i) sched_yield();
   }
 }
 

@@ -14,7 +14,8 @@ constexpr std::size_t RoundUp(std::size_t n, std::size_t a) { return (n + a - 1)
 
 CarPool::CarPool(Options options)
     : options_(options),
-      slot_bytes_(kCarBytes + RoundUp(options.method_private_bytes, kAlign)) {
+      slot_bytes_(kCarBytes + RoundUp(options.method_private_bytes, kAlign)),
+      next_id_(options.first_id) {
   if (options_.cars_per_slab == 0) options_.cars_per_slab = 1;
 }
 

@@ -30,6 +30,7 @@ class CarPool {
     std::size_t method_private_bytes = 0;  // the largest any method asks for
     std::size_t cars_per_slab = 256;       // slots allocated at a time
     std::size_t max_cars = 0;              // 0: no limit; else Create fails past it
+    uint64_t first_id = 1;                 // the first CAR's id (pools of one process keep theirs apart)
   };
 
   explicit CarPool(Options options);

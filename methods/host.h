@@ -128,6 +128,10 @@ class MethodHost {
   // Fills the agent's operations of a VC (post_recv, unpost_recv: matching
   // against the unexpected queue). A method calls it once per VC it makes.
   virtual void InstallAgentOps(car::Vc& vc) = 0;
+  // Which of the agent's lanes (CARTAGE_LANES) this host is: a rank opens
+  // each method once a lane. What a method traces by peer (tcp's
+  // connections) keeps its lanes' instances apart by it.
+  virtual int lane() const { return 0; }
 };
 
 }  // namespace cartage::methods

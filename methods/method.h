@@ -61,8 +61,8 @@ struct Capabilities {
   Reach reach = Reach::kHost;
   bool needs_polling = true;       // false: all its work happens while CARs are posted (self)
   // Its calls may run on several threads at once. The agent serialises
-  // every call into a method that is not (all built-in ones), holding its
-  // engine lock, whatever the thread level.
+  // every call into a method that is not (all built-in ones), holding the
+  // engine lock of the lane that opened it, whatever the thread level.
   bool thread_safe = false;
   std::size_t min_buffer = 0;      // method buffers (AllocBuffer): smallest size
   std::size_t max_buffer = 0;      // ...and largest

@@ -7,9 +7,11 @@
 //     wildcard receives, matched probes and cancels on a communicator of
 //     each thread's own, then Mprobe(any, any) on one shared communicator,
 //     each message once); then every thread runs allreduces on its own
-//     communicator at once.
+//     communicator at once. With CARTAGE_LANES the communicators spread
+//     over the lanes.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +44,9 @@ int Multiple(int threads) {
   const Comm world = (*agent)->World();
   cartage::kit::t_rank = world.rank();
   KIT_EXPECT(world.size() == 2, "a job of 2 ranks, not %d", world.size());
+  if (const char* lanes = std::getenv("CARTAGE_LANES"); lanes != nullptr) {
+    KIT_EXPECT(std::to_string((*agent)->lanes()) == lanes, "the agent runs %d lanes, not %s", (*agent)->lanes(), lanes);
+  }
   cartage::kit::ThreadsOf(world, **agent, threads);  // checks the level too
   std::vector<Comm> own;
   for (int t = 0; t < threads; ++t) own.push_back(world.Dup());

@@ -4,6 +4,8 @@
 // (thread_ranks.cc).
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -55,19 +57,43 @@ TEST(ThreadLevels, NamesAndParsing) {
   // The program's options win over the environment.
   ASSERT_EQ(::setenv("CARTAGE_THREADS", "serialized", 1), 0);
   EXPECT_EQ(agent::ResolveThreading({})->level, ThreadLevel::kSerialized);
-  EXPECT_EQ(agent::ResolveThreading({.threads = ThreadLevel::kMultiple, .progress_thread = std::nullopt})->level, ThreadLevel::kMultiple);
+  EXPECT_EQ(agent::ResolveThreading({.threads = ThreadLevel::kMultiple, .progress_thread = std::nullopt, .lanes = {}})->level,
+            ThreadLevel::kMultiple);
   ASSERT_EQ(::setenv("CARTAGE_PROGRESS_THREAD", "yes", 1), 0);
   EXPECT_THAT(agent::ResolveThreading({}).status().message(), HasSubstr("CARTAGE_PROGRESS_THREAD=yes: need 0 or 1"));
   ::unsetenv("CARTAGE_THREADS");
   ::unsetenv("CARTAGE_PROGRESS_THREAD");
   EXPECT_EQ(agent::ResolveThreading({})->level, ThreadLevel::kSingle);
+  EXPECT_EQ(agent::ResolveThreading({})->lanes, 1);
+}
+
+TEST(ThreadLevels, LanesAsAskedAndOnlyAtMultiple) {
+  const AgentOptions multiple{.threads = ThreadLevel::kMultiple, .progress_thread = std::nullopt, .lanes = {}};
+  ASSERT_EQ(::setenv("CARTAGE_LANES", "4", 1), 0);
+  EXPECT_EQ(agent::ResolveThreading(multiple)->lanes, 4);
+  absl::StatusOr<agent::Threading> single = agent::ResolveThreading({});
+  EXPECT_EQ(single.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(single.status().message(), HasSubstr("CARTAGE_LANES=4: lanes need thread level multiple, not single"));
+  for (const char* bad : {"0", "65", "two"}) {
+    ASSERT_EQ(::setenv("CARTAGE_LANES", bad, 1), 0);
+    EXPECT_THAT(agent::ResolveThreading(multiple).status().message(),
+                HasSubstr(absl::StrCat("CARTAGE_LANES=", bad, ": need 1 to 64 lanes")));
+  }
+  // The program's options win over the environment.
+  AgentOptions two = multiple;
+  two.lanes = 2;
+  EXPECT_EQ(agent::ResolveThreading(two)->lanes, 2);
+  ::unsetenv("CARTAGE_LANES");
+  two.threads = ThreadLevel::kSerialized;
+  EXPECT_THAT(agent::ResolveThreading(two).status().message(),
+              HasSubstr("AgentOptions::lanes=2: lanes need thread level multiple, not serialized"));
 }
 
 // Single and funneled: a call from another thread is refused, naming the
 // operation, the peer and the level; the owner's calls go on unharmed.
 TEST(ThreadLevels, FunneledRefusesOtherThreads) {
   for (ThreadLevel level : {ThreadLevel::kSingle, ThreadLevel::kFunneled}) {
-    InProcess(2, {.level = level, .progress_thread = false}, [&](int r, Agent& a) {
+    InProcess(2, {.level = level, .progress_thread = false, .lanes = 1}, [&](int r, Agent& a) {
       const Comm w = a.World();
       EXPECT_EQ(a.thread_level(), level);
       int v = 7 + r, got = 0;
@@ -100,7 +126,7 @@ TEST(ThreadLevels, FunneledRefusesOtherThreads) {
 // Serialized: any thread, one at a time; a call while another thread's is
 // under way (rank 0's main thread waits in Recv) is refused.
 TEST(ThreadLevels, SerializedRefusesOverlappingCalls) {
-  InProcess(2, {.level = ThreadLevel::kSerialized, .progress_thread = false}, [&](int r, Agent& a) {
+  InProcess(2, {.level = ThreadLevel::kSerialized, .progress_thread = false, .lanes = 1}, [&](int r, Agent& a) {
     const Comm w = a.World();
     int v = 40 + r, got = 0;
     if (r == 1) {
@@ -129,30 +155,38 @@ TEST(ThreadLevels, SerializedRefusesOverlappingCalls) {
 // Multiple: threads of one rank send and receive at once; the progress
 // thread runs, and a receive completes while the program sleeps.
 TEST(ThreadLevels, MultipleWithAProgressThread) {
-  InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = true}, [&](int r, Agent& a) {
-    EXPECT_TRUE(a.progress_thread());
-    const Comm w = a.World();
-    constexpr int kThreads = 4;
-    std::vector<std::thread> pool;
-    for (int t = 0; t < kThreads; ++t) {
-      pool.emplace_back([&, t] {
-        std::vector<uint32_t> out(20000, static_cast<uint32_t>(r * 100 + t)), in(20000);
-        Request rq, sq;
-        ASSERT_TRUE(w.Irecv(in.data(), in.size() * 4, 1 - r, t, &rq).ok());
-        ASSERT_TRUE(w.Isend(out.data(), out.size() * 4, 1 - r, t, &sq).ok());
-        // The progress thread moves the rendezvous while this one only
-        // sleeps and looks (completed() does not progress).
-        for (int naps = 0; naps < 500 && !rq.completed(); ++naps) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        EXPECT_TRUE(rq.completed());
-        ASSERT_TRUE(WaitAll({&rq, &sq}).ok());
-        EXPECT_EQ(in, std::vector<uint32_t>(20000, static_cast<uint32_t>((1 - r) * 100 + t)));
-      });
-    }
-    for (std::thread& t : pool) t.join();
-    ASSERT_TRUE(Barrier(w).ok());
-  });
+  // One lane, and three (the progress thread moves every lane; each thread
+  // then runs on a communicator of its own, spread over them).
+  for (int lanes : {1, 3}) {
+    InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = true, .lanes = lanes}, [&](int r, Agent& a) {
+      EXPECT_TRUE(a.progress_thread());
+      EXPECT_EQ(a.lanes(), lanes);
+      const Comm w = a.World();
+      constexpr int kThreads = 4;
+      std::vector<Comm> comms;
+      for (int t = 0; t < kThreads; ++t) comms.push_back(lanes == 1 ? w : w.Dup());
+      std::vector<std::thread> pool;
+      for (int t = 0; t < kThreads; ++t) {
+        pool.emplace_back([&, t] {
+          const Comm& c = comms[static_cast<std::size_t>(t)];
+          std::vector<uint32_t> out(20000, static_cast<uint32_t>(r * 100 + t)), in(20000);
+          Request rq, sq;
+          ASSERT_TRUE(c.Irecv(in.data(), in.size() * 4, 1 - r, t, &rq).ok());
+          ASSERT_TRUE(c.Isend(out.data(), out.size() * 4, 1 - r, t, &sq).ok());
+          // The progress thread moves the rendezvous while this one only
+          // sleeps and looks (completed() does not progress).
+          for (int naps = 0; naps < 500 && !rq.completed(); ++naps) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          EXPECT_TRUE(rq.completed()) << lanes << " lanes, thread " << t;
+          ASSERT_TRUE(WaitAll({&rq, &sq}).ok());
+          EXPECT_EQ(in, std::vector<uint32_t>(20000, static_cast<uint32_t>((1 - r) * 100 + t)));
+        });
+      }
+      for (std::thread& t : pool) t.join();
+      ASSERT_TRUE(Barrier(w).ok());
+    });
+  }
 }
 
 // Matched probes on one rank's messages to itself: the message found is
@@ -207,6 +241,7 @@ struct Job {
 std::string Name(const ::testing::TestParamInfo<Job>& info) {
   std::string n = absl::StrCat(info.param.method, "_", info.param.threads, "threads");
   if (std::string(info.param.extra).find("PROGRESS") != std::string::npos) n += "_progress_thread";
+  if (std::string(info.param.extra).find("LANES") != std::string::npos) n += "_lanes";
   return n;
 }
 
@@ -226,7 +261,9 @@ TEST_P(ThreadJobs, EveryByteOnce) {
 INSTANTIATE_TEST_SUITE_P(Methods, ThreadJobs,
                          ::testing::Values(Job{"shm", 2, ""}, Job{"shm", 8, ""},
                                            Job{"shm", 4, "CARTAGE_PROGRESS_THREAD=1"}, Job{"tcp", 2, ""},
-                                           Job{"tcp", 8, ""}, Job{"ofi", 2, ""}, Job{"ofi", 4, ""}),
+                                           Job{"tcp", 8, ""}, Job{"ofi", 2, ""}, Job{"ofi", 4, ""},
+                                           Job{"shm", 4, "CARTAGE_LANES=4"}, Job{"tcp", 4, "CARTAGE_LANES=3"},
+                                           Job{"ofi", 2, "CARTAGE_LANES=2"}),
                          Name);
 
 }  // namespace

@@ -100,7 +100,10 @@ bool SendSmall(int fd, const void* p, std::size_t n) {
 }  // namespace
 
 fsm::StateWord& ConnDef::Cell(TcpConn& conn) { return conn.state; }
-uint64_t ConnDef::IdOf(const TcpConn& conn) { return static_cast<uint64_t>(conn.peer); }
+// The peer, and above it the lane: each lane's instance has its own connection to the peer.
+uint64_t ConnDef::IdOf(const TcpConn& conn) {
+  return static_cast<uint64_t>(conn.peer) | static_cast<uint64_t>(conn.method->lane()) << 32;
+}
 void ConnDef::Subject(const TcpConn& conn, const ConnSignal&, fsm::TraceRecord& r) { r.peer = conn.peer; }
 
 absl::Status TcpMethod::Listen() {

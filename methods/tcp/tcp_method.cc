@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<TcpMethod>> TcpMethod::Create(Exchange& ex, Metho
   m->caps_ = Caps(options);
   m->exchange_ = &ex;
   m->host_ = host;
+  m->lane_ = host->lane();
   m->rank_ = ex.rank();
   m->size_ = ex.size();
   m->job_key_ = ex.job_id().substr(0, kJobKeyBytes);

@@ -104,6 +104,8 @@ class TcpMethod final : public Method {
 
   static Capabilities Caps(const TcpOptions& options);
   int rank() const { return rank_; }
+  // The agent's lane this instance serves (MethodHost::lane).
+  int lane() const { return lane_; }
   // The port this rank listens on.
   int port() const { return port_; }
 
@@ -200,6 +202,7 @@ class TcpMethod final : public Method {
   MethodHost* host_ = nullptr;
   int rank_ = 0;
   int size_ = 0;
+  int lane_ = 0;
   std::string job_key_;
   int listen_fd_ = -1;
   int port_ = 0;

@@ -59,7 +59,8 @@ TEST_P(KitInProcess, Passes) {
       absl::StatusOr<std::unique_ptr<Agent>> agent =
           agent::NewAgentForTesting(std::make_unique<methods::InProcessExchange>(&job, r),
                                     {.level = p.c->multiple ? ThreadLevel::kMultiple : ThreadLevel::kSingle,
-                                     .progress_thread = false});
+                                     .progress_thread = false,
+                                     .lanes = 1});
       KIT_OK(agent.status());
       p.c->run((*agent)->World(), **agent);
     });

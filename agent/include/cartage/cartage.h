@@ -86,12 +86,18 @@ enum class ThreadLevel : uint8_t {
 absl::string_view ThreadLevelName(ThreadLevel level);
 
 // What a program asks of its agent at start; what it leaves unset comes
-// from the environment (CARTAGE_THREADS, CARTAGE_PROGRESS_THREAD).
+// from the environment (CARTAGE_THREADS, CARTAGE_PROGRESS_THREAD,
+// CARTAGE_LANES).
 struct AgentOptions {
   std::optional<ThreadLevel> threads;
   // A thread of the agent's own that advances operations while the
   // program computes, sleeping on the methods' wake-ups when idle.
   std::optional<bool> progress_thread;
+  // kMultiple only: how many lanes (1 to 64) the agent runs, each with its
+  // own engine lock, CAR pool, matcher and method instances; a
+  // communicator's traffic goes by one lane, chosen by its context, so
+  // threads on communicators of different lanes never wait for each other.
+  std::optional<int> lanes;
 };
 
 // An operation in flight. Not copyable or movable while active: its CAR
@@ -394,6 +400,8 @@ class Agent {
   // The thread level it runs at, and whether it runs a progress thread.
   ThreadLevel thread_level() const;
   bool progress_thread() const;
+  // How many lanes it runs (AgentOptions::lanes).
+  int lanes() const;
 
  private:
   friend class agent::EngineAccess;
