@@ -5,7 +5,8 @@
 //       cartage-bench's rate loop at once (rank 0 sends windows of 64
 //       8-byte messages, rank 1 answers each window with a 4-byte ack):
 //       messages a second, all threads together. More than one thread needs
-//       CARTAGE_THREADS=multiple.
+//       CARTAGE_THREADS=multiple; with CARTAGE_LANES=THREADS each thread's
+//       communicator has a lane of its own.
 //   cartage run -n 2 --bind cartage-thread-bench overlap [--bytes 4194304] [--reps 7]
 //       rank 0 sends a rendezvous message to rank 1 while both compute, then
 //       both wait: the time of the transfer alone (t_comm), of the
@@ -99,9 +100,10 @@ int Rate(cartage::Agent& agent, int threads, int reps) {
   }
   if (world.rank() == 0) {
     const Stats s = Summarize(rates);
-    std::printf("rate %d thread%s, method %s, level %s: %.4g msgs/s [%.4g-%.4g] (%d reps)\n", threads,
+    std::printf("rate %d thread%s, method %s, level %s, %d lane%s: %.4g msgs/s [%.4g-%.4g] (%d reps)\n", threads,
                 threads == 1 ? "" : "s", agent.method_for(1).c_str(),
-                std::string(cartage::ThreadLevelName(agent.thread_level())).c_str(), s.median, s.min, s.max, reps);
+                std::string(cartage::ThreadLevelName(agent.thread_level())).c_str(), agent.lanes(),
+                agent.lanes() == 1 ? "" : "s", s.median, s.min, s.max, reps);
   }
   return 0;
 }

@@ -22,8 +22,9 @@
 // Threads: the agent's thread level (ThreadLevel; CARTAGE_THREADS, or
 // AgentOptions) says which threads may call it. Below kMultiple, a call from
 // a thread the level does not allow is refused with an error naming the
-// level; at kMultiple any thread may call anything at any time. A Request
-// and a Message belong to one thread at a time.
+// level; at kMultiple any thread may call anything at any time, and
+// AgentOptions::lanes keeps threads on different communicators apart. A
+// Request and a Message belong to one thread at a time.
 #ifndef CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 #define CARTAGE_AGENT_INCLUDE_CARTAGE_CARTAGE_H_
 
