@@ -124,10 +124,16 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Open(std::unique_ptr<methods::
       .method_private_bytes = rt->routes_.private_bytes(), .first_id = 1 + (static_cast<uint64_t>(lane) << 48)});
   CARTAGE_RETURN_IF_ERROR(rt->pool_->Reserve(256));
   if (rt->trace_ != nullptr) {
-    // Lane 0's trace lists every lane's CARs (lanes_ is whole by the time a dump asks).
+    // Lane 0's trace lists every lane's CARs (lanes_ is whole by the time a
+    // dump asks), each other lane under its lock: lane 0 asks, holding its own.
     rt->trace_->SetLiveLister([r = rt.get()](std::vector<fsm::LiveCar>& out) {
       const int64_t now = absl::GetCurrentTimeNanos();
-      for (Runtime* l : r->lanes_) l->pool_->ForEachLive([&](const Car& c) { out.push_back(car::DescribeLive(c, now)); });
+      for (Runtime* l : r->lanes_) {
+        const bool lock = l != r && l->locked_ && l->holder_.load(std::memory_order_relaxed) != ThisThread();
+        if (lock) l->Lock();
+        l->pool_->ForEachLive([&](const Car& c) { out.push_back(car::DescribeLive(c, now)); });
+        if (lock) l->Unlock(false);
+      }
     });
   }
   rt->matcher_ = std::make_unique<Matcher>(rt->size());
