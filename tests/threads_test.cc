@@ -189,6 +189,100 @@ TEST(ThreadLevels, MultipleWithAProgressThread) {
   }
 }
 
+// Lanes: communicators go by the lane their context picks, and a wait on
+// one lane still moves the others (MPI's progress rule). Rank 0 starts a
+// 1 MiB rendezvous send on a lane-1 communicator and then waits, tests or
+// waits-any on the world (lane 0); rank 1 receives the rendezvous before it
+// answers on the world, so rank 0's wait must move lane 1 to get its answer
+// (CMA off: the receiver cannot take the message without the sender).
+TEST(Lanes, AWaitOnOneLaneMovesTheOthers) {
+  ASSERT_EQ(::setenv("CARTAGE_SHM_CMA", "off", 1), 0);
+  InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = false, .lanes = 2}, [&](int r, Agent& a) {
+    EXPECT_EQ(a.lanes(), 2);
+    const Comm w = a.World();
+    const Comm other = w.Dup();
+    std::vector<uint32_t> big(1 << 18);
+    for (int round = 0; round < 3; ++round) {
+      if (r == 0) {
+        for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 7 + round);
+        Request sent, answer, never;
+        ASSERT_TRUE(other.Isend(big.data(), big.size() * 4, 1, 1, &sent).ok());
+        int got = 0;
+        ASSERT_TRUE(w.Irecv(&got, sizeof(got), 1, 2, &answer).ok());
+        if (round == 0) {
+          ASSERT_TRUE(answer.Wait().ok());
+        } else if (round == 1) {
+          while (!answer.Test()) {
+          }
+        } else {
+          int none = 0;
+          ASSERT_TRUE(other.Irecv(&none, sizeof(none), 1, 99, &never).ok());
+          Request* both[] = {&never, &answer};
+          absl::StatusOr<std::size_t> which = WaitAny(both);
+          ASSERT_TRUE(which.ok()) << which.status();
+          EXPECT_EQ(*which, 1u);
+          ASSERT_TRUE(never.Cancel().ok());
+          EXPECT_EQ(none, 0);
+        }
+        EXPECT_EQ(got, 1000 + round);
+        ASSERT_TRUE(sent.Wait().ok());
+      } else {
+        std::fill(big.begin(), big.end(), 0u);
+        ASSERT_TRUE(other.Recv(big.data(), big.size() * 4, 0, 1).ok());
+        for (std::size_t i = 0; i < big.size(); ++i) ASSERT_EQ(big[i], static_cast<uint32_t>(i * 7 + round)) << i;
+        const int answer = 1000 + round;
+        ASSERT_TRUE(w.Send(&answer, sizeof(answer), 0, 2).ok());
+      }
+    }
+    ASSERT_TRUE(Barrier(other).ok());
+  });
+  ::unsetenv("CARTAGE_SHM_CMA");
+}
+
+// Lanes keep threads apart: one thread is held inside its lane's runtime
+// (a user reduction of an allreduce on a lane-1 communicator, which runs
+// under that lane's lock) until another thread of the rank has finished an
+// exchange on the world (lane 0). Under one engine lock the exchange would
+// wait for the reduction, and the reduction gives up after 10 s.
+struct Held {
+  std::atomic<bool> exchanged{false};
+  std::atomic<bool> waited_out{false};
+};
+void HoldUntilExchanged(const void* in, void* inout, int64_t count, const Datatype&, void* context) {
+  auto* held = static_cast<Held*>(context);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!held->exchanged.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!held->exchanged.load()) held->waited_out.store(true);
+  for (int64_t i = 0; i < count; ++i) static_cast<int64_t*>(inout)[i] += static_cast<const int64_t*>(in)[i];
+}
+
+TEST(Lanes, AThreadHeldInOneLaneDoesNotHoldUpAnother) {
+  InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = false, .lanes = 2}, [&](int r, Agent& a) {
+    const Comm w = a.World();
+    const Comm reducing = w.Dup();
+    Held held;
+    std::thread reducer([&] {
+      const int64_t mine = r + 1;
+      int64_t sum = 0;
+      EXPECT_TRUE(Allreduce(reducing, &mine, &sum, 1, Datatype::Basic(BasicType::kInt64),
+                            Op::User(&HoldUntilExchanged, true, &held))
+                      .ok());
+      EXPECT_EQ(sum, 3);
+    });
+    std::string out(4096, static_cast<char>('a' + r)), in(4096, '.');
+    Request rq;
+    ASSERT_TRUE(w.Irecv(in.data(), in.size(), 1 - r, 5, &rq).ok());
+    EXPECT_TRUE(w.Send(out.data(), out.size(), 1 - r, 5).ok());
+    EXPECT_TRUE(rq.Wait().ok());
+    EXPECT_EQ(in, std::string(4096, static_cast<char>('a' + (1 - r))));
+    held.exchanged.store(true);
+    reducer.join();
+    EXPECT_FALSE(held.waited_out.load()) << "rank " << r << ": the world's exchange waited for the other lane";
+  });
+}
+
 // Matched probes on one rank's messages to itself: the message found is
 // the one received, nobody else's receive takes it, it is received once.
 TEST(MatchedProbe, TakesTheMessageItFound) {
