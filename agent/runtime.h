@@ -420,7 +420,7 @@ class Runtime : public methods::MethodHost {
   int lane_ = 0;
   Runtime* first_ = this;          // lane 0
   std::vector<Runtime*> lanes_;    // every lane, lane 0 first
-  int progress_turn_ = 0;          // ProgressOtherLanes: idle rounds since it last ran
+  int progress_turn_ = 0;          // MaybeProgressOtherLanes: the calls counted
   std::vector<std::unique_ptr<Runtime>> siblings_;  // lane 0: the other lanes (last: they go first)
 };
 
