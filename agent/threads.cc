@@ -311,15 +311,8 @@ void Runtime::ProgressThreadMain() {
     return false;
   };
   while (!stop_progress_.load(std::memory_order_acquire)) {
-    int others = 0;
-    for (Runtime* l : lanes_) {
-      if (l == this) continue;
-      l->Lock();
-      const int w = l->Progress();
-      const bool c = l->CheckPeersWhenDue();
-      l->Unlock(w > 0 || c);
-      others += w;
-    }
+    // A lane whose lock is taken is moved by its holder; the next round tries it again.
+    const int others = ProgressOtherLanes();
     Lock();
     const int work = Progress();
     const bool checked = CheckPeersWhenDue();
