@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "car/car.h"
@@ -126,12 +127,10 @@ class WireCars {
     car::Car* c = handles_.Find(handle);
     return c != nullptr && c->kind() == kind && c->vc()->peer == source ? c : nullptr;
   }
-  // Forgets `c`'s handle once its machine is final: the peer can no longer name it.
-  void FinishIfFinal(car::Car& c) {
-    WireHandles& h = HandlesOf(c);
-    if (h.local == 0) return;
-    const bool final = c.kind() == car::CarKind::kSend ? car::SendMachine::IsFinal(c) : car::RecvMachine::IsFinal(c);
-    if (final) Forget(h);
+  // Forgets `c`'s handle once its machine is final: the peer can no longer
+  // name it. In line where most CARs have none (an eager message's).
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void FinishIfFinal(car::Car& c) {
+    if (HandlesOf(c).local != 0) ForgetIfFinal(c);
   }
   // Forgets `c`'s handle now (its last answer has come).
   void Forget(car::Car& c) { Forget(HandlesOf(c)); }
@@ -184,6 +183,10 @@ class WireCars {
   std::size_t live() const { return handles_.live(); }
 
  private:
+  ABSL_ATTRIBUTE_NOINLINE void ForgetIfFinal(car::Car& c) {
+    const bool final = c.kind() == car::CarKind::kSend ? car::SendMachine::IsFinal(c) : car::RecvMachine::IsFinal(c);
+    if (final) Forget(HandlesOf(c));
+  }
   void Forget(WireHandles& h) {
     handles_.Remove(h.local);
     h.local = 0;
