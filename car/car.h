@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "base/completion.h"
@@ -350,6 +351,21 @@ class Car {
   // dropped); returns how many it copied. It does not account them: the
   // machine's data event does.
   uint64_t Land(const void* from, uint64_t n);
+  // The same, with its most common case in line: a receive into one run of
+  // the user's memory (a byte segment), nothing handed to it, no packed
+  // buffer. Every other case calls Land.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE uint64_t LandInLine(const void* from, uint64_t n) {
+    const Segment& g = spec_.segment;
+    if (matched_ != nullptr || spec_.pack_buf != nullptr || spec_.kind != CarKind::kRecv || g.dtype != nullptr) {
+      return Land(from, n);
+    }
+    std::byte* const base = static_cast<std::byte*>(g.buf) + g.first;
+    const uint64_t size = g.bytes();
+    if (base == nullptr || bytes_done_ >= size) return 0;
+    const uint64_t fit = std::min<uint64_t>(size - bytes_done_, n);
+    if (fit > 0) CopyBytes(base + bytes_done_, from, fit);
+    return fit;
+  }
   // Copies bytes [offset, offset + n) of what this CAR sends (its packed
   // buffer, or its segment packed on the fly) to `to`. Inline: the eager
   // path of every contiguous message goes through it.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/recv_fsm.h"
@@ -240,18 +241,39 @@ void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events) {
 
 void CarActions::Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_ += s.bytes; }
 
+// A CAR done: its counter counts down, and what waited on it may go.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CarActions::Complete(Car& c, CarEvents& events) {
+  c.status_ = absl::OkStatus();
+  if (base::Completion* k = c.spec().counter) {
+    k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
+    k->CountDown();
+  }
+  // A dependent that already failed (another supplier's doing) has no use for it.
+  auto release = [&](Car* d) {
+    if (d != nullptr && !Failing(*d, events)) RaiseProgress(*d, events);
+  };
+  release(c.progress_dependent());
+  for (Car* next : c.spec().successors) release(next);
+}
+
+void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) { Complete(c, events); }
+
+// UNPACK (and MOP) from the packed buffer the message arrived in. The
+// UnpackFails rows took every receive whose unpack would fail to `failed`;
+// an error here would be a broken guard, still reported.
+bool CarActions::UnpackOrFail(Car& c, CarEvents& events) {
+  const absl::Status why = c.UnpackArrived();
+  if (why.ok()) return true;
+  CarSignal failure;
+  failure.error = absl::InternalError(absl::StrCat("UnpackFails let through: ", why.message()));
+  FailCar(c, failure, events);
+  return false;
+}
+
 void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) {
   Account(c, s, events);
-  // UNPACK (and MOP) from the packed buffer the message arrived in. The
-  // UnpackFails rows took every receive whose unpack would fail to
-  // `failed`; an error here would be a broken guard, still reported.
-  if (absl::Status why = c.flags().has(CarFlag::kUnpack) ? c.UnpackArrived() : absl::OkStatus(); !why.ok()) {
-    CarSignal failure;
-    failure.error = absl::InternalError(absl::StrCat("UnpackFails let through: ", why.message()));
-    FailCar(c, failure, events);
-    return;
-  }
-  CompleteCar(c, s, events);
+  if (c.flags().has(CarFlag::kUnpack) && !UnpackOrFail(c, events)) return;
+  Complete(c, events);
 }
 
 void CarActions::FailUnpack(Car& c, const CarSignal& s, CarEvents& events) {
@@ -279,7 +301,7 @@ void CarActions::FailTruncated(Car& c, const CarSignal& s, CarEvents& events) {
 
 void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarEvents& events) {
   BeginReceive(c, s, events);
-  c.Land(s.data, s.bytes);
+  c.LandInLine(s.data, s.bytes);
   FinishReceive(c, s, events);
 }
 
@@ -348,20 +370,6 @@ void CarActions::Release(Car& c, const CarSignal& s, CarEvents& events) {
 }
 
 // ---- Endings -------------------------------------------------------------------
-
-void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) {
-  c.status_ = absl::OkStatus();
-  if (base::Completion* k = c.spec().counter) {
-    k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
-    k->CountDown();
-  }
-  // A dependent that already failed (another supplier's doing) has no use for it.
-  auto release = [&](Car* d) {
-    if (d != nullptr && !Failing(*d, events)) RaiseProgress(*d, events);
-  };
-  release(c.progress_dependent());
-  for (Car* next : c.spec().successors) release(next);
-}
 
 absl::StatusCode CarActions::NoteFailure(Car& c, const CarSignal& s) {
   const absl::Status cause =

@@ -130,6 +130,13 @@ struct CarActions {
   // The CAR's status from the signal's error, named after the CAR, and its
   // counter's first error; returns the code.
   static absl::StatusCode NoteFailure(Car& c, const CarSignal& s);
+
+ private:
+  // CompleteCar's body, in line where a receive ends (FinishReceive).
+  static void Complete(Car& c, CarEvents& events);
+  // FinishReceive's unpack from the packed buffer; false (the CAR failed)
+  // where it cut an element.
+  static bool UnpackOrFail(Car& c, CarEvents& events);
 };
 
 }  // namespace cartage::car
