@@ -270,11 +270,13 @@ bool CarActions::UnpackOrFail(Car& c, CarEvents& events) {
   return false;
 }
 
-void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) {
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CarActions::Finish(Car& c, const CarSignal& s, CarEvents& events) {
   Account(c, s, events);
   if (c.flags().has(CarFlag::kUnpack) && !UnpackOrFail(c, events)) return;
   Complete(c, events);
 }
+
+void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) { Finish(c, s, events); }
 
 void CarActions::FailUnpack(Car& c, const CarSignal& s, CarEvents& events) {
   Account(c, s, events);
@@ -302,7 +304,7 @@ void CarActions::FailTruncated(Car& c, const CarSignal& s, CarEvents& events) {
 void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarEvents& events) {
   BeginReceive(c, s, events);
   c.LandInLine(s.data, s.bytes);
-  FinishReceive(c, s, events);
+  Finish(c, s, events);
 }
 
 void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events) {

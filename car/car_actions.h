@@ -134,6 +134,8 @@ struct CarActions {
  private:
   // CompleteCar's body, in line where a receive ends (FinishReceive).
   static void Complete(Car& c, CarEvents& events);
+  // FinishReceive's body, in line where an eager message lands (ReceiveEager).
+  static void Finish(Car& c, const CarSignal& s, CarEvents& events);
   // FinishReceive's unpack from the packed buffer; false (the CAR failed)
   // where it cut an element.
   static bool UnpackOrFail(Car& c, CarEvents& events);
