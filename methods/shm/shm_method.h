@@ -140,7 +140,7 @@ class ShmMethod final : public Method {
   // ring room.
   struct Probe;
   ABSL_ATTRIBUTE_NOINLINE int Sweep(Probe* from);
-  int ReadRing(Probe& probe);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE int ReadRing(Probe& probe);
   // Whether `probe`'s ring may hold the record it just peeked, should no
   // receive match it (Defer::kHold), and holding it.
   bool MayHold(const Probe& probe) const;
