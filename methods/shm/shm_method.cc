@@ -130,14 +130,9 @@ bool ShmMethod::PeerGone(int peer) {
 
 // ---- Writing -----------------------------------------------------------------
 
-void ShmMethod::Wake(int peer) {
-  // No fence here: a waiter that misses this wake-up sleeps at most one
-  // futex timeout (Block), and only after it has spun and yielded.
-  RankBlock& b = segment_->block(peer);
-  if (b.sleeping.load(std::memory_order_relaxed) != 0) {
-    b.doorbell.fetch_add(1, std::memory_order_release);
-    ::syscall(SYS_futex, &b.doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
-  }
+void ShmMethod::RingDoorbell(RankBlock& b) {
+  b.doorbell.fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, &b.doorbell, FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
 inline void ShmMethod::CommitTo(int peer, uint16_t type, RingWriter::Order order) {
@@ -146,7 +141,7 @@ inline void ShmMethod::CommitTo(int peer, uint16_t type, RingWriter::Order order
   writers_[i].AfterCommit(readers_[i].consumed());
 }
 
-bool ShmMethod::TryEager(Car& c) {
+inline bool ShmMethod::WriteEager(Car& c) {
   const int peer = PeerOf(c);
   const uint64_t len = c.payload_bytes();
   std::byte* p = writers_[static_cast<std::size_t>(peer)].Begin(sizeof(MatchHeader) + len);
@@ -160,6 +155,8 @@ bool ShmMethod::TryEager(Car& c) {
   Wake(peer);
   return true;
 }
+
+bool ShmMethod::TryEager(Car& c) { return WriteEager(c); }
 
 bool ShmMethod::TryRts(Car& c) {
   const int peer = PeerOf(c);
@@ -258,7 +255,7 @@ void ShmMethod::Park(Car& c, CarEvents& events) {
 void ShmMethod::StartEager(Car& c, CarEvents& events) {
   ShmMethod& m = MethodOf<ShmMethod>(c);
   if (c.spec().synchronous) m.wire_.Register(c);
-  if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.TryEager(c)) {
+  if (m.parked_[static_cast<std::size_t>(PeerOf(c))].empty() && m.WriteEager(c)) {
     events.Raise<SendMachine>(c, SendEvent::kLocalDone);  // copied out: the buffer is free
     return;
   }

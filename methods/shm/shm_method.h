@@ -118,11 +118,21 @@ class ShmMethod final : public Method {
   [[gnu::always_inline]] inline void CommitTo(int peer, uint16_t type,
                                               RingWriter::Order order = RingWriter::Order::kRecordOnly);
   bool TryEager(car::Car& c);
+  // TryEager's body, in line in StartEager (a send's post): no call and
+  // frame between the VC's operation and the ring.
+  [[gnu::always_inline]] inline bool WriteEager(car::Car& c);
   bool TryRts(car::Car& c);
   bool TryControl(int peer, const Control& k);
   void SendControl(int peer, const Control& k);
   bool PumpStream(car::Car& c);  // true once every byte is written
-  void Wake(int peer);
+  // Rings `peer`'s doorbell where it sleeps. In line in every writer: a peer
+  // awake costs one load. No fence: a waiter that misses this wake-up sleeps
+  // at most one futex timeout (Block), and only after it has spun and yielded.
+  [[gnu::always_inline]] void Wake(int peer) {
+    RankBlock& b = segment_->block(peer);
+    if (b.sleeping.load(std::memory_order_relaxed) != 0) [[unlikely]] RingDoorbell(b);
+  }
+  static void RingDoorbell(RankBlock& b);
   // The steady clock in nanoseconds (never 0: it counts from boot).
   static uint64_t NowNs();
   // Handles one record; false if it was left in the ring (`defer`: an

@@ -165,10 +165,14 @@ class RingWriter {
  public:
   RingWriter() = default;
   explicit RingWriter(RingShared* ring)
-      : ring_(ring), data_(ring->data()), bytes_(ring->bytes), mask_(ring->bytes - 1) {}
+      : ring_(ring),
+        data_(ring->data()),
+        bytes_(ring->bytes),
+        mask_(ring->bytes - 1),
+        max_payload_(ring->bytes / 4 - kRecordHeader) {}
 
   // Largest payload one record can carry.
-  std::size_t max_payload() const { return bytes_ / 4 - kRecordHeader; }
+  std::size_t max_payload() const { return max_payload_; }
 
   // Keeps the traffic of small records (up to a sixteenth of `window`)
   // within the first `window` bytes of the ring: such a record that would
@@ -216,24 +220,28 @@ class RingWriter {
 
   // Reserves a record of `len` payload bytes and returns where to write them,
   // or nullptr if the ring has no room now (try again after progress).
-  std::byte* Begin(std::size_t len) {
+  // In line at every call: a send's post is one of them.
+  [[gnu::always_inline]] std::byte* Begin(std::size_t len) {
     using internal::RecordBytes;
     const std::size_t need = RecordBytes(len);
     if ((tail_ & mask_) >= window_ && need <= window_ / 16) [[unlikely]] WrapEarly();
     const std::size_t offset = tail_ & mask_;
     const std::size_t to_end = bytes_ - offset;
     const std::size_t pad = need > to_end ? to_end : 0;  // wrap: pad the end first
-    if (len > max_payload() || !Room(pad + need)) return nullptr;
+    if (len > max_payload_ || !Room(pad + need)) return nullptr;
     if (pad != 0) {
       Publish(offset, pad - kRecordHeader, internal::kTypePad);
       tail_ += pad;
     }
     pending_len_ = static_cast<uint32_t>(len);
+    pending_bytes_ = static_cast<uint32_t>(need);
     if (auto_ && need == kLine && !streaming_ && (++one_line_ & (kSampleEvery - 1)) == 0) {
       sampling_ = true;
       sample_start_ = internal::FencedTicks();
     }
-    if (StagesInOneLine(len)) return staging_ + kRecordHeader;  // written whole by Commit
+    // One direct store of a one-line record (decided here, once, for Commit).
+    staged_ = direct_ && !sampling_ && !streaming_ && need == kLine;
+    if (staged_) return staging_ + kRecordHeader;  // written whole by Commit
     return data_ + (tail_ & mask_) + kRecordHeader;
   }
 
@@ -246,7 +254,7 @@ class RingWriter {
   // Publishes the record reserved by Begin.
   void Commit(uint16_t type, Order order = Order::kRecordOnly) {
     const std::size_t offset = tail_ & mask_;
-    if (StagesInOneLine(pending_len_)) {
+    if (staged_) {
       auto* h = reinterpret_cast<internal::RecordHeader*>(staging_);
       h->len = pending_len_;
       h->type = type;
@@ -260,7 +268,7 @@ class RingWriter {
         NoteSample(internal::FencedTicks() - sample_start_);
       }
     }
-    tail_ += internal::RecordBytes(pending_len_);
+    tail_ += pending_bytes_;
   }
 
   // Called after Commit with how many bytes this side has read so far from
@@ -280,7 +288,7 @@ class RingWriter {
     const bool streaming = heard == heard_;
     heard_ = heard;
     streaming_ = auto_ && streaming;
-    const std::size_t bytes = internal::RecordBytes(pending_len_);
+    const std::size_t bytes = pending_bytes_;
     if (direct_ && !auto_ && bytes == kLine) return 0;
     const std::size_t lines = std::min<std::size_t>(bytes / kLine, kPrefetchLines);
     if (!streaming || tail_ + bytes + lines * kLine - cached_head_ > bytes_) return 0;
@@ -289,10 +297,6 @@ class RingWriter {
   }
 
  private:
-  // Whether a record of `len` payload bytes goes by one direct store.
-  bool StagesInOneLine(std::size_t len) const {
-    return direct_ && !sampling_ && !streaming_ && internal::RecordBytes(len) == kLine;
-  }
   // set_window: past the window (so a small record fits at the start),
   // back to the start once the consumer has read everything (so that a burst
   // still has the whole ring). One load of its head per record until then.
@@ -319,11 +323,14 @@ class RingWriter {
   std::byte* data_ = nullptr;
   std::size_t bytes_ = 0;
   std::size_t mask_ = 0;
+  std::size_t max_payload_ = 0;
   uint64_t tail_ = 0;
   uint64_t cached_head_ = 0;
   std::size_t window_ = ~std::size_t{0};  // set_window; by default the whole ring
   uint64_t heard_ = ~uint64_t{0};  // AfterCommit's last `heard`
-  uint32_t pending_len_ = 0;
+  uint32_t pending_len_ = 0;    // the reserved record's payload (Begin to Commit)
+  uint32_t pending_bytes_ = 0;  // and its bytes in the ring, header and padding to the line included
+  bool staged_ = false;         // and whether it goes by one direct store from staging_
   bool direct_ = false;
   bool auto_ = false;       // set_direct_auto
   bool sampling_ = false;   // this record is a timed sample
