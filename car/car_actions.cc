@@ -84,28 +84,15 @@ void RaiseDepsMet(Car& c, CarEvents& events) {
   if (c.kind() == CarKind::kRecv) events.Raise<RecvMachine>(c, RecvEvent::kDepsMet);
 }
 
-// A VC without the operation a CAR needs: the CAR fails.
-[[gnu::cold, gnu::noinline]] void NoOperation(Car& c, CarEvents& events, absl::string_view op_name) {
+}  // namespace
+
+void CarActions::NoOperation(Car& c, CarEvents& events, absl::string_view op_name) {
   const Vc* vc = c.vc();
   RaiseError(c, events, absl::FailedPreconditionError(absl::StrFormat(
                             "VC '%s' has no %s operation", vc ? vc->name : absl::string_view("none"), op_name)));
 }
 
-// Calls one operation of c's VC, or fails the CAR if the VC lacks it.
-// Inlined into every action, so that each operation is called from a site of
-// its own, whose target the CPU predicts apart (cartage-bench bcast 8 B).
-[[gnu::always_inline]] inline void CallVc(Car& c, CarEvents& events, void (*Vc::*op)(Car&, CarEvents&),
-                                          absl::string_view op_name) {
-  const Vc* vc = c.vc();
-  if (vc == nullptr || vc->*op == nullptr) [[unlikely]] {
-    NoOperation(c, events, op_name);
-    return;
-  }
-  (vc->*op)(c, events);
-}
-
-// A supplier of a packed buffer offers it to its consumer once it is posted.
-void OfferBuffer(Car& c, CarEvents& events) {
+void CarActions::OfferBuffer(Car& c, CarEvents& events) {
   if (!c.flags().has(CarFlag::kSupplyPackedBuf) || c.buf_consumer() == nullptr) return;
   CarSignal s;
   s.buffer = c.pack_buf();
@@ -116,6 +103,21 @@ void OfferBuffer(Car& c, CarEvents& events) {
   } else if (consumer.kind() == CarKind::kRecv) {
     events.Raise<RecvMachine>(consumer, RecvEvent::kBufferSupplied, s);
   }
+}
+
+namespace {
+
+// Calls one operation of c's VC, or fails the CAR if the VC lacks it.
+// Inlined into every action, so that each operation is called from a site of
+// its own, whose target the CPU predicts apart (cartage-bench bcast 8 B).
+[[gnu::always_inline]] inline void CallVc(Car& c, CarEvents& events, void (*Vc::*op)(Car&, CarEvents&),
+                                          absl::string_view op_name) {
+  const Vc* vc = c.vc();
+  if (vc == nullptr || vc->*op == nullptr) [[unlikely]] {
+    CarActions::NoOperation(c, events, op_name);
+    return;
+  }
+  (vc->*op)(c, events);
 }
 
 // Whoever waits on c (progress dependent, buffer consumer, successor vertices)
@@ -178,11 +180,6 @@ void CarActions::CountDep(Car& c, const CarSignal&, CarEvents& events) {
 
 // ---- Send side ---------------------------------------------------------------
 
-void CarActions::StartEager(Car& c, const CarSignal&, CarEvents& events) {
-  OfferBuffer(c, events);
-  CallVc(c, events, &Vc::start_eager, "start_eager");
-}
-
 void CarActions::StartRendezvous(Car& c, const CarSignal&, CarEvents& events) {
   OfferBuffer(c, events);
   CallVc(c, events, &Vc::start_rendezvous, "start_rendezvous");
@@ -241,13 +238,7 @@ void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events) {
 
 void CarActions::Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_ += s.bytes; }
 
-// A CAR done: its counter counts down, and what waited on it may go.
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CarActions::Complete(Car& c, CarEvents& events) {
-  c.status_ = absl::OkStatus();
-  if (base::Completion* k = c.spec().counter) {
-    k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
-    k->CountDown();
-  }
+void CarActions::ReleaseDependents(Car& c, CarEvents& events) {
   // A dependent that already failed (another supplier's doing) has no use for it.
   auto release = [&](Car* d) {
     if (d != nullptr && !Failing(*d, events)) RaiseProgress(*d, events);
@@ -255,8 +246,6 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CarActions::Complete(Car& c, CarEvents&
   release(c.progress_dependent());
   for (Car* next : c.spec().successors) release(next);
 }
-
-void CarActions::CompleteCar(Car& c, const CarSignal&, CarEvents& events) { Complete(c, events); }
 
 // UNPACK (and MOP) from the packed buffer the message arrived in. The
 // UnpackFails rows took every receive whose unpack would fail to `failed`;

@@ -82,8 +82,19 @@ struct CarActions {
   static void Arm(Car& c, const CarSignal& s, CarEvents& events);         // offer buffer, then wait
   static void TakeBuffer(Car& c, const CarSignal& s, CarEvents& events);  // buffer dep satisfied
   static void CountDep(Car& c, const CarSignal& s, CarEvents& events);    // progress dep satisfied
-  // Send side.
-  static void StartEager(Car& c, const CarSignal& s, CarEvents& events);
+  // A supplier's offer of its packed buffer to its consumer, once posted.
+  static void OfferBuffer(Car& c, CarEvents& events);
+  // A VC without the operation a CAR needs: the CAR fails.
+  [[gnu::cold, gnu::noinline]] static void NoOperation(Car& c, CarEvents& events, absl::string_view op_name);
+  // Send side. StartEager in line: a send's post compiles its row at the
+  // call (runtime's PostNow), where an action's call and frame cost a send
+  // about 15 instructions. A supplier of a packed buffer offers it first.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void StartEager(Car& c, const CarSignal&, CarEvents& events) {
+    if (c.flags().has(CarFlag::kSupplyPackedBuf)) [[unlikely]] OfferBuffer(c, events);
+    const Vc* vc = c.vc();
+    if (vc == nullptr || vc->start_eager == nullptr) [[unlikely]] return NoOperation(c, events, "start_eager");
+    vc->start_eager(c, events);
+  }
   static void StartRendezvous(Car& c, const CarSignal& s, CarEvents& events);
   static void StartData(Car& c, const CarSignal& s, CarEvents& events);
   // Receive side.
@@ -118,8 +129,11 @@ struct CarActions {
   static void CountDown(Car& c, const CarSignal& s, CarEvents& events);
   static void Launch(Car& c, const CarSignal& s, CarEvents& events);
   static void Release(Car& c, const CarSignal& s, CarEvents& events);  // CountDown, then Launch
-  // Endings shared by every machine.
-  static void CompleteCar(Car& c, const CarSignal& s, CarEvents& events);
+  // Endings shared by every machine. CompleteCar in line, as StartEager:
+  // a send's local completion follows its post in the same piece of code.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void CompleteCar(Car& c, const CarSignal&, CarEvents& events) {
+    Complete(c, events);
+  }
   static void FailCar(Car& c, const CarSignal& s, CarEvents& events);
   static void CancelCar(Car& c, const CarSignal& s, CarEvents& events);
   // A vertex failed through a predecessor: its status and the schedule's
@@ -132,8 +146,18 @@ struct CarActions {
   static absl::StatusCode NoteFailure(Car& c, const CarSignal& s);
 
  private:
-  // CompleteCar's body, in line where a receive ends (FinishReceive).
-  static void Complete(Car& c, CarEvents& events);
+  // CompleteCar's body, in line where a receive ends (FinishReceive): the
+  // counter counts down, and what waited on the CAR may go.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void Complete(Car& c, CarEvents& events) {
+    if (!c.status_.ok()) [[unlikely]] c.status_ = absl::OkStatus();  // a fresh CAR's is
+    if (base::Completion* k = c.spec().counter) {
+      k->bytes += c.kind() == CarKind::kSend ? c.payload_bytes() : std::min(c.bytes_done_, c.payload_bytes());
+      k->CountDown();
+    }
+    if (c.progress_dependent() != nullptr || !c.spec().successors.empty()) [[unlikely]] ReleaseDependents(c, events);
+  }
+  // Complete's release of the CARs that wait on c.
+  static void ReleaseDependents(Car& c, CarEvents& events);
   // FinishReceive's body, in line where an eager message lands (ReceiveEager).
   static void Finish(Car& c, const CarSignal& s, CarEvents& events);
   // FinishReceive's unpack from the packed buffer; false (the CAR failed)

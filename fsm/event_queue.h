@@ -138,7 +138,7 @@ class EventQueue {
     std::vector<Payload> payloads;
   };
 
-  void Push(Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Push(Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
     Pending* e;
     if (ABSL_PREDICT_TRUE(size_ < kInline)) {
       e = &inline_[size_];
