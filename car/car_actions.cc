@@ -191,25 +191,11 @@ void CarActions::StartData(Car& c, const CarSignal&, CarEvents& events) {
 
 // ---- Receive side ------------------------------------------------------------
 
-void CarActions::PostToMatcher(Car& c, const CarSignal&, CarEvents& events) {
-  OfferBuffer(c, events);
-  CallVc(c, events, &Vc::post_recv, "post_recv");
-}
-
 void CarActions::UnpostAndCancel(Car& c, const CarSignal& s, CarEvents& events) {
   if (c.vc() != nullptr && c.vc()->unpost_recv != nullptr) {
     c.vc()->unpost_recv(c, events);
   }
   CancelCar(c, s, events);
-}
-
-void CarActions::BeginReceive(Car& c, const CarSignal& s, CarEvents&) {
-  c.bytes_total_ = s.bytes;
-  c.proto_ = s.proto;
-  if (base::Completion* k = c.spec().counter) {
-    k->source = s.source;
-    k->tag = s.tag;
-  }
 }
 
 void CarActions::SendAck(Car& c, CarEvents& events) {
@@ -236,8 +222,6 @@ void CarActions::ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events) {
   CompleteCar(c, s, events);
 }
 
-void CarActions::Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_ += s.bytes; }
-
 void CarActions::ReleaseDependents(Car& c, CarEvents& events) {
   // A dependent that already failed (another supplier's doing) has no use for it.
   auto release = [&](Car* d) {
@@ -257,12 +241,6 @@ bool CarActions::UnpackOrFail(Car& c, CarEvents& events) {
   failure.error = absl::InternalError(absl::StrCat("UnpackFails let through: ", why.message()));
   FailCar(c, failure, events);
   return false;
-}
-
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CarActions::Finish(Car& c, const CarSignal& s, CarEvents& events) {
-  Account(c, s, events);
-  if (c.flags().has(CarFlag::kUnpack) && !UnpackOrFail(c, events)) return;
-  Complete(c, events);
 }
 
 void CarActions::FinishReceive(Car& c, const CarSignal& s, CarEvents& events) { Finish(c, s, events); }
@@ -288,12 +266,6 @@ void CarActions::FailTruncated(Car& c, const CarSignal& s, CarEvents& events) {
       absl::StrFormat("message of %d bytes truncated to the %d-byte receive buffer",
                       c.bytes_total_, c.payload_bytes()));
   FailCar(c, failure, events);
-}
-
-void CarActions::ReceiveEager(Car& c, const CarSignal& s, CarEvents& events) {
-  BeginReceive(c, s, events);
-  c.LandInLine(s.data, s.bytes);
-  Finish(c, s, events);
 }
 
 void CarActions::ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events) {

@@ -97,17 +97,35 @@ struct CarActions {
   }
   static void StartRendezvous(Car& c, const CarSignal& s, CarEvents& events);
   static void StartData(Car& c, const CarSignal& s, CarEvents& events);
-  // Receive side.
-  static void PostToMatcher(Car& c, const CarSignal& s, CarEvents& events);
+  // Receive side. PostToMatcher and ReceiveEager in line, as StartEager:
+  // a receive's post and an eager message's landing compile their rows at
+  // the call.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void PostToMatcher(Car& c, const CarSignal&, CarEvents& events) {
+    if (c.flags().has(CarFlag::kSupplyPackedBuf)) [[unlikely]] OfferBuffer(c, events);
+    const Vc* vc = c.vc();
+    if (vc == nullptr || vc->post_recv == nullptr) [[unlikely]] return NoOperation(c, events, "post_recv");
+    vc->post_recv(c, events);
+  }
   static void UnpostAndCancel(Car& c, const CarSignal& s, CarEvents& events);
-  static void BeginReceive(Car& c, const CarSignal& s, CarEvents& events);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void BeginReceive(Car& c, const CarSignal& s, CarEvents&) {
+    c.bytes_total_ = s.bytes;
+    c.proto_ = s.proto;
+    if (base::Completion* k = c.spec().counter) {
+      k->source = s.source;
+      k->tag = s.tag;
+    }
+  }
   static void BeginTruncated(Car& c, const CarSignal& s, CarEvents& events);
   static void SendCts(Car& c, const CarSignal& s, CarEvents& events);
   static void ReceiveEmpty(Car& c, const CarSignal& s, CarEvents& events);
-  static void Account(Car& c, const CarSignal& s, CarEvents& events);
+  static void Account(Car& c, const CarSignal& s, CarEvents&) { c.bytes_done_ += s.bytes; }
   static void FinishReceive(Car& c, const CarSignal& s, CarEvents& events);
   static void FailTruncated(Car& c, const CarSignal& s, CarEvents& events);
-  static void ReceiveEager(Car& c, const CarSignal& s, CarEvents& events);           // whole message
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void ReceiveEager(Car& c, const CarSignal& s, CarEvents& events) {
+    BeginReceive(c, s, events);  // the whole message
+    c.LandInLine(s.data, s.bytes);
+    Finish(c, s, events);
+  }
   static void ReceiveEagerTruncated(Car& c, const CarSignal& s, CarEvents& events);  // what fits, then fail
   static void FailUnpack(Car& c, const CarSignal& s, CarEvents& events);             // account, fail naming the cut
   static void ReceiveEagerUnpackFails(Car& c, const CarSignal& s, CarEvents& events);  // land, then FailUnpack
@@ -159,7 +177,11 @@ struct CarActions {
   // Complete's release of the CARs that wait on c.
   static void ReleaseDependents(Car& c, CarEvents& events);
   // FinishReceive's body, in line where an eager message lands (ReceiveEager).
-  static void Finish(Car& c, const CarSignal& s, CarEvents& events);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE static void Finish(Car& c, const CarSignal& s, CarEvents& events) {
+    Account(c, s, events);
+    if (c.flags().has(CarFlag::kUnpack) && !UnpackOrFail(c, events)) return;
+    Complete(c, events);
+  }
   // FinishReceive's unpack from the packed buffer; false (the CAR failed)
   // where it cut an element.
   static bool UnpackOrFail(Car& c, CarEvents& events);
