@@ -14,7 +14,7 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=675 [recv]=965 [isend]=805 [irecv]=1100 [posted]=1035 [barrier]=1780)
+declare -A budget=([send]=580 [recv]=920 [isend]=700 [irecv]=1055 [posted]=995 [barrier]=1630)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT
