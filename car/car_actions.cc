@@ -107,19 +107,6 @@ void CarActions::OfferBuffer(Car& c, CarEvents& events) {
 
 namespace {
 
-// Calls one operation of c's VC, or fails the CAR if the VC lacks it.
-// Inlined into every action, so that each operation is called from a site of
-// its own, whose target the CPU predicts apart (cartage-bench bcast 8 B).
-[[gnu::always_inline]] inline void CallVc(Car& c, CarEvents& events, void (*Vc::*op)(Car&, CarEvents&),
-                                          absl::string_view op_name) {
-  const Vc* vc = c.vc();
-  if (vc == nullptr || vc->*op == nullptr) [[unlikely]] {
-    CarActions::NoOperation(c, events, op_name);
-    return;
-  }
-  (vc->*op)(c, events);
-}
-
 // Whoever waits on c (progress dependent, buffer consumer, successor vertices)
 // would wait forever once c failed or was cancelled: fail them too.
 void FailDependents(Car& c, CarEvents& events, absl::StatusCode code) {
