@@ -159,7 +159,10 @@ class ShmMethod final : public Method {
   // or holding is no longer allowed).
   ABSL_ATTRIBUTE_NOINLINE void Unhold();
   int RetryBacklog();
-  bool OnEnvelope(int source, const RingRecord& rec, bool rendezvous, Defer defer);
+  // One instance per record kind: an eager record's is the one a small
+  // message runs, with no rendezvous code in it.
+  template <bool kRendezvous>
+  bool OnEnvelope(int source, const RingRecord& rec, Defer defer);
   void OnCts(int source, const RingRecord& rec);
   void OnData(int source, const RingRecord& rec);
   void OnAck(int source, const RingRecord& rec);

@@ -188,8 +188,8 @@ int ShmMethod::RanksOnThisCpu() {
 bool ShmMethod::Handle(int source, const RingRecord& rec, Defer defer) {
   if (!broken_[static_cast<std::size_t>(source)].ok()) return true;
   switch (rec.type) {
-    case kRecEager: return OnEnvelope(source, rec, false, defer);
-    case kRecRts: return OnEnvelope(source, rec, true, defer);
+    case kRecEager: return OnEnvelope<false>(source, rec, defer);
+    case kRecRts: return OnEnvelope<true>(source, rec, defer);
     case kRecCts: OnCts(source, rec); break;
     case kRecData: OnData(source, rec); break;
     case kRecAck: OnAck(source, rec); break;
@@ -203,26 +203,27 @@ void ShmMethod::Malformed(int source, absl::string_view what) {
                        absl::StrFormat("malformed wire record from rank %d: %s", source, what)));
 }
 
-bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, bool rendezvous, Defer defer) {
+template <bool kRendezvous>
+bool ShmMethod::OnEnvelope(int source, const RingRecord& rec, Defer defer) {
   // A malformed record is consumed: it fails the peer.
   auto malformed = [&](absl::string_view what) {
     Malformed(source, what);
     return true;
   };
   MatchHeader h;
-  const std::size_t body = rendezvous ? sizeof(RtsBody) : 0;
+  const std::size_t body = kRendezvous ? sizeof(RtsBody) : 0;
   if (rec.len < sizeof(h) + body) return malformed("short envelope");
   std::memcpy(&h, rec.payload, sizeof(h));
-  if (!rendezvous && h.length != rec.len - sizeof(h)) {
+  if (!kRendezvous && h.length != rec.len - sizeof(h)) {
     return malformed(absl::StrFormat("eager length %d in a %d-byte record", h.length, rec.len));
   }
   RtsBody rts{};
-  if (rendezvous) std::memcpy(&rts, rec.payload + sizeof(h), sizeof(rts));
+  if constexpr (kRendezvous) std::memcpy(&rts, rec.payload + sizeof(h), sizeof(rts));
   if (h.tag < 0) return malformed(absl::StrFormat("negative tag %d", h.tag));
-  const uint32_t proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
+  const uint32_t proto = kRendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
   // The CAR taking this message gets fresh method state naming its sender.
   absl::StatusOr<Car*> c = DeliverEnvelope(
-      *host_, {h.context, source, h.tag}, h.length, proto, rendezvous ? nullptr : rec.payload + sizeof(h),
+      *host_, {h.context, source, h.tag}, h.length, proto, kRendezvous ? nullptr : rec.payload + sizeof(h),
       [&](Car& taker) {
         Bind(taker, source);
         ShmCarState& s = StateOf(taker);
