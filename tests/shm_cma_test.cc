@@ -284,5 +284,29 @@ TEST(CopyChooser, AWayTriedInABurstIsJudgedByItsWarmTime) {
   EXPECT_TRUE(ch.UseCma()) << "warm, CMA is the faster";
 }
 
+// Pipelined messages from one sender stream one after another: in a window
+// of them, each is timed from when the one before it landed, not from its
+// CTS (which counts the wait behind the others too); one whose CTS went
+// after that is timed from its CTS.
+TEST(CopyChooser, APipelinedMessageThatWaitedIsTimedFromTheOneBeforeIt) {
+  CopyChooser ch;
+  constexpr uint64_t kMiB = 1 << 20;
+  auto per_byte = [](double us_a_mib) { return us_a_mib * 1000.0 / kMiB; };
+  ch.ObservePipelined(kMiB, /*cts_ns=*/1'000, /*now_ns=*/61'000);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
+  ch.Observe(/*cma=*/true, kMiB, 100'000);
+  EXPECT_FALSE(ch.UseCma()) << "the pipelined copy (60) is faster";
+  // Two more of the same window: their CTS went with the first one's.
+  ch.ObservePipelined(kMiB, 1'000, 121'000);
+  ch.ObservePipelined(kMiB, 1'000, 181'000);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60)) << "each streamed in 60, after waiting";
+  EXPECT_FALSE(ch.UseCma());
+  // Alone again, and slower: timed from its CTS.
+  ch.ObservePipelined(kMiB, 500'000, 640'000);
+  ch.ObservePipelined(kMiB, 700'000, 840'000);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(140));
+  EXPECT_TRUE(ch.UseCma()) << "CMA (100) is faster now";
+}
+
 }  // namespace
 }  // namespace cartage::methods::shm

@@ -10,7 +10,8 @@
 //   CopyChooser& ch = choosers[peer];
 //   const bool cma = ch.UseCma();          // for this message
 //   ... move it, timing from the decision to the last byte ...
-//   ch.Observe(cma, bytes, elapsed_ns);
+//   ch.Observe(/*cma=*/true, bytes, elapsed_ns);  // moved by CMA
+//   ch.ObservePipelined(bytes, cts_ns, now_ns);   // moved pipelined
 #ifndef CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_
 #define CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_
 
@@ -56,6 +57,17 @@ class CopyChooser {
     t.Add(static_cast<double>(ns) / static_cast<double>(bytes));
   }
 
+  // A pipelined message whose CTS went at `cts_ns` landed whole at
+  // `now_ns`. A sender streams its pipelined messages one after another, so
+  // one that waited behind the ones before it (a window of them) is timed
+  // from when the one before it ended: the copy's speed, not the queue's
+  // length (CMA's copy never waits on one).
+  [[gnu::noinline]] void ObservePipelined(uint64_t bytes, uint64_t cts_ns, uint64_t now_ns) {
+    const uint64_t from = std::max(cts_ns, pipelined_end_ns_);
+    pipelined_end_ns_ = now_ns;
+    Observe(/*cma=*/false, bytes, now_ns - from);
+  }
+
   // Nanoseconds a byte, as now estimated (0: never timed).
   double pipelined_ns_per_byte() const { return times_[kPipelined].Estimate(); }
   double cma_ns_per_byte() const { return times_[kCma].Estimate(); }
@@ -87,6 +99,7 @@ class CopyChooser {
   uint32_t decisions_ = 0;
   uint32_t burst_ = 0;       // messages still to go the other way
   bool burst_cma_ = false;   // which way that is
+  uint64_t pipelined_end_ns_ = 0;  // when the last timed pipelined message landed
 };
 
 }  // namespace cartage::methods::shm

@@ -281,7 +281,7 @@ void ShmMethod::OnData(int source, const RingRecord& rec) {
   const std::size_t n = rec.len - sizeof(h);
   r->Land(rec.payload + sizeof(h), n);
   if (ShmCarState& rs = StateOf(*r); rs.cts_ns != 0 && h.offset + n == r->bytes_total()) {
-    choosers_[static_cast<std::size_t>(source)].Observe(/*cma=*/false, r->bytes_total(), NowNs() - rs.cts_ns);
+    choosers_[static_cast<std::size_t>(source)].ObservePipelined(r->bytes_total(), rs.cts_ns, NowNs());
     rs.cts_ns = 0;
   }
   CarSignal d;
