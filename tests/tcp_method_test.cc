@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "car/car_pool.h"
+#include "car/recv_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "fsm/trace.h"
@@ -34,6 +35,22 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// Matches an arriving envelope with the first receive posted to it with the
+// same tag; the rest is TestHost's (unexpected CARs).
+class PostedHost : public TestHost {
+ public:
+  car::Car* MatchIncoming(car::Envelope e) override {
+    for (auto it = posted.begin(); it != posted.end(); ++it) {
+      if ((*it)->envelope().tag != e.tag) continue;
+      car::Car* c = *it;
+      posted.erase(it);
+      return c;
+    }
+    return nullptr;
+  }
+  std::vector<car::Car*> posted;
+};
 
 class TcpMethodTest : public ::testing::Test {
  protected:
@@ -70,6 +87,28 @@ class TcpMethodTest : public ::testing::Test {
     from.Bind(*c, 1 - from.rank());
     EXPECT_TRUE(car::SendMachine::Dispatch(*c, car::SendEvent::kPost).ok());
     return c;
+  }
+
+  // Posts rank 0's receive of `bytes` bytes with `tag` from rank 1 (the
+  // matcher's part is PostedHost's).
+  car::Car* PostRecv0(int tag, std::size_t bytes) {
+    recv_vc_ = *rank0_->VcOf(1);
+    recv_vc_.post_recv = [](car::Car&, car::CarEvents&) {};
+    car::CarSpec s;
+    s.kind = car::CarKind::kRecv;
+    s.flags = car::CarFlag::kRecvData;
+    s.envelope = {0, 1, tag};
+    payloads_.push_back(std::make_unique<std::string>(bytes, '\0'));
+    s.segment = car::Segment::Of(payloads_.back()->data(), bytes, datatype::BasicType::kByte);
+    completions_.push_back(std::make_unique<base::Completion>());
+    completions_.back()->pending = 1;
+    s.counter = completions_.back().get();
+    s.vc = &recv_vc_;
+    car::Car* r = *host0_.pool.Create(s);
+    rank0_->Bind(*r, 1);
+    EXPECT_TRUE(car::RecvMachine::Dispatch(*r, car::RecvEvent::kPost).ok());
+    host0_.posted.push_back(r);
+    return r;
   }
 
   // Progresses both ranks until `done` or 5 s pass.
@@ -133,7 +172,8 @@ class TcpMethodTest : public ::testing::Test {
 
   std::unique_ptr<SharedJob> job_;
   std::unique_ptr<InProcessExchange> ex0_, ex1_;
-  TestHost host0_, host1_;
+  PostedHost host0_, host1_;
+  car::Vc recv_vc_;
   std::unique_ptr<TcpMethod> rank0_, rank1_;
   std::vector<std::unique_ptr<std::string>> payloads_;
   std::vector<std::unique_ptr<base::Completion>> completions_;
@@ -313,6 +353,124 @@ TEST_F(TcpMethodTest, ABlockedWriterWakesWhenItsSocketHasRoom) {
     ASSERT_EQ(std::string(reinterpret_cast<const char*>(got.data()), got.size()), body(i)) << "message " << i;
   }
   for (const auto& c : completions_) EXPECT_TRUE(c->done() && c->status.ok()) << c->status;
+}
+
+// A large eager frame whose receive is posted: once its header is in, the
+// receive takes the envelope, and the payload is read straight into it as
+// data, not gathered in the connection's buffer first. An impostor of rank 1
+// writes the frame in two parts, so that the header comes before the bytes.
+class TcpStreamedEagerTest : public TcpMethodTest {
+ protected:
+  static constexpr std::size_t kBytes = 48 * 1024;  // above kStreamEagerMin
+  static_assert(kBytes >= TcpMethod::kStreamEagerMin);
+
+  void SetUp() override {
+    TcpMethodTest::SetUp();
+    for (std::size_t i = 0; i < kBytes; ++i) body_[i] = static_cast<char>(i * 13 + i / 256);
+    auto [fd, verdict] = Greet(1, job_->id.substr(0, kJobKeyBytes));
+    ASSERT_EQ(verdict, kWelcome);
+    fd_ = fd;
+  }
+  void TearDown() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // Writes an eager frame's header (tag, `bytes`) and its first `first` bytes of body_.
+  void WriteHead(int tag, std::size_t bytes, std::size_t first) {
+    FrameHeader h = Header(kFrameEager);
+    h.tag = tag;
+    h.length = bytes;
+    ASSERT_EQ(::send(fd_, &h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+    WriteBody(0, first);
+  }
+  void WriteBody(std::size_t from, std::size_t to) {
+    while (from < to) {
+      const ssize_t n = ::send(fd_, body_.data() + from, to - from, 0);
+      ASSERT_GT(n, 0);
+      from += static_cast<std::size_t>(n);
+    }
+  }
+  // The receive's transitions, as "from --event--> to".
+  static std::vector<std::string> RecvLines(const fsm::TraceRecorder& rec) {
+    std::vector<std::string> out;
+    for (absl::string_view line : absl::StrSplit(rec.ToText(), '\n')) {
+      if (absl::StartsWith(line, "car_recv#")) out.emplace_back(line.substr(line.find(": ") + 2));
+    }
+    return out;
+  }
+  std::string body_ = std::string(kBytes, '\0');
+  int fd_ = -1;
+};
+
+TEST_F(TcpStreamedEagerTest, LandsStraightInItsPostedReceive) {
+  car::Car* r = PostRecv0(3, kBytes);
+  fsm::TraceRecorder rec(4096);
+  fsm::ScopedTraceSink on(&rec);
+  WriteHead(3, kBytes, 1000);
+  ASSERT_TRUE(PumpUntil([&] { return r->bytes_done() == 1000; }));
+  EXPECT_EQ(car::RecvMachine::StateOf(*r), car::RecvState::kReceiving);
+  WriteBody(1000, kBytes);
+  ASSERT_TRUE(PumpUntil([&] { return completions_.back()->done(); }));
+  EXPECT_TRUE(completions_.back()->status.ok()) << completions_.back()->status;
+  EXPECT_EQ(*payloads_.back(), body_);
+  EXPECT_TRUE(host0_.arrived.empty()) << "the message went through an unexpected CAR";
+  // The table's rows for a message in pieces: envelope, then data until the last byte.
+  const std::vector<std::string> lines = RecvLines(rec);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines.front(), "posted --envelope--> receiving");
+  for (std::size_t i = 1; i + 1 < lines.size(); ++i) EXPECT_EQ(lines[i], "receiving --data--> receiving");
+  EXPECT_EQ(lines.back(), "receiving --data--> done");
+  // The connection parses on behind it: the next frame is whole and unexpected.
+  WriteHead(4, 8, 8);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1; }));
+  EXPECT_EQ(host0_.arrived[0]->envelope().tag, 4);
+  EXPECT_EQ(std::memcmp(host0_.buffer(0).data(), body_.data(), 8), 0);
+}
+
+TEST_F(TcpStreamedEagerTest, AReceiveTooSmallTakesWhatFitsAndFailsTruncated) {
+  constexpr std::size_t kFits = 40 * 1024;
+  car::Car* r = PostRecv0(3, kFits);
+  WriteHead(3, kBytes, 1000);
+  ASSERT_TRUE(PumpUntil([&] { return r->bytes_done() == 1000; }));
+  EXPECT_EQ(car::RecvMachine::StateOf(*r), car::RecvState::kTruncating);
+  WriteBody(1000, kBytes);
+  ASSERT_TRUE(PumpUntil([&] { return completions_.back()->done(); }));
+  EXPECT_EQ(car::RecvMachine::StateOf(*r), car::RecvState::kFailed);
+  EXPECT_EQ(completions_.back()->status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(completions_.back()->status.message(),
+              HasSubstr("message of 49152 bytes truncated to the 40960-byte receive buffer"));
+  EXPECT_EQ(*payloads_.back(), body_.substr(0, kFits));
+  // What did not fit was read and dropped, to the frame's last byte.
+  WriteHead(4, 8, 8);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1; }));
+  EXPECT_EQ(host0_.arrived[0]->envelope().tag, 4);
+  EXPECT_EQ(std::memcmp(host0_.buffer(0).data(), body_.data(), 8), 0);
+  EXPECT_EQ(rank0_->StateOf(1), VcState::kConnected);
+}
+
+TEST_F(TcpStreamedEagerTest, APeerLostMidMessageFailsTheReceive) {
+  car::Car* r = PostRecv0(3, kBytes);
+  WriteHead(3, kBytes, 1000);
+  ASSERT_TRUE(PumpUntil([&] { return r->bytes_done() == 1000; }));
+  ::close(fd_);
+  fd_ = -1;
+  ASSERT_TRUE(PumpUntil([&] { return completions_.back()->done(); }));
+  EXPECT_EQ(car::RecvMachine::StateOf(*r), car::RecvState::kFailed);
+  EXPECT_EQ(completions_.back()->status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(completions_.back()->status.message(), HasSubstr("rank 1 exited or finalized (tcp: connection closed)"));
+}
+
+// Nothing posted: the frame waits in the connection's buffer until it is
+// whole, and becomes an unexpected message, as a small one does.
+TEST_F(TcpStreamedEagerTest, UnmatchedItIsDeliveredWholeAsUnexpected) {
+  WriteHead(3, kBytes, 1000);
+  for (int i = 0; i < 50; ++i) rank0_->Progress();
+  EXPECT_TRUE(host0_.arrived.empty());
+  WriteBody(1000, kBytes);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1; }));
+  EXPECT_EQ(car::UnexpectedMachine::StateOf(*host0_.arrived[0]), car::UnexpectedState::kBuffered);
+  const std::vector<std::byte>& got = host0_.buffer(0);
+  ASSERT_EQ(got.size(), kBytes);
+  EXPECT_EQ(std::memcmp(got.data(), body_.data(), kBytes), 0);
 }
 
 }  // namespace

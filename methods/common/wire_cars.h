@@ -88,6 +88,27 @@ absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope&
   return *u;
 }
 
+// An eager message whose bytes are still on their way, for a method that
+// would read them straight into the receive (a large frame half read): the
+// posted receive it matches gets `adopt(car)` and the envelope event, and
+// the bytes follow as data events. nullptr, with nothing done, where no
+// posted receive matches: the method then delivers the message whole
+// (DeliverEnvelope) once all of it is in.
+template <class Adopt>
+car::Car* MatchStreamedEager(MethodHost& host, const car::Envelope& envelope, uint64_t bytes, uint32_t proto,
+                             Adopt adopt) {
+  car::Car* r = host.MatchIncoming(envelope.Assembled());
+  if (r == nullptr) return nullptr;
+  adopt(*r);
+  car::CarSignal sig;
+  sig.bytes = bytes;
+  sig.proto = proto & ~car::kProtoRendezvous;
+  sig.source = envelope.rank;
+  sig.tag = envelope.tag;
+  (void)car::RecvMachine::DispatchFrom<car::RecvState::kPosted, car::RecvEvent::kEnvelope>(*r, sig);
+  return r;
+}
+
 // Fails `c` with `why` through its machine, unless it is already final.
 // Outside any CAR's transition (inside one: car::CarActions::RaiseError).
 inline void DispatchError(car::Car& c, const absl::Status& why) {

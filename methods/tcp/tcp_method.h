@@ -92,7 +92,7 @@ struct TcpConn {
   // Receiving: unparsed bytes are rx[head, tail).
   std::vector<std::byte> rx;
   std::size_t head = 0, tail = 0;
-  car::Car* data_car = nullptr;  // a DATA frame being read into this receive
+  car::Car* data_car = nullptr;  // a DATA frame or a large eager one being read into this receive
   uint64_t data_left = 0;
 };
 
@@ -103,6 +103,10 @@ class TcpMethod final : public Method {
   ~TcpMethod() override;
 
   static Capabilities Caps(const TcpOptions& options);
+  // The smallest eager frame whose payload may be read straight into its
+  // posted receive (StreamEager). Below it, copying out of rx costs less
+  // than the read of its own a stream takes.
+  static constexpr uint64_t kStreamEagerMin = 32 * 1024;
   int rank() const { return rank_; }
   // The agent's lane this instance serves (MethodHost::lane).
   int lane() const { return lane_; }
@@ -184,9 +188,14 @@ class TcpMethod final : public Method {
   // Receiving.
   int PumpRx(TcpConn& conn);
   void Parse(TcpConn& conn);
-  void Landed(TcpConn& conn, std::size_t n);  // n bytes of the DATA stream are in its receive
+  void Landed(TcpConn& conn, std::size_t n);  // n bytes of the stream are in its receive
   void Compact(TcpConn& conn);                 // moves rx's unparsed bytes to its start
   bool OnFrame(TcpConn& conn, const FrameHeader& h);  // false: stop parsing (need more, or failed)
+  // An eager frame of at least kStreamEagerMin bytes, its header in and its
+  // payload not: where a posted receive matches it, the payload becomes the
+  // connection's stream, read straight into the receive (one copy fewer than
+  // through rx). False where none matches.
+  bool StreamEager(TcpConn& conn, const FrameHeader& h);
   void OnEnvelope(TcpConn& conn, const FrameHeader& h, const std::byte* payload);
   void Malformed(TcpConn& conn, absl::string_view what);
   // Events from epoll: connects finishing, connections arriving, hellos.

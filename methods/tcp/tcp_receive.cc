@@ -1,8 +1,8 @@
 // The tcp method's progress and receiving half: each round writes what
 // waits and reads every connected peer's socket (straight into a receive
-// buffer while a DATA stream lands), cuts frames, checks every field from
-// the wire, and hands each frame to the CAR it names. tcp_method.cc sends;
-// tcp_connect.cc makes connections.
+// buffer while a DATA stream or a large eager frame lands), cuts frames,
+// checks every field from the wire, and hands each frame to the CAR it
+// names. tcp_method.cc sends; tcp_connect.cc makes connections.
 #include <sys/epoll.h>
 #include <unistd.h>
 #include <sys/socket.h>
@@ -91,13 +91,15 @@ int TcpMethod::PumpRx(TcpConn& conn) {
     std::span<std::byte> zone;
     if (conn.data_left > 0 && conn.head == conn.tail && conn.data_car->LandsContiguous()) zone = conn.data_car->LandingZone();
     if (!zone.empty()) {
-      // A DATA stream with nothing buffered: read into the receive buffer
-      // itself, and what follows the stream into rx.
+      // A stream (DATA, or a large eager frame) with nothing buffered: read
+      // into the receive buffer itself, and into rx only the header of the
+      // frame that follows: a frame after a large one is most often large
+      // too, and then lands straight in its receive as well.
       const std::size_t room = static_cast<std::size_t>(std::min<uint64_t>(zone.size(), conn.data_left));
       conn.head = conn.tail = 0;
-      iovec iov[2] = {{zone.data(), room}, {conn.rx.data(), conn.rx.size()}};
+      iovec iov[2] = {{zone.data(), room}, {conn.rx.data(), sizeof(FrameHeader)}};
       n = ::readv(conn.fd, iov, 2);
-      asked = room + conn.rx.size();
+      asked = room + sizeof(FrameHeader);
       if (n > 0) {
         direct = std::min(static_cast<std::size_t>(n), room);
         conn.tail = static_cast<std::size_t>(n) - direct;
@@ -176,6 +178,7 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
       }
       const std::size_t need = sizeof(FrameHeader) + static_cast<std::size_t>(h.length);
       if (conn.tail - conn.head < need) {
+        if (h.length >= kStreamEagerMin && StreamEager(conn, h)) return true;
         if (conn.rx.size() - conn.head < need) Compact(conn);  // make room for the whole frame
         return false;
       }
@@ -242,6 +245,20 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
       Malformed(conn, absl::StrFormat("unknown frame type %d", h.type));
       return false;
   }
+}
+
+bool TcpMethod::StreamEager(TcpConn& conn, const FrameHeader& h) {
+  if (h.tag < 0) return false;  // OnEnvelope refuses it once the frame is in
+  const int source = conn.peer;
+  Car* r = MatchStreamedEager(*host_, {h.context, source, h.tag}, h.length, h.proto, [&](Car& taker) {
+    Bind(taker, source);
+    StateOf(taker).wire.remote = h.a;
+  });
+  if (r == nullptr) return false;
+  conn.head += sizeof(FrameHeader);
+  conn.data_car = r;
+  conn.data_left = h.length;
+  return true;
 }
 
 void TcpMethod::OnEnvelope(TcpConn& conn, const FrameHeader& h, const std::byte* payload) {
