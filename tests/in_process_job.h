@@ -2,7 +2,7 @@
 // with a fence (for real method instances driven against each other, or
 // whole agents on threads: agent/testing.h), and a MethodHost that matches
 // nothing (every arriving message becomes an unexpected CAR with a
-// temporary buffer).
+// temporary buffer), or, as TagMatchingHost, the receives a test posts.
 #ifndef CARTAGE_TESTS_IN_PROCESS_JOB_H_
 #define CARTAGE_TESTS_IN_PROCESS_JOB_H_
 
@@ -101,6 +101,22 @@ class TestHost : public MethodHost {
 
  private:
   std::vector<std::vector<std::byte>> buffers_;
+};
+
+// A TestHost that matches an arriving envelope with the first receive a
+// test posted to it (`posted`) with the same tag.
+class TagMatchingHost : public TestHost {
+ public:
+  car::Car* MatchIncoming(car::Envelope e) override {
+    for (auto it = posted.begin(); it != posted.end(); ++it) {
+      if ((*it)->envelope().tag != e.tag) continue;
+      car::Car* c = *it;
+      posted.erase(it);
+      return c;
+    }
+    return nullptr;
+  }
+  std::vector<car::Car*> posted;
 };
 
 }  // namespace cartage::methods

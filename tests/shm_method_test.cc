@@ -41,21 +41,11 @@ using ::testing::HasSubstr;
 // A host that may hold envelopes back (MethodHost::Holding, when `holding`
 // is set before the method is made) and matches the receives posted with it
 // by tag.
-class HoldingHost : public TestHost {
+class HoldingHost : public TagMatchingHost {
  public:
-  car::Car* MatchIncoming(car::Envelope e) override {
-    for (auto it = posted.begin(); it != posted.end(); ++it) {
-      if ((*it)->envelope().tag != e.tag) continue;
-      car::Car* c = *it;
-      posted.erase(it);
-      return c;
-    }
-    return nullptr;
-  }
   const HoldControl* Holding() const override { return holding ? &hold : nullptr; }
   bool holding = false;
   HoldControl hold;
-  std::vector<car::Car*> posted;
 };
 
 class ShmMethodTest : public ::testing::Test {

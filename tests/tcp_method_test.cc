@@ -36,22 +36,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// Matches an arriving envelope with the first receive posted to it with the
-// same tag; the rest is TestHost's (unexpected CARs).
-class PostedHost : public TestHost {
- public:
-  car::Car* MatchIncoming(car::Envelope e) override {
-    for (auto it = posted.begin(); it != posted.end(); ++it) {
-      if ((*it)->envelope().tag != e.tag) continue;
-      car::Car* c = *it;
-      posted.erase(it);
-      return c;
-    }
-    return nullptr;
-  }
-  std::vector<car::Car*> posted;
-};
-
 class TcpMethodTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -90,7 +74,7 @@ class TcpMethodTest : public ::testing::Test {
   }
 
   // Posts rank 0's receive of `bytes` bytes with `tag` from rank 1 (the
-  // matcher's part is PostedHost's).
+  // matcher's part is TagMatchingHost's).
   car::Car* PostRecv0(int tag, std::size_t bytes) {
     recv_vc_ = *rank0_->VcOf(1);
     recv_vc_.post_recv = [](car::Car&, car::CarEvents&) {};
@@ -172,7 +156,7 @@ class TcpMethodTest : public ::testing::Test {
 
   std::unique_ptr<SharedJob> job_;
   std::unique_ptr<InProcessExchange> ex0_, ex1_;
-  PostedHost host0_, host1_;
+  TagMatchingHost host0_, host1_;
   car::Vc recv_vc_;
   std::unique_ptr<TcpMethod> rank0_, rank1_;
   std::vector<std::unique_ptr<std::string>> payloads_;
