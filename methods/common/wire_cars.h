@@ -49,16 +49,22 @@ namespace cartage::methods {
 // CAR, its buffer and the second copy. A method may defer only what it will
 // deliver later without waiting for anything else, and only behind a
 // message it delivered in the same sweep, so that every sweep moves on.
-template <class Adopt, class Defer = bool>
-absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope& envelope, uint64_t bytes,
-                                          uint32_t proto, const std::byte* payload, Adopt adopt,
-                                          Defer defer_unmatched = false) {
-  const bool rendezvous = (proto & car::kProtoRendezvous) != 0;
+// The envelope event's signal: `bytes` announced, `proto` its CarProto bits.
+inline car::CarSignal EnvelopeSignal(const car::Envelope& envelope, uint64_t bytes, uint32_t proto) {
   car::CarSignal sig;
   sig.bytes = bytes;
   sig.proto = proto;
   sig.source = envelope.rank;
   sig.tag = envelope.tag;
+  return sig;
+}
+
+template <class Adopt, class Defer = bool>
+absl::StatusOr<car::Car*> DeliverEnvelope(MethodHost& host, const car::Envelope& envelope, uint64_t bytes,
+                                          uint32_t proto, const std::byte* payload, Adopt adopt,
+                                          Defer defer_unmatched = false) {
+  const bool rendezvous = (proto & car::kProtoRendezvous) != 0;
+  car::CarSignal sig = EnvelopeSignal(envelope, bytes, proto);
   sig.data = payload;  // eager: the whole message, one event
   // A matched receive is posted, and an unexpected CAR new: those states'
   // rows are compiled in line (DispatchFrom); any other takes the table's
@@ -100,12 +106,8 @@ car::Car* MatchStreamedEager(MethodHost& host, const car::Envelope& envelope, ui
   car::Car* r = host.MatchIncoming(envelope.Assembled());
   if (r == nullptr) return nullptr;
   adopt(*r);
-  car::CarSignal sig;
-  sig.bytes = bytes;
-  sig.proto = proto & ~car::kProtoRendezvous;
-  sig.source = envelope.rank;
-  sig.tag = envelope.tag;
-  (void)car::RecvMachine::DispatchFrom<car::RecvState::kPosted, car::RecvEvent::kEnvelope>(*r, sig);
+  (void)car::RecvMachine::DispatchFrom<car::RecvState::kPosted, car::RecvEvent::kEnvelope>(
+      *r, EnvelopeSignal(envelope, bytes, proto & ~car::kProtoRendezvous));
   return r;
 }
 

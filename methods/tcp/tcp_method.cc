@@ -423,11 +423,9 @@ void TcpMethod::FailCars(TcpConn& conn) {
   for (OutFrame& f : out) {
     if (f.car != nullptr && !SendMachine::IsFinal(*f.car)) (void)SendMachine::Dispatch(*f.car, SendEvent::kError, err);
   }
-  // A stream's receive that the wire never named (a large eager frame's):
-  // FailWaiting does not know it.
-  if (conn.data_car != nullptr && WireCars::HandlesOf(*conn.data_car).local == 0) {
-    DispatchError(*conn.data_car, conn.error);
-  }
+  // The stream's receive: a large eager frame's was never named on the
+  // wire, so FailWaiting does not know it (a DATA frame's it then skips, failed).
+  if (conn.data_car != nullptr) DispatchError(*conn.data_car, conn.error);
   conn.data_car = nullptr;
   conn.data_left = 0;
   wire_.FailWaiting(conn.peer, conn.error);

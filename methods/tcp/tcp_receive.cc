@@ -170,6 +170,10 @@ void TcpMethod::Malformed(TcpConn& conn, absl::string_view what) {
 
 bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
   const int source = conn.peer;
+  if ((h.type == kFrameEager || h.type == kFrameRts) && h.tag < 0) {
+    Malformed(conn, absl::StrFormat("negative tag %d", h.tag));
+    return false;
+  }
   switch (h.type) {
     case kFrameEager: {
       if (h.length > options_.eager_limit) {
@@ -248,7 +252,6 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
 }
 
 bool TcpMethod::StreamEager(TcpConn& conn, const FrameHeader& h) {
-  if (h.tag < 0) return false;  // OnEnvelope refuses it once the frame is in
   const int source = conn.peer;
   Car* r = MatchStreamedEager(*host_, {h.context, source, h.tag}, h.length, h.proto, [&](Car& taker) {
     Bind(taker, source);
@@ -264,7 +267,6 @@ bool TcpMethod::StreamEager(TcpConn& conn, const FrameHeader& h) {
 void TcpMethod::OnEnvelope(TcpConn& conn, const FrameHeader& h, const std::byte* payload) {
   const int source = conn.peer;
   const bool rendezvous = payload == nullptr;
-  if (h.tag < 0) return Malformed(conn, absl::StrFormat("negative tag %d", h.tag));
   const uint32_t proto = rendezvous ? (h.proto | car::kProtoRendezvous) : (h.proto & ~car::kProtoRendezvous);
   absl::StatusOr<Car*> c =
       DeliverEnvelope(*host_, {h.context, source, h.tag}, h.length, proto, payload, [&](Car& taker) {
