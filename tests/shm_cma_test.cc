@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -227,61 +228,169 @@ TEST_F(ShmCmaChoiceTest, TriesBothWaysThenTakesTheFaster) {
   EXPECT_EQ(rank_[1]->chooser(0).pipelined_ns_per_byte(), 0) << "rank 1 received nothing";
 }
 
-// The choice itself: the way in use counts the median of its last three
-// times, so one slow message does not turn the choice and two do; the other
-// way's occasional time is all it keeps.
+// Message times a MiB: microseconds, as ns a byte.
+constexpr uint64_t kMiB = 1 << 20;
+double PerByte(double us_a_mib) { return us_a_mib * 1000.0 / kMiB; }
+void Timed(CopyChooser& ch, bool cma, double us) { ch.Observe(cma, kMiB, static_cast<uint64_t>(us * 1000)); }
+
+// The pipelined copy first, then CMA, each timed once; then the faster.
+void TimeBoth(CopyChooser& ch, double pipelined_us, double cma_us) {
+  ASSERT_FALSE(ch.Choose().cma) << "nothing timed: the pipelined copy first";
+  Timed(ch, false, pipelined_us);
+  ASSERT_TRUE(ch.Choose().cma) << "then CMA, to time it";
+  Timed(ch, true, cma_us);
+}
+
+// The choice itself: the way in use counts the median of its last five
+// times, so two slow messages do not turn the choice and three do, and
+// the other way must be faster by more than kMargin.
 TEST(CopyChooser, FollowsTheFasterWayAsSpeedsChange) {
   CopyChooser ch;
-  constexpr uint64_t kMiB = 1 << 20;
-  auto per_byte = [](double us_a_mib) { return us_a_mib * 1000.0 / kMiB; };
-  auto pipelined = [&](double us) { ch.Observe(/*cma=*/false, kMiB, static_cast<uint64_t>(us * 1000)); };
-  auto cma = [&](double us) { ch.Observe(/*cma=*/true, kMiB, static_cast<uint64_t>(us * 1000)); };
-  EXPECT_FALSE(ch.UseCma()) << "nothing timed: the pipelined copy first";
-  pipelined(60);
-  EXPECT_TRUE(ch.UseCma()) << "then CMA, to time it";
-  cma(120);
-  int by_cma = 0;
-  for (uint32_t k = 0; k < CopyChooser::kExplore; ++k) by_cma += ch.UseCma();
-  EXPECT_EQ(by_cma, 1) << "the pipelined copy is faster: CMA once in kExplore...";
-  for (uint32_t k = 1; k < CopyChooser::kBurst; ++k) EXPECT_TRUE(ch.UseCma()) << "...and kBurst in a row";
-  EXPECT_FALSE(ch.UseCma());
-  pipelined(60);
-  pipelined(600);  // one message preempted
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
-  EXPECT_FALSE(ch.UseCma()) << "one slow message does not turn the choice";
-  for (int i = 0; i < 3; ++i) pipelined(60);  // the slow one leaves the last three
-  pipelined(140);  // the vCPUs moved
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
-  EXPECT_FALSE(ch.UseCma());
-  pipelined(140);
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(140));
-  EXPECT_TRUE(ch.UseCma()) << "two slow messages do: CMA (120) is faster now";
-  cma(100);  // CMA in use: kept with its earlier time (the smaller of two)
-  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
-  pipelined(50);  // tried once: its newest time replaces the 140s
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(50));
-  EXPECT_FALSE(ch.UseCma());
+  TimeBoth(ch, 60, 120);
+  EXPECT_FALSE(ch.Choose().cma) << "the pipelined copy is faster";
+  for (int i = 0; i < 4; ++i) Timed(ch, false, 60);
+  Timed(ch, false, 600);  // preempted
+  Timed(ch, false, 600);  // and again
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(60));
+  EXPECT_FALSE(ch.Choose().cma) << "two slow messages do not turn the choice";
+  Timed(ch, false, 600);  // the vCPUs moved
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(600));
+  EXPECT_TRUE(ch.Choose().cma) << "three do: CMA (120) is faster now";
   ch.Observe(/*cma=*/true, 0, 5);  // nothing moved: nothing learned
-  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), per_byte(100));
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), PerByte(120));
+}
+
+// CMA unless the pipelined copy moved a byte faster by more than kMargin:
+// a single copy, the sender's CPU free.
+TEST(CopyChooser, ThePipelinedCopyOnlyWhereClearlyFaster) {
+  CopyChooser ch;
+  TimeBoth(ch, 95, 100);  // faster, by less than the margin
+  EXPECT_TRUE(ch.Choose().cma) << "within the margin: CMA";
+  // The pipelined copy is tried kExploreSoon messages after the choice.
+  for (uint32_t k = 2; k < CopyChooser::kExploreSoon; ++k) ASSERT_TRUE(ch.Choose().cma) << k;
+  for (uint32_t k = 0; k < CopyChooser::kBurst; ++k) {
+    ASSERT_FALSE(ch.Choose().cma) << k;
+    Timed(ch, false, 93);
+  }
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(93));
+  EXPECT_TRUE(ch.Choose().cma) << "still within the margin: CMA stays";
+  // Tried again after twice as many messages, and now clearly faster.
+  for (uint32_t k = 2; k < 2 * CopyChooser::kExploreSoon; ++k) ASSERT_TRUE(ch.Choose().cma) << k;
+  EXPECT_FALSE(ch.Choose().cma);
+  Timed(ch, false, 80);
+  EXPECT_FALSE(ch.Choose().cma) << "faster by more than the margin: the pipelined copy";
+  // In use now; CMA, tried, is taken back where it is slower by less than
+  // the margin.
+  for (int i = 0; i < 4; ++i) Timed(ch, false, 80);
+  uint32_t pipelined = 1;  // the message above
+  while (!ch.Choose().cma) {
+    ASSERT_LT(pipelined, 100u) << "CMA never tried again";
+    ++pipelined;
+  }
+  EXPECT_EQ(pipelined, CopyChooser::kExploreSoon - 1);
+  Timed(ch, true, 86);
+  EXPECT_TRUE(ch.Choose().cma) << "CMA (86) within the margin of the pipelined copy (80)";
+}
+
+// Each time the other way is tried and loses, the next try comes twice as
+// many messages later, up to kExplore, or kExploreFar where it takes twice
+// as long or more; a turn starts again at kExploreSoon.
+// The messages the pipelined copy (60 µs a MiB) moves before each burst of
+// CMA (`cma_us`), over `messages` choices.
+std::vector<uint32_t> GapsBeforeCma(double cma_us, int messages) {
+  CopyChooser ch;
+  TimeBoth(ch, 60, cma_us);
+  std::vector<uint32_t> gaps;
+  uint32_t run = 0;
+  for (int m = 0; m < messages; ++m) {
+    if (!ch.Choose().cma) {
+      ++run;
+      Timed(ch, false, 60);
+      continue;
+    }
+    gaps.push_back(run);
+    run = 0;
+    Timed(ch, true, cma_us);  // the burst's first message
+    for (uint32_t k = 1; k < CopyChooser::kBurst; ++k) {
+      EXPECT_TRUE(ch.Choose().cma);
+      Timed(ch, true, cma_us);
+    }
+  }
+  return gaps;
+}
+
+TEST(CopyChooser, TriesTheOtherWaySoonAfterATurnThenLessOften) {
+  const uint32_t soon = CopyChooser::kExploreSoon;
+  const uint32_t most = CopyChooser::kExplore;
+  EXPECT_EQ(GapsBeforeCma(100, 1000),
+            (std::vector<uint32_t>{soon - 1, 2 * soon - 1, 4 * soon - 1, 8 * soon - 1, most - 1, most - 1}));
+  // Twice as slow: tried ever less often, down to once in kExploreFar.
+  std::vector<uint32_t> far = GapsBeforeCma(120, 14000);
+  ASSERT_EQ(far.size(), 10u);
+  for (std::size_t i = 0; i < far.size(); ++i) {
+    EXPECT_EQ(far[i], std::min<uint32_t>(soon << i, CopyChooser::kExploreFar) - 1) << i;
+  }
+}
+
+// A turn made on a run of slow messages (a neighbour's burst of work) is
+// undone as soon as the way it left is tried again and is the faster.
+TEST(CopyChooser, AWrongTurnIsUndoneSoon) {
+  CopyChooser ch;
+  TimeBoth(ch, 95, 70);
+  for (int i = 0; i < 4; ++i) Timed(ch, true, 70);
+  for (int i = 0; i < 3; ++i) Timed(ch, true, 300);  // three slow ones
+  ASSERT_FALSE(ch.Choose().cma) << "turned to the pipelined copy (95)";
+  int pipelined = 1;
+  Timed(ch, false, 95);
+  while (!ch.Choose().cma) {
+    ASSERT_LT(pipelined, 100) << "CMA never tried again";
+    ++pipelined;
+    Timed(ch, false, 95);
+  }
+  EXPECT_EQ(pipelined, static_cast<int>(CopyChooser::kExploreSoon) - 1);
+  Timed(ch, true, 140);  // the first try is cold
+  EXPECT_TRUE(ch.Choose().cma);
+  Timed(ch, true, 70);  // warm: faster than the pipelined copy, by more than the margin
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), PerByte(70));
+  for (uint32_t k = 0; k < CopyChooser::kExploreSoon - 1; ++k) EXPECT_TRUE(ch.Choose().cma) << k;
+}
+
+// CMA in use is timed on one message in kTimeEvery; the pipelined copy in
+// use, and the other way tried, on every one.
+TEST(CopyChooser, TimesCmaInUseOnOneMessageInKTimeEvery) {
+  CopyChooser ch;
+  EXPECT_TRUE(ch.Choose().timed) << "the first of each way";
+  Timed(ch, false, 100);
+  EXPECT_TRUE(ch.Choose().timed);
+  Timed(ch, true, 60);  // CMA in use
+  std::string timed;
+  for (uint32_t k = 1; k < CopyChooser::kExploreSoon + CopyChooser::kBurst; ++k) {
+    const CopyChooser::Choice c = ch.Choose();
+    timed += c.cma ? (c.timed ? 'C' : 'c') : (c.timed ? 'P' : 'p');
+  }
+  // The 8th message is timed, and the 16th starts a burst.
+  static_assert(CopyChooser::kTimeEvery == 8 && CopyChooser::kExploreSoon == 16);
+  EXPECT_EQ(timed, "cccccccCcccccccPPP");
+  CopyChooser pipelined;
+  TimeBoth(pipelined, 60, 100);
+  for (int k = 0; k < 20; ++k) {
+    const CopyChooser::Choice c = pipelined.Choose();
+    EXPECT_TRUE(c.timed) << k << (c.cma ? " CMA" : " pipelined");
+  }
 }
 
 // A way tried in a burst is judged by its last, warm time: the first try of
 // CMA after a while pays for cold caches and page tables.
 TEST(CopyChooser, AWayTriedInABurstIsJudgedByItsWarmTime) {
   CopyChooser ch;
-  constexpr uint64_t kMiB = 1 << 20;
-  EXPECT_FALSE(ch.UseCma());
-  ch.Observe(/*cma=*/false, kMiB, 60'000);
-  EXPECT_TRUE(ch.UseCma());
-  ch.Observe(/*cma=*/true, kMiB, 500'000);  // cold
-  for (uint32_t k = 1; k < CopyChooser::kExplore; ++k) ASSERT_FALSE(ch.UseCma()) << k;
-  for (uint32_t k = 0; k < CopyChooser::kBurst; ++k) EXPECT_TRUE(ch.UseCma()) << k;
-  ch.Observe(true, kMiB, 500'000);  // cold again
-  EXPECT_FALSE(ch.UseCma());
-  ch.Observe(true, kMiB, 40'000);   // warm
-  ch.Observe(true, kMiB, 40'000);
-  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), 40'000.0 / kMiB);
-  EXPECT_TRUE(ch.UseCma()) << "warm, CMA is the faster";
+  TimeBoth(ch, 60, 500);  // CMA cold
+  for (uint32_t k = 1; k < CopyChooser::kExploreSoon; ++k) ASSERT_FALSE(ch.Choose().cma) << k;
+  EXPECT_TRUE(ch.Choose().cma);
+  Timed(ch, true, 500);  // cold again
+  EXPECT_TRUE(ch.Choose().cma);
+  Timed(ch, true, 40);  // warm
+  EXPECT_DOUBLE_EQ(ch.cma_ns_per_byte(), PerByte(40));
+  EXPECT_TRUE(ch.Choose().cma) << "warm, CMA is the faster";
 }
 
 // Pipelined messages from one sender stream one after another: in a window
@@ -290,22 +399,21 @@ TEST(CopyChooser, AWayTriedInABurstIsJudgedByItsWarmTime) {
 // after that is timed from its CTS.
 TEST(CopyChooser, APipelinedMessageThatWaitedIsTimedFromTheOneBeforeIt) {
   CopyChooser ch;
-  constexpr uint64_t kMiB = 1 << 20;
-  auto per_byte = [](double us_a_mib) { return us_a_mib * 1000.0 / kMiB; };
   ch.ObservePipelined(kMiB, /*cts_ns=*/1'000, /*now_ns=*/61'000);
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60));
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(60));
   ch.Observe(/*cma=*/true, kMiB, 100'000);
-  EXPECT_FALSE(ch.UseCma()) << "the pipelined copy (60) is faster";
+  EXPECT_FALSE(ch.Choose().cma) << "the pipelined copy (60) is faster";
   // Two more of the same window: their CTS went with the first one's.
   ch.ObservePipelined(kMiB, 1'000, 121'000);
   ch.ObservePipelined(kMiB, 1'000, 181'000);
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(60)) << "each streamed in 60, after waiting";
-  EXPECT_FALSE(ch.UseCma());
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(60)) << "each streamed in 60, after waiting";
+  EXPECT_FALSE(ch.Choose().cma);
   // Alone again, and slower: timed from its CTS.
   ch.ObservePipelined(kMiB, 500'000, 640'000);
   ch.ObservePipelined(kMiB, 700'000, 840'000);
-  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), per_byte(140));
-  EXPECT_TRUE(ch.UseCma()) << "CMA (100) is faster now";
+  ch.ObservePipelined(kMiB, 900'000, 1'040'000);
+  EXPECT_DOUBLE_EQ(ch.pipelined_ns_per_byte(), PerByte(140));
+  EXPECT_TRUE(ch.Choose().cma) << "CMA (100) is faster now";
 }
 
 }  // namespace

@@ -3,13 +3,16 @@
 // the ring (the sender copies in, the receiver out, both at once). Which is
 // faster depends on how quickly the two CPUs hand cache lines over, and on
 // some VMs that changes while a job runs (cartage-bench bcast 1 MiB under
-// each placement). So the receiver times both ways per peer and takes the
-// one that moved a byte faster lately (the median of its last three
-// messages), trying the other one now and then to notice a change.
+// each placement). So the receiver times both ways per peer and takes CMA
+// unless the pipelined copy moved a byte clearly faster lately (by kMargin;
+// the way in use counts the median of its last five messages), trying the
+// other one now and then to notice a change. A wrong turn costs a run of
+// messages up to three times slower (cartage-bench pingpong 64 KiB), so
+// one or two slow messages never make one.
 //
 //   CopyChooser& ch = choosers[peer];
-//   const bool cma = ch.UseCma();          // for this message
-//   ... move it, timing from the decision to the last byte ...
+//   const CopyChooser::Choice c = ch.Choose();    // for this message
+//   ... move it; where c.timed, time it from the decision to the last byte ...
 //   ch.Observe(/*cma=*/true, bytes, elapsed_ns);  // moved by CMA
 //   ch.ObservePipelined(bytes, cts_ns, now_ns);   // moved pipelined
 #ifndef CARTAGE_METHODS_SHM_SHM_COPY_CHOOSER_H_
@@ -22,39 +25,78 @@ namespace cartage::methods::shm {
 
 class CopyChooser {
  public:
-  static constexpr uint32_t kExplore = 256;  // every this many messages, the other way...
-  static constexpr uint32_t kBurst = 3;      // ...for this many in a row (the last one warm)
+  static constexpr uint32_t kExplore = 256;      // the other way is tried after this many messages at most...
+  static constexpr uint32_t kExploreFar = 4096;  // ...or this many while it takes twice as long or more...
+  static constexpr uint32_t kExploreSoon = 16;   // ...and this many right after the choice turned
+  static constexpr uint32_t kBurst = 3;          // ...for this many in a row (the last one warm)
+  static constexpr uint32_t kKept = 5;           // times the way in use keeps (their median counts)
+  // The pipelined copy is taken only where it moves a byte faster than CMA
+  // by more than this. Within it CMA is: it copies once, leaves the
+  // sender's CPU free, and its end to end time is what the receiver times,
+  // where the pipelined copy's is longer than its timing shows (pingpong
+  // 4 MiB: the pipelined copy timed within 10 % of CMA, and the pair 9 %
+  // slower end to end with it in use half the time).
+  static constexpr double kMargin = 0.10;
 
-  // Whether the next message should go by CMA: the pipelined way until it
-  // is timed, then CMA until it is, then the faster of the two, but every
-  // kExplore messages kBurst in a row the other way (the first of them pays
-  // for cold caches and page tables, as a single try would, which is not
-  // what that way costs once in use). Both calls stay out of line: inlined
-  // into the receive path they slow it down, the choice switched off
-  // included (cartage-bench bcast 1 MiB, 2 ranks).
-  [[gnu::noinline]] bool UseCma() {
-    if (times_[kPipelined].n == 0) return false;
-    if (times_[kCma].n == 0) return true;
+  // CMA in use is timed on one message in this many: two clock reads a
+  // message cost 2 % of a 64 KiB ping-pong. A pipelined message is always
+  // timed (a stream of them is timed each from the one before it).
+  static constexpr uint32_t kTimeEvery = 8;
+
+  // How the next message moves, and whether to time it (Observe).
+  struct Choice {
+    bool cma;
+    bool timed;
+  };
+  // The pipelined way until it is timed, then CMA until it is, then the way
+  // in use, but now and then kBurst in a row the other way (the first of
+  // them pays for cold caches and page tables, as a single try would, which
+  // is not what that way costs once in use). The other way is tried
+  // kExploreSoon messages after the choice turned, so that a turn made on a
+  // few slow messages is undone soon, then at twice the interval each time
+  // it loses, up to kExplore, or kExploreFar where it took twice as long or
+  // more (pingpong 64 KiB: a pipelined message takes three times a CMA
+  // one, and three in 256 cost 3 %). Choose and Observe stay out of line:
+  // inlined into the receive path they slow it down, the choice switched
+  // off included (cartage-bench bcast 1 MiB, 2 ranks).
+  [[gnu::noinline]] Choice Choose() {
+    if (times_[kPipelined].n == 0) return {false, true};
+    if (times_[kCma].n == 0) return {true, true};
     if (burst_ > 0) {
       --burst_;
-      return burst_cma_;
+      return {!cma_, true};
     }
-    if (++decisions_ % kExplore != 0) return CmaFaster();
-    burst_ = kBurst - 1;
-    burst_cma_ = !CmaFaster();
-    return burst_cma_;
+    if (++decisions_ >= explore_every_) {
+      decisions_ = 0;
+      burst_ = kBurst - 1;
+      return {!cma_, true};
+    }
+    return {cma_, !cma_ || decisions_ % kTimeEvery == 0};
   }
 
   // A message of `bytes` moved by CMA (`cma`) or pipelined took `ns`. The
-  // way in use keeps its last three times and counts their median, so that
-  // one slow message (the sender preempted) does not turn the choice while
-  // two do (the vCPUs moved); the other way keeps only its newest time.
+  // way in use keeps its last kKept times and counts their median, so that
+  // two slow messages (the sender preempted) do not turn the choice while
+  // three do (the vCPUs moved); the other way keeps only its newest time.
+  // The choice turns where CmaWins says the other way now.
   [[gnu::noinline]] void Observe(bool cma, uint64_t bytes, uint64_t ns) {
     if (bytes == 0) return;
-    const bool in_use = times_[kPipelined].n > 0 && times_[kCma].n > 0 && cma == CmaFaster();
+    const bool timed_both = times_[kPipelined].n > 0 && times_[kCma].n > 0;
     Times& t = times_[cma ? kCma : kPipelined];
-    if (!in_use) t = Times();
+    if (timed_both && cma != cma_) t = Times();
     t.Add(static_cast<double>(ns) / static_cast<double>(bytes));
+    if (times_[kPipelined].n == 0 || times_[kCma].n == 0) return;
+    if (!timed_both) {  // both timed now, each once and cold: a choice for now, checked again soon
+      Turn(CmaWins());
+      return;
+    }
+    if (CmaWins() != cma_) {
+      Turn(!cma_);
+    } else if (cma != cma_ && burst_ == 0) {  // a burst of the other way ended, and it lost
+      const double in_use = times_[cma_ ? kCma : kPipelined].Estimate();
+      const double other = times_[cma_ ? kPipelined : kCma].Estimate();
+      explore_every_ = std::min(2 * explore_every_, other >= 2 * in_use ? kExploreFar : kExplore);
+    }
   }
 
   // A pipelined message whose CTS went at `cts_ns` landed whole at
@@ -75,30 +117,43 @@ class CopyChooser {
  private:
   static constexpr int kPipelined = 0;
   static constexpr int kCma = 1;
-  // The way preferred once both are timed (a tie keeps the pipelined copy).
-  bool CmaFaster() const { return times_[kCma].Estimate() < times_[kPipelined].Estimate(); }
-  // A way's last three times (ns a byte): their median, the smaller of two,
-  // or the one.
+  // Whether CMA is the way by the times kept: unless the pipelined copy is
+  // faster by more than kMargin.
+  bool CmaWins() const { return times_[kPipelined].Estimate() * (1.0 + kMargin) >= times_[kCma].Estimate(); }
+  // Makes `cma` the way in use, and tries the other one again soon.
+  void Turn(bool cma) {
+    cma_ = cma;
+    burst_ = 0;
+    decisions_ = 0;
+    explore_every_ = kExploreSoon;
+  }
+  // A way's last kKept times (ns a byte) and their median (the lower of
+  // the two middle ones for an even count, the smaller of two).
   struct Times {
-    double t[3] = {0, 0, 0};
-    uint32_t n = 0;     // times kept (at most 3)
+    double t[kKept] = {};
+    uint32_t n = 0;     // times kept (at most kKept)
     uint32_t next = 0;  // where the next one goes
     void Add(double r) {
       t[next] = r;
-      next = (next + 1) % 3;
-      if (n < 3) ++n;
+      next = (next + 1) % kKept;
+      if (n < kKept) ++n;
     }
     double Estimate() const {
       if (n == 0) return 0;
-      if (n == 1) return t[0];
-      if (n == 2) return std::min(t[0], t[1]);
-      return std::max(std::min(t[0], t[1]), std::min(std::max(t[0], t[1]), t[2]));
+      double sorted[kKept];
+      for (uint32_t i = 0; i < n; ++i) {  // insertion sort: at most five
+        uint32_t j = i;
+        for (; j > 0 && sorted[j - 1] > t[i]; --j) sorted[j] = sorted[j - 1];
+        sorted[j] = t[i];
+      }
+      return sorted[(n - 1) / 2];
     }
   };
   Times times_[2];
-  uint32_t decisions_ = 0;
-  uint32_t burst_ = 0;       // messages still to go the other way
-  bool burst_cma_ = false;   // which way that is
+  bool cma_ = false;                  // the way in use, once both are timed
+  uint32_t decisions_ = 0;            // messages the way in use took since the other was tried
+  uint32_t explore_every_ = kExplore;  // ...and how many before it is tried again
+  uint32_t burst_ = 0;                // messages still to go the other way
   uint64_t pipelined_end_ns_ = 0;  // when the last timed pipelined message landed
 };
 

@@ -289,9 +289,13 @@ void ShmMethod::SendCts(Car& c, CarEvents& events) {
   const uint64_t total = c.bytes_total();
   const bool can_cma = m.cma_[peer] && s.remote_address != 0 && c.LandsContiguous();
   bool cma = can_cma && total >= m.CmaMin();
-  // Between the two minimums, the way that was faster lately (timed here).
-  const bool timed = can_cma && !cma && m.options_.cma_choose_min > 0 && total >= m.options_.cma_choose_min;
-  if (timed) cma = m.choosers_[peer].UseCma();
+  // Between the two minimums, the way the chooser takes, timed where it asks.
+  bool timed = can_cma && !cma && m.options_.cma_choose_min > 0 && total >= m.options_.cma_choose_min;
+  if (timed) {
+    const CopyChooser::Choice choice = m.choosers_[peer].Choose();
+    cma = choice.cma;
+    timed = choice.timed;
+  }
   if (!cma) {
     m.wire_.Register(c);
     s.cts_ns = timed ? NowNs() : 0;

@@ -25,10 +25,11 @@ std::vector<ParamInfo> Params() {
       {"CMA_MIN", "67108864", "smallest rendezvous message that always uses CMA (65536 where ranks outnumber "
                               "CPUs, since CMA frees the sender's CPU); below it the receiver chooses "
                               "(CMA_CHOOSE_MIN). When set, it holds everywhere"},
-      {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes go by whichever "
-                              "of CMA and the pipelined copy moved a byte faster lately with their sender "
-                              "(timed per peer, the other way tried three messages in a row every 256); "
-                              "0: never choose; ignored when CMA_MIN is set"},
+      {"CMA_CHOOSE_MIN", "1", "below CMA_MIN, rendezvous messages of at least this many bytes go by CMA "
+                              "unless the pipelined copy moved a byte faster by more than 10 % lately with "
+                              "their sender (timed per peer, the other way tried three messages in a row "
+                              "16 messages after a change of way, then less often, down to once in 256, or "
+                              "4096 where it took twice as long); 0: never choose; ignored when CMA_MIN is set"},
       {"CMA_MIN_EXCHANGE", "65536", "smallest rendezvous message that uses CMA while the receiving rank "
                                      "has a rendezvous send of its own waiting for its CTS (an exchange)"},
       {"DIRECT_STORE", "no", "yes: write each one-line record (an eager message of up to 16 bytes, a control "

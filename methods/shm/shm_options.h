@@ -43,7 +43,7 @@ struct ShmOptions {
   std::size_t cma_min_exchange = 64u << 10;
   bool cma_min_set = false;            // CARTAGE_SHM_CMA_MIN was given
   // Below cma_min, rendezvous messages of at least this many bytes (by
-  // default all of them) go by whichever of CMA and the pipelined copy was
+  // default all of them) go by CMA unless the pipelined copy was clearly
   // faster lately with their sender (CopyChooser); 0: never choose, as where
   // CARTAGE_SHM_CMA_MIN is set (ForJob).
   std::size_t cma_choose_min = 1;
