@@ -73,6 +73,28 @@ using Clock = std::chrono::steady_clock;
 using cartage::Comm;
 using cartage::Request;
 
+// Message buffers start on a page, as OSU's do (bench/peers/osu_mpi.c
+// too): a heap buffer's offset within its page moves with every allocation
+// made before it, so from one build to the next, and copy speeds with it
+// (bw 64 KiB moved by a fifth between two builds whose difference it never ran).
+template <class T>
+struct PageAligned {
+  using value_type = T;
+  static constexpr std::size_t kPage = 4096;
+  PageAligned() = default;
+  template <class U>
+  explicit PageAligned(const PageAligned<U>&) {}
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = (n * sizeof(T) + kPage - 1) / kPage * kPage;
+    void* p = std::aligned_alloc(kPage, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  friend bool operator==(const PageAligned&, const PageAligned&) { return true; }
+};
+using Buffer = std::vector<char, PageAligned<char>>;
+
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -123,9 +145,9 @@ double HandOffNs(const Comm& w, cartage::bench::SharedPage& page) {
 }
 
 // A single process_vm_readv copy of `bytes` from rank 1's buffer into rank
-// 0's, in MB/s (median of 5): the figure the bandwidth goal is
-// relative to. 0 where CMA does not work.
-double CmaProbeMBps(const Comm& w, std::vector<char>& buf, std::size_t bytes) {
+// 0's, in MB/s (median of 5): the floor shm's bandwidth is held against.
+// 0 where CMA does not work.
+double CmaProbeMBps(const Comm& w, Buffer& buf, std::size_t bytes) {
   struct Where {
     int64_t pid;
     uint64_t address;
@@ -184,7 +206,7 @@ std::string AlgorithmFor(const std::string& test, std::size_t bytes, int ranks, 
 // doubles, allgather and alltoall `bytes` per rank. The test is told apart
 // once, before the clock starts: the loop times the call, not string
 // comparisons (osu_mpi.c does the same).
-double RunCollective(const Comm& w, const std::string& test, std::vector<char>& sbuf, std::vector<char>& rbuf,
+double RunCollective(const Comm& w, const std::string& test, Buffer& sbuf, Buffer& rbuf,
                      std::size_t bytes, int iters) {
   const auto n = static_cast<int64_t>(bytes);
   const cartage::Datatype byte = cartage::Datatype::Basic(cartage::BasicType::kByte);
@@ -234,7 +256,7 @@ void BenchCollective(const Comm& w, const std::string& test, const std::vector<s
   for (std::size_t bytes : sizes) {
     const std::size_t all = test == "allgather" || test == "alltoall" ? bytes * static_cast<std::size_t>(w.size())
                                                                       : bytes;
-    std::vector<char> sbuf(std::max<std::size_t>(all, 8), 'x'), rbuf(std::max<std::size_t>(all, 8), 0);
+    Buffer sbuf(std::max<std::size_t>(all, 8), 'x'), rbuf(std::max<std::size_t>(all, 8), 0);
     if (test == "allreduce") std::fill(sbuf.begin(), sbuf.end(), 0);  // zeros: a valid double
     int iters = 1;
     for (;;) {
@@ -278,7 +300,7 @@ int Iterations(const std::string& test, std::size_t bytes) {
 // One timed repetition; returns seconds (rank 0's clock). pingpong and bibw
 // receive into `rbuf` and send from `buf` (as OSU's osu_latency and
 // osu_bibw do, and bench/peers/osu_mpi.c), the others into `buf`.
-double Run(const Comm& w, const std::string& test, std::vector<char>& buf, char* rbuf, std::size_t bytes, int iters) {
+double Run(const Comm& w, const std::string& test, Buffer& buf, char* rbuf, std::size_t bytes, int iters) {
   const int peer = 1 - w.rank();
   CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, 3));
   CARTAGE_CHECK_OK(w.Recv(nullptr, 0, peer, 3));
@@ -433,8 +455,8 @@ int main(int argc, char** argv) {
                 "handoff_ns", "handoffs", "allocs/op");
   }
   for (std::size_t bytes : sizes) {
-    std::vector<char> buf(std::max<std::size_t>(bytes, 1), 'x');
-    std::vector<char> rbuf(test == "bibw" || test == "pingpong" ? buf.size() : 0);
+    Buffer buf(std::max<std::size_t>(bytes, 1), 'x');
+    Buffer rbuf(test == "bibw" || test == "pingpong" ? buf.size() : 0);
     const double handoff = HandOffNs(world, page);
     const double cma_probe = test == "bw" && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
     std::vector<double> values;
