@@ -63,8 +63,6 @@ static void Sync(void) {
                MPI_STATUS_IGNORE);
 }
 
-/* One timed repetition of a point-to-point test between ranks 0 and 1:
- * seconds on this rank's clock. */
 /* A message buffer that starts on a page, as OSU's do (and cartage-bench's):
  * a heap buffer's offset within a page moves with every allocation made
  * before it, and copy speeds with it. */
@@ -78,6 +76,8 @@ static char* PageBuffer(size_t bytes) {
   return p;
 }
 
+/* One timed repetition of a point-to-point test between ranks 0 and 1:
+ * seconds on this rank's clock. */
 static double RunP2p(const char* test, char* sbuf, char* rbuf, size_t bytes, int iters) {
   const int peer = 1 - g_rank;
   const int n = (int)bytes;
