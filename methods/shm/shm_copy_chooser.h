@@ -78,7 +78,7 @@ class CopyChooser {
   // way in use keeps its last kKept times and counts their median, so that
   // two slow messages (the sender preempted) do not turn the choice while
   // three do (the vCPUs moved); the other way keeps only its newest time.
-  // The choice turns where CmaWins says the other way now.
+  // The choice turns where CmaWins, on the two estimates, says the other way now.
   [[gnu::noinline]] void Observe(bool cma, uint64_t bytes, uint64_t ns) {
     if (bytes == 0) return;
     const bool timed_both = times_[kPipelined].n > 0 && times_[kCma].n > 0;
@@ -86,15 +86,18 @@ class CopyChooser {
     if (timed_both && cma != cma_) t = Times();
     t.Add(static_cast<double>(ns) / static_cast<double>(bytes));
     if (times_[kPipelined].n == 0 || times_[kCma].n == 0) return;
+    const double pipelined = times_[kPipelined].Estimate();
+    const double by_cma = times_[kCma].Estimate();
+    const bool cma_wins = CmaWins(pipelined, by_cma);
     if (!timed_both) {  // both timed now, each once and cold: a choice for now, checked again soon
-      Turn(CmaWins());
+      Turn(cma_wins);
       return;
     }
-    if (CmaWins() != cma_) {
-      Turn(!cma_);
+    if (cma_wins != cma_) {
+      Turn(cma_wins);
     } else if (cma != cma_ && burst_ == 0) {  // a burst of the other way ended, and it lost
-      const double in_use = times_[cma_ ? kCma : kPipelined].Estimate();
-      const double other = times_[cma_ ? kPipelined : kCma].Estimate();
+      const double in_use = cma_ ? by_cma : pipelined;
+      const double other = cma_ ? pipelined : by_cma;
       explore_every_ = std::min(2 * explore_every_, other >= 2 * in_use ? kExploreFar : kExplore);
     }
   }
@@ -117,9 +120,9 @@ class CopyChooser {
  private:
   static constexpr int kPipelined = 0;
   static constexpr int kCma = 1;
-  // Whether CMA is the way by the times kept: unless the pipelined copy is
-  // faster by more than kMargin.
-  bool CmaWins() const { return times_[kPipelined].Estimate() * (1.0 + kMargin) >= times_[kCma].Estimate(); }
+  // Whether CMA is the way, given each way's estimate (ns a byte): unless
+  // the pipelined copy is faster by more than kMargin.
+  static bool CmaWins(double pipelined, double cma) { return pipelined * (1.0 + kMargin) >= cma; }
   // Makes `cma` the way in use, and tries the other one again soon.
   void Turn(bool cma) {
     cma_ = cma;
