@@ -196,6 +196,60 @@ TEST_F(TcpMethodTest, SimultaneousConnectKeepsOneConnectionAndDeliversInOrder) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "what works as designed says nothing";
 }
 
+// Where StartEager cuts a large frame: only where one write would end in a
+// sliver (under half) of a segment, and then so the last two pieces are even.
+TEST(TcpFirstWriteTest, CutsOnlyAFrameEndingInASliverOfASegment) {
+  // A 64 KiB message and its 40-byte header on loopback, once the window has
+  // grown (65,483-byte segments) and before (32,768).
+  EXPECT_EQ(TcpMethod::FirstWrite(65576, 65483), 32788u);
+  EXPECT_EQ(TcpMethod::FirstWrite(65576, 32768), 49172u);
+  EXPECT_EQ(TcpMethod::FirstWrite(131112, 65483), 98298u);  // 2 segments and a 146-byte sliver
+  EXPECT_EQ(TcpMethod::FirstWrite(65440, 65483), 65440u);   // within one segment
+  EXPECT_EQ(TcpMethod::FirstWrite(32808, 65483), 32808u);
+  EXPECT_EQ(TcpMethod::FirstWrite(100000, 65483), 100000u);  // ends in more than half a segment
+  EXPECT_EQ(TcpMethod::FirstWrite(130966, 65483), 130966u);  // whole segments
+  EXPECT_EQ(TcpMethod::FirstWrite(65576, 0), 65576u);        // segment size not known
+}
+
+// Both ranks stream 64 KiB messages at each other, 64 each way before either
+// reads (the window of a bi-directional bandwidth test): once each has read
+// a large message from the other, every frame is written in two pieces, and
+// some of those find the socket full part-way. Every byte arrives, in order.
+TEST_F(TcpMethodTest, FramesCutInTwoWhileBothStreamArriveWholeAndInOrder) {
+  constexpr std::size_t kBytes = 65536;
+  auto body = [](int from, int i) {
+    std::string b(kBytes, '\0');
+    for (std::size_t k = 0; k < kBytes; ++k) b[k] = static_cast<char>(k * 7 + static_cast<std::size_t>(i) * 31 + from);
+    return b;
+  };
+  Send(*rank0_, host0_, body(0, 0), 0);
+  Send(*rank1_, host1_, body(1, 0), 0);
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == 1 && host1_.arrived.size() == 1; }));
+  for (TcpMethod* m : {rank0_.get(), rank1_.get()}) {
+    const TcpConn& c = m->conn(1 - m->rank());
+    EXPECT_EQ(c.peer_message, kBytes);
+    ASSERT_GT(c.segment, 0u);
+    EXPECT_LT(TcpMethod::FirstWrite(sizeof(FrameHeader) + kBytes, c.segment), sizeof(FrameHeader) + kBytes)
+        << "segment " << c.segment << ": the frames below go in one piece";
+  }
+  constexpr int kWindow = 64;
+  for (int i = 1; i <= kWindow; ++i) {
+    Send(*rank0_, host0_, body(0, i), i);
+    Send(*rank1_, host1_, body(1, i), i);
+  }
+  ASSERT_TRUE(PumpUntil([&] { return host0_.arrived.size() == kWindow + 1 && host1_.arrived.size() == kWindow + 1; }));
+  for (int i = 0; i <= kWindow; ++i) {
+    for (auto [host, from] : {std::pair{&host0_, 1}, std::pair{&host1_, 0}}) {
+      const car::Car& u = *host->arrived[static_cast<std::size_t>(i)];
+      EXPECT_EQ(u.envelope().tag, i);
+      const std::vector<std::byte>& got = host->buffer(static_cast<std::size_t>(i));
+      ASSERT_EQ(got.size(), kBytes);
+      EXPECT_EQ(std::memcmp(got.data(), body(from, i).data(), kBytes), 0) << "message " << i << " from rank " << from;
+    }
+  }
+  for (const auto& c : completions_) EXPECT_TRUE(c->done() && c->status.ok()) << c->status;
+}
+
 // A connection closed before its greeting (the half of a simultaneous
 // connect its rank gave up) goes without a word; one closed part-way
 // through its greeting is refused aloud. Neither touches the real rank's VC.

@@ -1,5 +1,7 @@
 #include "methods/tcp/tcp_method.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/epoll.h>
@@ -235,12 +237,22 @@ void TcpMethod::StartEager(Car& c, CarEvents& events) {
       if (h.length > 0) std::memcpy(frame + sizeof(h), payload, h.length);
       n = ::send(conn.fd, frame, sizeof(h) + h.length, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
+      const uint64_t total = sizeof(h) + h.length;
+      uint64_t first = total;
+      if (conn.peer_message >= kStreamEagerMin) {
+        if (++conn.large_writes >= kSegmentRecheck) m.ReadSegment(conn);
+        first = FirstWrite(total, conn.segment);
+      }
       iovec iov[2] = {{const_cast<FrameHeader*>(&h), sizeof(h)},
-                      {const_cast<std::byte*>(payload), static_cast<std::size_t>(h.length)}};
+                      {const_cast<std::byte*>(payload), static_cast<std::size_t>(first - sizeof(h))}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
       n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n == static_cast<ssize_t>(first) && first < total) {
+        const ssize_t rest = ::send(conn.fd, payload + (first - sizeof(h)), total - first, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (rest > 0) n += rest;  // else the queue writes the rest (an error shows again there)
+      }
     }
     if (n == static_cast<ssize_t>(sizeof(h) + h.length)) {
       events.Raise<SendMachine>(c, SendEvent::kLocalDone);
@@ -379,8 +391,18 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
 
 void TcpMethod::BecomeConnected(TcpConn& conn) {
   SwapOps(conn.vc, kConnectedOps);
+  ReadSegment(conn);
   // Room for the largest eager frame, and for reading many small ones at once.
   if (conn.rx.empty()) conn.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
+}
+
+void TcpMethod::ReadSegment(TcpConn& conn) {
+  conn.large_writes = 0;
+  int segment = 0;
+  socklen_t len = sizeof(segment);
+  if (::getsockopt(conn.fd, IPPROTO_TCP, TCP_MAXSEG, &segment, &len) == 0 && segment > 0) {
+    conn.segment = static_cast<uint64_t>(segment);
+  }
 }
 
 void TcpMethod::Conn(TcpConn& conn, ConnEvent e, const ConnSignal& s) {

@@ -94,6 +94,13 @@ struct TcpConn {
   std::size_t head = 0, tail = 0;
   car::Car* data_car = nullptr;  // a DATA frame or a large eager one being read into this receive
   uint64_t data_left = 0;
+  // The connection's segment size (TCP_MAXSEG, read once connected and
+  // every kSegmentRecheck large frames), and the size of the last message
+  // (eager or RTS frame) read from the peer: how StartEager writes a large
+  // frame (FirstWrite).
+  uint64_t segment = 0;
+  uint64_t peer_message = 0;
+  uint32_t large_writes = 0;  // since the segment size was read
 };
 
 class TcpMethod final : public Method {
@@ -107,6 +114,21 @@ class TcpMethod final : public Method {
   // posted receive (StreamEager). Below it, copying out of rx costs less
   // than the read of its own a stream takes.
   static constexpr uint64_t kStreamEagerMin = 32 * 1024;
+  // How much of a `total`-byte frame StartEager writes first on a connection
+  // of `segment`-byte segments while the peer sends large messages too.
+  // Streamed both ways, frames that one write ended in a sliver of a segment
+  // (a 64 KiB message and its header on loopback: 65,576 bytes in segments
+  // of 65,483) moved at half the rate of frames within one segment; so the
+  // last whole segment and the sliver go as two halves, in two writes.
+  static constexpr uint64_t FirstWrite(uint64_t total, uint64_t segment) {
+    if (segment == 0 || total <= segment) return total;
+    const uint64_t sliver = total % segment;
+    return sliver != 0 && sliver < segment / 2 ? total - (segment + sliver) / 2 : total;
+  }
+  // Large frames StartEager writes between readings of the segment size,
+  // which grows as the peer's window does (the kernel bounds it by half the
+  // largest window seen).
+  static constexpr uint32_t kSegmentRecheck = 64;
   int rank() const { return rank_; }
   // The agent's lane this instance serves (MethodHost::lane).
   int lane() const { return lane_; }
@@ -170,6 +192,7 @@ class TcpMethod final : public Method {
   void CloseFd(int fd);
   void DropConnection(TcpConn& conn);   // closes the VC's socket
   void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
+  void ReadSegment(TcpConn& conn);     // conn.segment, from TCP_MAXSEG
   void Watch(int fd, uint32_t events, uint64_t tag);
   // A VC's socket in the epoll set with `events`, tagged as its VC's.
   void WatchVc(TcpConn& conn, uint32_t events);
