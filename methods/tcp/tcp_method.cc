@@ -239,7 +239,7 @@ void TcpMethod::StartEager(Car& c, CarEvents& events) {
     } else {
       const uint64_t total = sizeof(h) + h.length;
       uint64_t first = total;
-      if (conn.peer_message >= kStreamEagerMin) {
+      if (h.length >= kStreamEagerMin) {
         if (++conn.large_writes >= kSegmentRecheck) m.ReadSegment(conn);
         first = FirstWrite(total, conn.segment);
       }

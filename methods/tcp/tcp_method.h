@@ -95,11 +95,9 @@ struct TcpConn {
   car::Car* data_car = nullptr;  // a DATA frame or a large eager one being read into this receive
   uint64_t data_left = 0;
   // The connection's segment size (TCP_MAXSEG, read once connected and
-  // every kSegmentRecheck large frames), and the size of the last message
-  // (eager or RTS frame) read from the peer: how StartEager writes a large
-  // frame (FirstWrite).
+  // every kSegmentRecheck large frames): how StartEager writes a large frame
+  // (FirstWrite).
   uint64_t segment = 0;
-  uint64_t peer_message = 0;
   uint32_t large_writes = 0;  // since the segment size was read
 };
 
@@ -115,13 +113,14 @@ class TcpMethod final : public Method {
   // than the read of its own a stream takes.
   static constexpr uint64_t kStreamEagerMin = 32 * 1024;
   // How much of a `total`-byte frame StartEager writes first on a connection
-  // of `segment`-byte segments while the peer sends large messages too.
-  // Streamed both ways, frames that one write ended in a sliver of a segment
-  // (a 64 KiB message and its header on loopback: 65,576 bytes in segments
-  // of 65,483) moved at half the rate of frames within one segment; so the
-  // last whole segment and the sliver go as two halves, in two writes.
+  // of `segment`-byte segments. Frames that one write ended in a sliver of a
+  // segment (a 64 KiB message and its header on loopback: 65,576 bytes in
+  // segments of 65,483) moved at half the rate of frames within one segment
+  // streamed both ways, and one way now at full rate, now at a third; so the
+  // last whole segment and the sliver go as two halves, in two writes. Not
+  // where segments are a network's packets: the kernel cuts the writes then.
   static constexpr uint64_t FirstWrite(uint64_t total, uint64_t segment) {
-    if (segment == 0 || total <= segment) return total;
+    if (segment < kStreamEagerMin || total <= segment) return total;
     const uint64_t sliver = total % segment;
     return sliver != 0 && sliver < segment / 2 ? total - (segment + sliver) / 2 : total;
   }

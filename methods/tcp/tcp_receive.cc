@@ -176,7 +176,6 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
   }
   switch (h.type) {
     case kFrameEager: {
-      conn.peer_message = h.length;
       if (h.length > options_.eager_limit) {
         Malformed(conn, absl::StrFormat("eager length %d exceeds the %d-byte eager limit", h.length, options_.eager_limit));
         return false;
@@ -193,7 +192,6 @@ bool TcpMethod::OnFrame(TcpConn& conn, const FrameHeader& h) {
       return true;
     }
     case kFrameRts:
-      conn.peer_message = h.length;
       conn.head += sizeof(FrameHeader);
       OnEnvelope(conn, h, nullptr);
       return true;
