@@ -112,15 +112,17 @@ class TcpMethod final : public Method {
   // posted receive (StreamEager). Below it, copying out of rx costs less
   // than the read of its own a stream takes.
   static constexpr uint64_t kStreamEagerMin = 32 * 1024;
+  // Segments at least this large are the kernel's buffers (loopback's hold
+  // 65,483 bytes), not a network's packets: FirstWrite cuts frames only there.
+  static constexpr uint64_t kCutSegmentMin = 32 * 1024;
   // How much of a `total`-byte frame StartEager writes first on a connection
-  // of `segment`-byte segments. Frames that one write ended in a sliver of a
+  // of `segment`-byte segments. A frame that one write ends in a sliver of a
   // segment (a 64 KiB message and its header on loopback: 65,576 bytes in
-  // segments of 65,483) moved at half the rate of frames within one segment
-  // streamed both ways, and one way now at full rate, now at a third; so the
-  // last whole segment and the sliver go as two halves, in two writes. Not
-  // where segments are a network's packets: the kernel cuts the writes then.
+  // segments of 65,483) streamed both ways at half the rate of one within a
+  // segment, and one way now at full rate, now at a third. So the last whole
+  // segment and the sliver go as two halves, in two writes.
   static constexpr uint64_t FirstWrite(uint64_t total, uint64_t segment) {
-    if (segment < kStreamEagerMin || total <= segment) return total;
+    if (segment < kCutSegmentMin || total <= segment) return total;
     const uint64_t sliver = total % segment;
     return sliver != 0 && sliver < segment / 2 ? total - (segment + sliver) / 2 : total;
   }
@@ -191,7 +193,7 @@ class TcpMethod final : public Method {
   void CloseFd(int fd);
   void DropConnection(TcpConn& conn);   // closes the VC's socket
   void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
-  void ReadSegment(TcpConn& conn);     // conn.segment, from TCP_MAXSEG
+  void ReadSegment(TcpConn& conn);      // conn.segment, from TCP_MAXSEG
   void Watch(int fd, uint32_t events, uint64_t tag);
   // A VC's socket in the epoll set with `events`, tagged as its VC's.
   void WatchVc(TcpConn& conn, uint32_t events);
