@@ -39,14 +39,13 @@ class EventQueue {
   // Queues `event` for `target` on machine M (M = Machine<Def, kTable>).
   template <class M>
   void Raise(Ctx& target, typename M::Event event, const Payload& payload) {
-    const uint32_t index = payloads_;
-    if (ABSL_PREDICT_TRUE(index < kInlinePayloads)) {
-      new (InlinePayload(index)) Payload(payload);
-    } else {
-      More().payloads.push_back(payload);
+    if (ABSL_PREDICT_FALSE(payloads_ >= kInlinePayloads || size_ >= kInline)) {
+      RaiseSpilling(&target, &M::DispatchQueued, static_cast<uint8_t>(event), payload);
+      return;
     }
-    ++payloads_;
-    Push(&target, &M::DispatchQueued, static_cast<uint8_t>(event), index);
+    const uint32_t index = payloads_++;
+    new (InlinePayload(index)) Payload(payload);
+    PushInline(&target, &M::DispatchQueued, static_cast<uint8_t>(event), index);
   }
   // The same with no payload: the event's actions see an empty one. Most
   // raised events carry nothing, so the queue's entries hold none; the few
@@ -54,7 +53,11 @@ class EventQueue {
   // message raises three.
   template <class M>
   void Raise(Ctx& target, typename M::Event event) {
-    Push(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
+    if (ABSL_PREDICT_FALSE(size_ >= kInline)) {
+      PushSpilled(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
+      return;
+    }
+    PushInline(&target, &M::DispatchQueued, static_cast<uint8_t>(event), kNoPayload);
   }
 
   // The payload an event raised or dispatched without one carries: made
@@ -62,6 +65,9 @@ class EventQueue {
   static const Payload& NoPayload() { return kEmptyPayload; }
 
   bool has_pending() const { return next_ < size_; }
+  // Whether anything was raised into a queue nothing has drained yet, as a
+  // fresh one after a firing (one load, where has_pending() makes two).
+  bool raised() const { return size_ != 0; }
 
   // Whether `event` of machine M waits in the queue for `target`: raised,
   // not run yet. So a second failure is not raised while the first is on
@@ -99,7 +105,7 @@ class EventQueue {
     absl::Status first_error;
     while (next_ < size_) {
       // Copied out, as a raise during the call may grow the queue; field by
-      // field, as the entry was stored so an instant ago (Push).
+      // field, as the entry was stored so an instant ago (Fill).
       const Pending& e = At(next_++);
       Ctx* const ctx = e.ctx;
       const DispatchFn fn = e.fn;
@@ -121,8 +127,13 @@ class EventQueue {
   static constexpr uint32_t kInline = 8;
   static constexpr uint32_t kInlinePayloads = 4;
   static constexpr uint32_t kNoPayload = ~uint32_t{0};
+  // A small payload goes to the spilling call in registers: by reference, it
+  // is stored to the stack first at every raise, and the raising row needs
+  // a frame.
+  using PayloadArg = std::conditional_t<std::is_trivially_copyable_v<Payload> && sizeof(Payload) <= 16, Payload,
+                                        const Payload&>;
   static inline const Payload kEmptyPayload{};  // NoPayload()
-  // Written field by field (Push): an entry built on the stack and copied
+  // Written field by field (Fill): an entry built on the stack and copied
   // in is read back with loads that span the stores that built it, which
   // wait for them to land (a store-forwarding stall).
   struct Pending {
@@ -138,18 +149,36 @@ class EventQueue {
     std::vector<Payload> payloads;
   };
 
-  ABSL_ATTRIBUTE_ALWAYS_INLINE void Push(Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
-    Pending* e;
-    if (ABSL_PREDICT_TRUE(size_ < kInline)) {
-      e = &inline_[size_];
-    } else {
-      e = &More().pending.emplace_back();
+  // Raising with room inline makes no call, so a row whose action raises
+  // saves no registers for it; what spills (past kInline events or
+  // kInlinePayloads payloads) takes the calls below.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void PushInline(Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
+    Fill(inline_[size_++], ctx, fn, event, payload);
+  }
+  ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void PushSpilled(Ctx* ctx, DispatchFn fn, uint8_t event,
+                                                             uint32_t payload) {
+    if (size_ < kInline) {
+      PushInline(ctx, fn, event, payload);
+      return;
     }
-    e->ctx = ctx;
-    e->fn = fn;
-    e->event = event;
-    e->payload = payload;
+    Fill(More().pending.emplace_back(), ctx, fn, event, payload);
     ++size_;
+  }
+  ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD void RaiseSpilling(Ctx* ctx, DispatchFn fn, uint8_t event,
+                                                               PayloadArg payload) {
+    const uint32_t index = payloads_++;
+    if (index < kInlinePayloads) {
+      new (InlinePayload(index)) Payload(payload);
+    } else {
+      More().payloads.push_back(payload);
+    }
+    PushSpilled(ctx, fn, event, index);
+  }
+  static void Fill(Pending& e, Ctx* ctx, DispatchFn fn, uint8_t event, uint32_t payload) {
+    e.ctx = ctx;
+    e.fn = fn;
+    e.event = event;
+    e.payload = payload;
   }
   const Pending& At(uint32_t i) const { return i < kInline ? inline_[i] : more_->pending[i - kInline]; }
   void* InlinePayload(uint32_t i) { return payload_room_ + i * sizeof(Payload); }

@@ -280,14 +280,14 @@ class Machine {
     EventsOf<Def> events;
     const Fired fired = FireRow<kMode, kKey, kTable.first(kKey)>(ctx, none, events);
     absl::Status s = StatusOf(fired, ctx, static_cast<uint8_t>(kEvent));
-    if (!events.has_pending()) return s;
+    if (!events.raised()) return s;
     if (events.template TakeOnly<Machine>(ctx, kThenEvent)) {
       constexpr uint8_t then = static_cast<uint8_t>(kThenEvent);
       const Fired next = Def::Cell(ctx).value() == static_cast<uint8_t>(kThen)
                              ? FireRow<TraceMode::kRuntime, kThenKey, kTable.first(kThenKey)>(ctx, none, events)
                              : Fire<TraceMode::kRuntime>(ctx, then, none, events);
       s.Update(StatusOf(next, ctx, then));
-      if (!events.has_pending()) return s;
+      if (!events.raised()) return s;
     }
     s.Update(events.Drain());
     return s;
@@ -366,7 +366,7 @@ class Machine {
   ABSL_ATTRIBUTE_ALWAYS_INLINE static absl::Status Settle(Fired fired, Context& ctx, uint8_t event,
                                                           EventsOf<Def>& events) {
     absl::Status s = StatusOf(fired, ctx, event);
-    if (ABSL_PREDICT_FALSE(events.has_pending())) s.Update(events.Drain());
+    if (ABSL_PREDICT_FALSE(events.raised())) s.Update(events.Drain());
     return s;
   }
   ABSL_ATTRIBUTE_NOINLINE ABSL_ATTRIBUTE_COLD static absl::Status Failure(Fired fired, Context& ctx, uint8_t event) {

@@ -177,6 +177,24 @@ TEST(FsmDispatch, ADrainedQueueIsEmptyAndItsRoomServesAgain) {
   EXPECT_EQ(TurnstileMachine::StateOf(a), S::kUnlocked);
 }
 
+TEST(FsmDispatch, AnEventPastTheInlineRoomKeepsItsPayloadInline) {
+  // Eight events with no payload fill the queue's own room; the ninth
+  // spills though its payload, the first, stays inline, and must still
+  // reach its event (a coin of 2 unlocks; a coin of 1 would not).
+  Turnstile a;
+  a.id = 1;
+  TurnstileMachine::Reset(a);
+  fsm::EventsOf<TurnstileDef> events;
+  for (int i = 0; i < 8; ++i) events.Raise<TurnstileMachine>(a, E::kPush);  // locked: unhandled
+  events.Raise<TurnstileMachine>(a, E::kCoin, 2);
+  events.Raise<TurnstileMachine>(a, E::kCoin, 1);  // unlocked: taken
+  const absl::Status s = events.Drain();
+  EXPECT_EQ(s.message(), "fsm 'turnstile' instance 1: event 'push' is not handled in state 'locked'");
+  EXPECT_EQ(a.coins, 2);
+  EXPECT_EQ(TurnstileMachine::StateOf(a), S::kUnlocked);
+  EXPECT_FALSE(events.has_pending());
+}
+
 TEST(FsmDispatch, ChainedRaisesRunToCompletionIteratively) {
   // A ring of 1000 turnstiles: each push raises a coin on the next; none of
   // them is pushed, so the chain is 1 transition deep but 1000 wide.
