@@ -341,6 +341,11 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
     iovec iov[kMaxIov];
     int n_iov = 0;
     uint64_t want = 0;
+    uint64_t cap = kFlushBytes;  // of the first frame's payload, this write
+    if (conn.out.size() == 1 && conn.out.front().sent == 0 && conn.out.front().payload_bytes >= kStreamEagerMin) {
+      if (++conn.large_writes >= kSegmentRecheck) ReadSegment(conn);
+      cap = std::min(cap, LoneFrameFirstWrite(conn.out.front().payload_bytes, conn.segment) - sizeof(FrameHeader));
+    }
     for (std::size_t k = 0; k < conn.out.size() && n_iov + 2 <= kMaxIov; ++k) {
       OutFrame& f = conn.out[k];
       uint64_t skip = f.sent;
@@ -352,7 +357,7 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
         skip -= sizeof(FrameHeader);
       }
       if (f.payload_bytes > skip) {
-        const uint64_t piece = std::min<uint64_t>(f.payload_bytes - skip, kFlushBytes);
+        const uint64_t piece = std::min<uint64_t>(f.payload_bytes - skip, k == 0 ? cap : kFlushBytes);
         iov[n_iov++] = {const_cast<std::byte*>(f.payload) + skip, static_cast<std::size_t>(piece)};
         want += piece;
         if (piece < f.payload_bytes - skip) break;

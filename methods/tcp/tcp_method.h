@@ -130,6 +130,16 @@ class TcpMethod final : public Method {
   // which grows as the peer's window does (the kernel bounds it by half the
   // largest window seen).
   static constexpr uint32_t kSegmentRecheck = 64;
+  // How much of a lone queued frame of `payload` bytes (a rendezvous
+  // message's data) Flush writes first: cut as FirstWrite cuts up to
+  // kCutFrameMax, where a 1 MiB ping-pong took 18 % less time; above it,
+  // a window of them streamed 5-9 % slower cut, so it goes whole.
+  static constexpr uint64_t kCutFrameMax = uint64_t{2} << 20;
+  static constexpr uint64_t LoneFrameFirstWrite(uint64_t payload, uint64_t segment) {
+    const uint64_t total = sizeof(FrameHeader) + payload;
+    if (payload < kStreamEagerMin || total > kCutFrameMax) return total;
+    return FirstWrite(total, segment);
+  }
   int rank() const { return rank_; }
   // The agent's lane this instance serves (MethodHost::lane).
   int lane() const { return lane_; }
