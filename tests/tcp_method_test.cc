@@ -214,13 +214,13 @@ TEST(TcpFirstWriteTest, CutsOnlyAFrameEndingInASliverOfASegment) {
 
 TEST(TcpFirstWriteTest, CutsALoneRendezvousFrameUpTo2MiB) {
   // A 1 MiB payload and its header: 16 segments of 65,483 and 888 bytes.
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite(1 << 20, 65483), 1015431u);
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite(512 << 10, 65483), 491355u);  // 8 segments and 464 bytes
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite((2 << 20) - 40, 65483), 2063563u);  // the largest cut: 2 MiB in all
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite((2 << 20) - 39, 65483), 2097153u);  // one byte more: whole
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite(4 << 20, 65483), 4194344u);
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite(16 << 10, 65483), 16424u);  // below kStreamEagerMin: whole
-  EXPECT_EQ(TcpMethod::LoneFrameFirstWrite(1 << 20, 1448), 1048616u);   // a network's packets
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite(1 << 20, 65483), 1015431u);
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite(512 << 10, 65483), 491355u);  // 8 segments and 464 bytes
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite((2 << 20) - 40, 65483), 2063563u);  // the largest cut: 2 MiB in all
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite((2 << 20) - 39, 65483), 2097153u);  // one byte more: whole
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite(4 << 20, 65483), 4194344u);
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite(16 << 10, 65483), 16424u);  // below kStreamEagerMin: whole
+  EXPECT_EQ(TcpMethod::LargeFrameFirstWrite(1 << 20, 1448), 1048616u);   // a network's packets
 }
 
 // Both ranks stream 64 KiB messages at each other, 64 each way before either

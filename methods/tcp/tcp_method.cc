@@ -238,11 +238,7 @@ void TcpMethod::StartEager(Car& c, CarEvents& events) {
       n = ::send(conn.fd, frame, sizeof(h) + h.length, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       const uint64_t total = sizeof(h) + h.length;
-      uint64_t first = total;
-      if (h.length >= kStreamEagerMin) {
-        if (++conn.large_writes >= kSegmentRecheck) m.ReadSegment(conn);
-        first = FirstWrite(total, conn.segment);
-      }
+      const uint64_t first = m.FirstWriteOn(conn, h.length);
       iovec iov[2] = {{const_cast<FrameHeader*>(&h), sizeof(h)},
                       {const_cast<std::byte*>(payload), static_cast<std::size_t>(first - sizeof(h))}};
       msghdr msg{};
@@ -342,9 +338,8 @@ int TcpMethod::Flush(TcpConn& conn, CarEvents* events) {
     int n_iov = 0;
     uint64_t want = 0;
     uint64_t cap = kFlushBytes;  // of the first frame's payload, this write
-    if (conn.out.size() == 1 && conn.out.front().sent == 0 && conn.out.front().payload_bytes >= kStreamEagerMin) {
-      if (++conn.large_writes >= kSegmentRecheck) ReadSegment(conn);
-      cap = std::min(cap, LoneFrameFirstWrite(conn.out.front().payload_bytes, conn.segment) - sizeof(FrameHeader));
+    if (conn.out.size() == 1 && conn.out.front().sent == 0) {
+      cap = std::min(cap, FirstWriteOn(conn, conn.out.front().payload_bytes) - sizeof(FrameHeader));
     }
     for (std::size_t k = 0; k < conn.out.size() && n_iov + 2 <= kMaxIov; ++k) {
       OutFrame& f = conn.out[k];
@@ -399,6 +394,12 @@ void TcpMethod::BecomeConnected(TcpConn& conn) {
   ReadSegment(conn);
   // Room for the largest eager frame, and for reading many small ones at once.
   if (conn.rx.empty()) conn.rx.resize(std::max(kRxMin, options_.eager_limit + sizeof(FrameHeader) + 4096));
+}
+
+uint64_t TcpMethod::FirstWriteOn(TcpConn& conn, uint64_t payload) {
+  if (payload < kStreamEagerMin) return sizeof(FrameHeader) + payload;
+  if (++conn.large_writes >= kSegmentRecheck) ReadSegment(conn);
+  return LargeFrameFirstWrite(payload, conn.segment);
 }
 
 void TcpMethod::ReadSegment(TcpConn& conn) {

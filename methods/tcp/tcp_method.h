@@ -95,8 +95,8 @@ struct TcpConn {
   car::Car* data_car = nullptr;  // a DATA frame or a large eager one being read into this receive
   uint64_t data_left = 0;
   // The connection's segment size (TCP_MAXSEG, read once connected and
-  // every kSegmentRecheck large frames): how StartEager writes a large frame
-  // (FirstWrite).
+  // every kSegmentRecheck large frames): how a large frame is written
+  // (FirstWriteOn).
   uint64_t segment = 0;
   uint32_t large_writes = 0;  // since the segment size was read
 };
@@ -115,7 +115,7 @@ class TcpMethod final : public Method {
   // Segments at least this large are the kernel's buffers (loopback's hold
   // 65,483 bytes), not a network's packets: FirstWrite cuts frames only there.
   static constexpr uint64_t kCutSegmentMin = 32 * 1024;
-  // How much of a `total`-byte frame StartEager writes first on a connection
+  // How much of a `total`-byte frame is written first on a connection
   // of `segment`-byte segments. A frame that one write ends in a sliver of a
   // segment (a 64 KiB message and its header on loopback: 65,576 bytes in
   // segments of 65,483) streamed both ways at half the rate of one within a
@@ -126,16 +126,16 @@ class TcpMethod final : public Method {
     const uint64_t sliver = total % segment;
     return sliver != 0 && sliver < segment / 2 ? total - (segment + sliver) / 2 : total;
   }
-  // Large frames StartEager writes between readings of the segment size,
+  // Large frames written between readings of the segment size,
   // which grows as the peer's window does (the kernel bounds it by half the
   // largest window seen).
   static constexpr uint32_t kSegmentRecheck = 64;
-  // How much of a lone queued frame of `payload` bytes (a rendezvous
-  // message's data) Flush writes first: cut as FirstWrite cuts up to
-  // kCutFrameMax, where a 1 MiB ping-pong took 18 % less time; above it,
-  // a window of them streamed 5-9 % slower cut, so it goes whole.
+  // How much of a frame of `payload` bytes is written first, eager or a
+  // rendezvous message's data: cut as FirstWrite cuts from kStreamEagerMin
+  // up to kCutFrameMax (a 1 MiB ping-pong took 18 % less time cut); above
+  // it, a window of DATA frames streamed 5-9 % slower cut, so it goes whole.
   static constexpr uint64_t kCutFrameMax = uint64_t{2} << 20;
-  static constexpr uint64_t LoneFrameFirstWrite(uint64_t payload, uint64_t segment) {
+  static constexpr uint64_t LargeFrameFirstWrite(uint64_t payload, uint64_t segment) {
     const uint64_t total = sizeof(FrameHeader) + payload;
     if (payload < kStreamEagerMin || total > kCutFrameMax) return total;
     return FirstWrite(total, segment);
@@ -204,6 +204,9 @@ class TcpMethod final : public Method {
   void DropConnection(TcpConn& conn);   // closes the VC's socket
   void BecomeConnected(TcpConn& conn);  // connected operations, a receive buffer
   void ReadSegment(TcpConn& conn);      // conn.segment, from TCP_MAXSEG
+  // LargeFrameFirstWrite on `conn`, whose segment size it reads again every
+  // kSegmentRecheck large frames (StartEager's direct write, Flush's lone frame).
+  uint64_t FirstWriteOn(TcpConn& conn, uint64_t payload);
   void Watch(int fd, uint32_t events, uint64_t tag);
   // A VC's socket in the epoll set with `events`, tagged as its VC's.
   void WatchVc(TcpConn& conn, uint32_t events);
