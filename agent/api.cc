@@ -220,21 +220,16 @@ absl::Status Request::Start() {
   Runtime::Entry in(runtime_);
   if (!in.ok()) return in.status("start");
   if (activity_) return BeginActivity();
-  CARTAGE_RETURN_IF_ERROR(Rearm(&done_));
+  CARTAGE_RETURN_IF_ERROR(PeerGone());
+  runtime_->Rearm(*car_, peer_, &done_);
   return runtime_->Post(this);
 }
 
-absl::Status Request::Rearm(base::Completion* counter) {
-  if (peer_ >= 0 && !runtime_->PeerStatus(peer_).ok()) {  // as Comm's Isend and Irecv refuse it
-    const bool send = car_->kind() == car::CarKind::kSend;
-    return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", OpName(send, false),
-                                                  Toward(send), CommRank(peer_),
-                                                  runtime_->PeerStatus(peer_).message()));
-  }
-  car_->Rearm();
-  car_->Recount(counter);
-  runtime_->Rebind(*car_, peer_);
-  return absl::OkStatus();
+absl::Status Request::PeerGone() const {
+  if (peer_ < 0 || runtime_->PeerStatus(peer_).ok()) return absl::OkStatus();  // as Comm's Isend and Irecv refuse it
+  const bool send = car_->kind() == car::CarKind::kSend;
+  return absl::UnavailableError(absl::StrFormat("start: persistent %s %s rank %d: %s", OpName(send, false),
+                                                Toward(send), CommRank(peer_), runtime_->PeerStatus(peer_).message()));
 }
 
 absl::Status Request::BeginActivity() {

@@ -78,8 +78,8 @@ class EngineAccess {
     if (r.car_ == nullptr || r.in_flight_) {
       return absl::FailedPreconditionError("start: not an idle persistent send or receive");
     }
-    CARTAGE_RETURN_IF_ERROR(r.Rearm(counter));
-    return r.runtime_->PostCar(*r.car_);
+    if (r.peer_ >= 0 && !r.runtime_->PeerStatus(r.peer_).ok()) [[unlikely]] return r.PeerGone();
+    return r.runtime_->Restart(*r.car_, r.peer_, counter);
   }
 
   static car::Car* CarOf(const Request& r) { return r.car_; }

@@ -276,7 +276,10 @@ absl::Status Runtime::CreateAndPost(const car::MessageSpec& m, int peer, Request
   return PostNow(**car);
 }
 
-absl::Status Runtime::PostCar(Car& car) { return PostNow(car); }
+absl::Status Runtime::Restart(Car& car, int peer, base::Completion* counter) {
+  Rearm(car, peer, counter);
+  return PostNow(car);
+}
 
 int Runtime::ProgressAll(bool idle_due) {
   int work = 0;
@@ -437,7 +440,7 @@ Car* Runtime::Revive(CompactMessage& r, car::CarEvents& events) {
   eager.proto = r.proto;
   eager.source = e.rank;
   eager.tag = e.tag;
-  eager.data = r.payload();  // read when the raised event runs; the record goes after the post (PostCar)
+  eager.data = r.payload();  // read when the raised event runs; the record goes after the post (PostNow)
   events.Raise<car::UnexpectedMachine>(*u, car::UnexpectedEvent::kEager, eager);
   revived_.push_back(&r);
   return u;

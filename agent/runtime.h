@@ -165,15 +165,20 @@ class Runtime : public methods::MethodHost {
   absl::Status Post(Request* req);
   // Create, then Post, in one call: a nonblocking send's or receive's.
   absl::Status CreateAndPost(const car::MessageSpec& m, int peer, Request* req);
-  // Posts a send or receive CAR that counts down a completion other than a
-  // request's (a schedule's step: engine::StartCounted).
-  absl::Status PostCar(car::Car& car);
+  // Rearm, then post: a schedule's step (engine::StartCounted), one call
+  // where its start made three.
+  absl::Status Restart(car::Car& car, int peer, base::Completion* counter);
   const std::atomic<bool>* life() const { return life_; }
   // Which method carries each peer (also: persistent requests' registrations).
   Routes& routes() { return routes_; }
   const Routes& routes() const { return routes_; }
-  // Re-binds a persistent request's CAR to its peer before a restart.
-  void Rebind(car::Car& car, int peer) { routes_.Bind(car, peer); }
+  // Re-arms a persistent request's finished CAR to count down `counter`,
+  // bound again to world rank `peer`'s method (its private area fresh).
+  void Rearm(car::Car& car, int peer, base::Completion* counter) {
+    car.Rearm();
+    car.Recount(counter);
+    routes_.Bind(car, peer);
+  }
   // One round of progress. The usual one, a single method to poll and
   // nothing else due, is a call straight into that method: a waiting rank
   // runs many rounds a message (cartage-bench pingpong).
@@ -271,7 +276,7 @@ class Runtime : public methods::MethodHost {
   // Builds the CAR of `m` counting down `counter`, its spec completed (VC,
   // owner, eager limit) in its slot, bound to world rank `peer` (-1: any).
   absl::StatusOr<car::Car*> Build(const car::MessageSpec& m, int peer, base::Completion* counter);
-  // PostCar's work, in line in the runtime's own callers.
+  // A post's work, in line in the runtime's own callers.
   absl::Status PostNow(car::Car& car);
   // `req` takes `car`, bound to world rank `peer` (-1: any).
   void Attach(Request* req, car::Car* car, int peer) {

@@ -153,9 +153,9 @@ class Request {
   void Finish();  // once completed: returns the CAR (kept if persistent)
   int CommRank(int world) const;  // a world rank's rank in the communicator (-1: not in it)
   absl::Status BeginActivity();  // runs activity_ once and has the runtime poll it
-  // What a start does first: fail if the peer is gone, else re-arm the CAR
-  // to count down `counter` and bind it to the peer's method again.
-  absl::Status Rearm(base::Completion* counter);
+  // Whether a start must fail because the peer is gone (OK if not): the
+  // error it fails with, naming the peer.
+  absl::Status PeerGone() const;
   agent::Runtime* runtime_ = nullptr;
   const std::atomic<bool>* life_ = nullptr;  // whether runtime_ lives
   // Whether the Agent it ran on is gone: nothing of it may be touched.
