@@ -13,12 +13,12 @@ import re
 import sys
 
 # Lower numbers sit lower; a folder may include its own rank and below.
-RANK = {"base": 0, "datatype": 1, "fsm": 1, "car": 2, "methods": 3, "agent": 5, "collectives": 6, "kit": 7,
+RANK = {"base": 0, "datatype": 1, "fsm": 1, "car": 2, "methods": 3, "agent": 5, "collectives": 6, "rma": 7, "kit": 7,
         "tools": 8, "examples": 8, "bench": 8, "tests": 8}
 # fsm and datatype know nothing of each other.
 APART = {("fsm", "datatype"), ("datatype", "fsm")}
 PUBLIC = {"cartage/cartage.h": "agent", "cartage/engine.h": "agent", "cartage/collectives.h": "collectives",
-          "cartage/schedule.h": "collectives", "cartage/xfer.h": "collectives"}
+          "cartage/schedule.h": "collectives", "cartage/xfer.h": "collectives", "cartage/rma.h": "rma"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
@@ -68,7 +68,7 @@ def check(repo):
                             problems.append(f"{where}: {target_folder}/ sits above {folder}/")
                         elif method and target_method and method != target_method:
                             problems.append(f"{where}: one method's folder includes another's")
-                        elif target is None and target_folder in ("agent", "collectives") and folder != target_folder \
+                        elif target is None and target_folder in ("agent", "collectives", "rma") and folder != target_folder \
                                 and folder not in ("tools", "tests", "bench"):
                             problems.append(f"{where}: {target_folder}/'s internals (use its public headers)")
     return problems

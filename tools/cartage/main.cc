@@ -10,6 +10,7 @@
 #include "car/machines.h"
 #include "cartage/collectives.h"
 #include "cartage/schedule.h"
+#include "rma/rma_fsm.h"
 #include "methods/tcp/tcp_method.h"
 #include "fsm/registry.h"
 #include "tools/cartage/diagrams.h"
@@ -69,6 +70,7 @@ absl::Status Register(cartage::fsm::Registry& reg) {
   absl::Status registered = cartage::car::RegisterCarMachines(reg);
   registered.Update(cartage::methods::tcp::RegisterTcpMachines(reg));
   registered.Update(cartage::RegisterScheduleMachines(reg));
+  registered.Update(cartage::rma::RegisterRmaMachines(reg));
   return registered;
 }
 

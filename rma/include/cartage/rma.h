@@ -1,0 +1,107 @@
+// One-sided communication (RMA): windows of memory that the other ranks of a
+// communicator put into, get from and accumulate into, inside epochs opened
+// and closed by fences (MPI-3.1's active target).
+//
+//   auto win = cartage::Window::Allocate(world, n * sizeof(double), sizeof(double));
+//   CARTAGE_CHECK_OK((*win)->Fence());                      // opens the first epoch
+//   CARTAGE_CHECK_OK((*win)->Put(x, n * sizeof(double), right, 0));
+//   CARTAGE_CHECK_OK((*win)->Accumulate(x, n, dbl, 0, 0, n, dbl, cartage::Op(cartage::OpKind::kSum)));
+//   CARTAGE_CHECK_OK((*win)->Fence());                      // every operation of the epoch is done
+//   CARTAGE_CHECK_OK((*win)->Free());
+//
+// Every operation is a chain of CARs (seed 002): at the origin an rma_op
+// machine over the sends and receives that carry it; at the target the
+// operation's control message makes an rma_serve machine whose receive
+// lands a put's data straight in the window, or whose send carries a get's
+// data back; the window's epochs are an rma_epoch machine (diagrams/).
+// The target's agent serves operations whenever it makes progress (any
+// wait or test, and every fence), so in an active-target epoch no rank
+// waits on one that computes: every rank reaches the fence.
+//
+// A displacement counts in the target's displacement unit; the origin
+// knows every rank's window size and unit (exchanged at creation) and
+// refuses an access outside the target's window before anything moves,
+// naming window, target, displacement and size; the target checks again.
+// Within one epoch, operations from one origin to one target are applied
+// in the order they were issued, so accumulates to one location are
+// ordered, and each element of an accumulate is applied whole.
+#ifndef CARTAGE_RMA_INCLUDE_CARTAGE_RMA_H_
+#define CARTAGE_RMA_INCLUDE_CARTAGE_RMA_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "cartage/cartage.h"
+#include "datatype/op.h"
+
+namespace cartage {
+
+namespace rma {
+class WindowState;
+}  // namespace rma
+
+class Window {
+ public:
+  // A window over `bytes` bytes of the caller's memory at `base`
+  // (collective over `comm`: every rank calls it, in the same order as its
+  // other collective calls; a rank may expose 0 bytes). `disp_unit` > 0.
+  static absl::StatusOr<std::unique_ptr<Window>> Create(const Comm& comm, void* base, uint64_t bytes,
+                                                        int disp_unit = 1);
+  // A window over `bytes` bytes cartage allocates (64-byte aligned, zeroed),
+  // freed with the window.
+  static absl::StatusOr<std::unique_ptr<Window>> Allocate(const Comm& comm, uint64_t bytes, int disp_unit = 1);
+  // Not freed by Free(): its service stops here, locally (operations other
+  // ranks still send to it are not served).
+  ~Window();
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  // `origin_count` elements of `origin_type` at `origin`, into the target's
+  // window at `disp` (in its displacement unit) as `target_count` elements
+  // of `target_type`: the two must hold the same number of bytes. Returns
+  // once the operation is issued; the next Fence completes it (the origin
+  // buffer may be reused only then).
+  absl::Status Put(const void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                   int64_t target_count, const Datatype& target_type);
+  absl::Status Put(const void* origin, std::size_t bytes, int target, uint64_t disp);
+  // The reverse: the target's data lands at `origin` by the next Fence.
+  absl::Status Get(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                   int64_t target_count, const Datatype& target_type);
+  absl::Status Get(void* origin, std::size_t bytes, int target, uint64_t disp);
+  // target = origin op target, element by element (`op` a predefined
+  // operator, defined on the target type's one basic type).
+  absl::Status Accumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                          uint64_t disp, int64_t target_count, const Datatype& target_type, const datatype::Op& op);
+
+  // Closes the epoch (every operation this rank issued is done, and every
+  // operation issued to it is applied) and opens the next (collective).
+  // The first fence opens the first epoch. An operation that failed fails
+  // the fence, naming it.
+  absl::Status Fence();
+  // Frees the window (collective; after a fence closed the last epoch).
+  absl::Status Free();
+
+  void* base() const;
+  uint64_t bytes() const;
+  int disp_unit() const;
+  // The window's epoch state (rma_epoch: "idle", "open", "fencing",
+  // "failed", "freed"), for inspection.
+  absl::string_view state() const;
+  // Operations this rank served as a target, and those it issued, since the window was made.
+  uint64_t served() const;
+  uint64_t issued() const;
+
+ private:
+  explicit Window(std::shared_ptr<rma::WindowState> state);
+  static absl::StatusOr<std::unique_ptr<Window>> Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
+                                                      bool allocate);
+  std::shared_ptr<rma::WindowState> state_;
+};
+
+}  // namespace cartage
+
+#endif  // CARTAGE_RMA_INCLUDE_CARTAGE_RMA_H_

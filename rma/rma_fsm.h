@@ -1,0 +1,238 @@
+// The tables of one-sided communication:
+//   rma_epoch  a window's epochs: opened by a fence, closed by the next one
+//              once every operation to and from this rank is done;
+//   rma_op     an operation at its origin: its control message (and a put's
+//              or accumulate's data) sent, a get's data received back;
+//   rma_serve  an operation at its target: made by its control message,
+//              queued until its epoch is open here and the operations its
+//              origin issued before it have landed, then applied (data
+//              carried in the control message), received straight into the
+//              window (a put's data), reduced into it (an accumulate's), or
+//              sent back (a get's); a request outside the window is refused
+//              and its data drained.
+// Every event a CAR of the operation's messages ends is a `sent`, `data` or
+// `replied` here; the window's code dispatches them as it finds those CARs
+// done (rma/window.cc), and the actions post the next ones.
+#ifndef CARTAGE_RMA_RMA_FSM_H_
+#define CARTAGE_RMA_RMA_FSM_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fsm/machine.h"
+#include "fsm/registry.h"
+
+namespace cartage::rma {
+
+class WindowState;
+struct OriginOp;
+struct ServedOp;
+
+// What an rma event carries: the error of an `error` event.
+struct RmaSignal {
+  absl::Status error;
+};
+
+// ---- rma_epoch ----------------------------------------------------------------
+
+struct EpochActions {
+  static void OpenEpoch(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
+  static void NameFailure(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
+};
+
+struct EpochDef {
+  enum class State : uint8_t { kIdle, kOpen, kFencing, kFailed, kFreed, kCount };
+  enum class Event : uint8_t { kFence, kEnded, kError, kFree, kCount };
+  using Context = WindowState;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_epoch";
+  static constexpr absl::string_view kSummary =
+      "a window's epochs: a fence opens one, the next closes it once every operation to and from this rank is done";
+  static constexpr std::array<absl::string_view, 5> kStates = {"idle", "open", "fencing", "failed", "freed"};
+  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"fence", fsm::EventKind::kUser},
+                                                             {"ended", fsm::EventKind::kProgress},
+                                                             {"error", fsm::EventKind::kProgress},
+                                                             {"free", fsm::EventKind::kUser}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kFreed};
+  static constexpr bool kRaisesEvents = false;  // the window's calls drive it
+  static fsm::StateWord& Cell(WindowState& w);
+  static uint64_t IdOf(const WindowState& w);
+  static void Subject(const WindowState& w, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace epoch_fsm {
+using D = EpochDef;
+using S = EpochDef::State;
+using E = EpochDef::Event;
+inline constexpr fsm::Action<D> kOpenEpoch{"OpenEpoch", &EpochActions::OpenEpoch};
+inline constexpr fsm::Action<D> kNameFailure{"NameFailure", &EpochActions::NameFailure};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source        event      guard  action        target
+  {S::kIdle,     E::kFence, {},    kOpenEpoch,   S::kOpen},
+  {S::kIdle,     E::kFree,  {},    {},           S::kFreed},
+  {S::kOpen,     E::kFence, {},    {},           S::kFencing},
+  {S::kOpen,     E::kFree,  {},    {},           S::kFreed},
+  {S::kFencing,  E::kEnded, {},    kOpenEpoch,   S::kOpen},
+  {S::kFencing,  E::kError, {},    kNameFailure, S::kFailed},
+  {S::kFailed,   E::kFree,  {},    {},           S::kFreed},
+});
+// clang-format on
+}  // namespace epoch_fsm
+
+using EpochMachine = fsm::Machine<EpochDef, epoch_fsm::kTable>;
+using EpochState = EpochDef::State;
+using EpochEvent = EpochDef::Event;
+
+// ---- rma_op -------------------------------------------------------------------
+
+using OpEvents = fsm::EventQueue<OriginOp, RmaSignal>;
+
+struct OpActions {
+  static bool IsGet(const OriginOp& op, const RmaSignal& x);
+  static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
+  static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
+};
+
+struct OpDef {
+  enum class State : uint8_t { kIdle, kIssued, kAwaitingData, kDone, kFailed, kCount };
+  enum class Event : uint8_t { kIssue, kSent, kData, kError, kCount };
+  using Context = OriginOp;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_op";
+  static constexpr absl::string_view kSummary =
+      "an operation at its origin: its control message and data sent, a get's data received back";
+  static constexpr std::array<absl::string_view, 5> kStates = {"idle", "issued", "awaiting_data", "done", "failed"};
+  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"issue", fsm::EventKind::kUser},
+                                                             {"sent", fsm::EventKind::kProgress},
+                                                             {"data", fsm::EventKind::kWire},
+                                                             {"error", fsm::EventKind::kProgress}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kDone, State::kFailed};
+  static fsm::StateWord& Cell(OriginOp& op);
+  static uint64_t IdOf(const OriginOp& op);
+  static void Subject(const OriginOp& op, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace op_fsm {
+using D = OpDef;
+using S = OpDef::State;
+using E = OpDef::Event;
+inline constexpr fsm::Guard<D> kIsGet{"IsGet", &OpActions::IsGet};
+inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
+inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source              event       guard   action  target
+  {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
+  {S::kIssued,         E::kSent,   kIsGet, {},     S::kAwaitingData},
+  {S::kIssued,         E::kSent,   {},     {},     S::kDone},
+  {S::kIssued,         E::kError,  {},     kFail,  S::kFailed},
+  {S::kAwaitingData,   E::kData,   {},     {},     S::kDone},
+  {S::kAwaitingData,   E::kError,  {},     kFail,  S::kFailed},
+});
+// clang-format on
+}  // namespace op_fsm
+
+using OpMachine = fsm::Machine<OpDef, op_fsm::kTable>;
+using OpState = OpDef::State;
+using OpEvent = OpDef::Event;
+
+// ---- rma_serve ----------------------------------------------------------------
+
+using ServeEvents = fsm::EventQueue<ServedOp, RmaSignal>;
+
+struct ServeActions {
+  // Its epoch (this one or the next) is not open here, or an operation its
+  // origin issued before it has not landed: checked before Refused, so a
+  // refused operation's drain still takes its origin's data in order.
+  static bool Waits(const ServedOp& op, const RmaSignal& x);
+  static bool Refused(const ServedOp& op, const RmaSignal& x);      // malformed, or outside the window
+  static bool Inline(const ServedOp& op, const RmaSignal& x);       // its data came in the control message
+  static bool IsGet(const ServedOp& op, const RmaSignal& x);
+  static bool Failed(const ServedOp& op, const RmaSignal& x);       // its data's receive failed
+  static void Queue(ServedOp& op, const RmaSignal& x, ServeEvents& events);
+  static void Refuse(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // names it; drains its data
+  static void Apply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // the control message's data
+  static void Reply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // a get's data, sent back
+  static void PostData(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // into the window, or a temporary
+  static void Land(ServedOp& op, const RmaSignal& x, ServeEvents& events);    // an accumulate's reduction
+  static void Fail(ServedOp& op, const RmaSignal& x, ServeEvents& events);
+};
+
+struct ServeDef {
+  enum class State : uint8_t { kNew, kQueued, kReceiving, kReplying, kDraining, kDone, kRefused, kFailed, kCount };
+  enum class Event : uint8_t { kHeader, kTurn, kData, kReplied, kError, kCount };
+  using Context = ServedOp;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_serve";
+  static constexpr absl::string_view kSummary =
+      "an operation at its target: queued until its turn, then applied, received into the window, or answered";
+  static constexpr std::array<absl::string_view, 8> kStates = {"new",      "queued", "receiving", "replying",
+                                                               "draining", "done",   "refused",   "failed"};
+  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{{"header", fsm::EventKind::kWire},
+                                                             {"turn", fsm::EventKind::kProgress},
+                                                             {"data", fsm::EventKind::kWire},
+                                                             {"replied", fsm::EventKind::kProgress},
+                                                             {"error", fsm::EventKind::kProgress}}};
+  static constexpr State kInitial = State::kNew;
+  static constexpr std::array kFinal = {State::kDone, State::kRefused, State::kFailed};
+  static fsm::StateWord& Cell(ServedOp& op);
+  static uint64_t IdOf(const ServedOp& op);
+  static void Subject(const ServedOp& op, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace serve_fsm {
+using D = ServeDef;
+using S = ServeDef::State;
+using E = ServeDef::Event;
+using A = ServeActions;
+inline constexpr fsm::Guard<D> kWaits{"Waits", &A::Waits};
+inline constexpr fsm::Guard<D> kRefused{"Refused", &A::Refused};
+inline constexpr fsm::Guard<D> kInline{"Inline", &A::Inline};
+inline constexpr fsm::Guard<D> kIsGet{"IsGet", &A::IsGet};
+inline constexpr fsm::Guard<D> kFailed{"Failed", &A::Failed};
+inline constexpr fsm::Action<D> kQueue{"Queue", &A::Queue};
+inline constexpr fsm::Action<D> kRefuse{"Refuse", &A::Refuse};
+inline constexpr fsm::Action<D> kApply{"Apply", &A::Apply};
+inline constexpr fsm::Action<D> kReply{"Reply", &A::Reply};
+inline constexpr fsm::Action<D> kPostData{"PostData", &A::PostData};
+inline constexpr fsm::Action<D> kLand{"Land", &A::Land};
+inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source            event        guard     action     target
+  {S::kNew,          E::kHeader,  kWaits,   kQueue,    S::kQueued},
+  {S::kNew,          E::kHeader,  kRefused, kRefuse,   S::kDraining},
+  {S::kNew,          E::kHeader,  kInline,  kApply,    S::kDone},
+  {S::kNew,          E::kHeader,  kIsGet,   kReply,    S::kReplying},
+  {S::kNew,          E::kHeader,  {},       kPostData, S::kReceiving},
+  {S::kQueued,       E::kTurn,    kRefused, kRefuse,   S::kDraining},
+  {S::kQueued,       E::kTurn,    kInline,  kApply,    S::kDone},
+  {S::kQueued,       E::kTurn,    kIsGet,   kReply,    S::kReplying},
+  {S::kQueued,       E::kTurn,    {},       kPostData, S::kReceiving},
+  {S::kReceiving,    E::kData,    kFailed,  kFail,     S::kFailed},
+  {S::kReceiving,    E::kData,    {},       kLand,     S::kDone},
+  {S::kReceiving,    E::kError,   {},       kFail,     S::kFailed},
+  {S::kReplying,     E::kReplied, kFailed,  kFail,     S::kFailed},
+  {S::kReplying,     E::kReplied, {},       {},        S::kDone},
+  {S::kReplying,     E::kError,   {},       kFail,     S::kFailed},
+  {S::kDraining,     E::kData,    {},       {},        S::kRefused},
+  {S::kDraining,     E::kError,   {},       {},        S::kRefused},
+});
+// clang-format on
+}  // namespace serve_fsm
+
+using ServeMachine = fsm::Machine<ServeDef, serve_fsm::kTable>;
+using ServeState = ServeDef::State;
+using ServeEvent = ServeDef::Event;
+
+// Registers rma_epoch, rma_op and rma_serve (diagrams, trace check).
+absl::Status RegisterRmaMachines(fsm::Registry& registry);
+
+}  // namespace cartage::rma
+
+#endif  // CARTAGE_RMA_RMA_FSM_H_

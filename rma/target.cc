@@ -1,0 +1,289 @@
+// The target side of one-sided communication: the service that takes each
+// control message as it comes and serves its operation (rma_serve).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "datatype/basic_type.h"
+#include "rma/window_state.h"
+
+namespace cartage::rma {
+
+namespace {
+
+std::atomic<uint64_t> g_next_served{1};
+
+// Why the control message `m` (its `n` bytes parsed into `op`) cannot be
+// served here: empty if it can.
+std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::size_t n) {
+  if (n < sizeof(Header)) return absl::StrFormat("a control message of %d bytes, shorter than its header", n);
+  std::memcpy(&op.h, m, sizeof(Header));
+  const Header& h = op.h;
+  if (h.magic != kMagic) return "a control message with a foreign header";
+  if (h.kind >= static_cast<uint8_t>(OpKind::kCount)) return absl::StrFormat("an operation of kind %d", h.kind);
+  if (h.runs > kMaxRuns) return absl::StrFormat("a layout of %d blocks", h.runs);
+  if (h.epoch == 0 || (h.epoch != w.epoch && h.epoch != w.epoch + 1)) {
+    return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
+  }
+  const std::size_t layout = sizeof(Header) + h.runs * sizeof(Run);
+  const std::size_t expected = layout + (h.inline_data ? h.bytes : 0);
+  if (h.inline_data > 1 || h.bytes > (uint64_t{1} << 56) || expected != n) {
+    return absl::StrFormat("a control message of %d bytes where its header says %d", n, expected);
+  }
+  op.runs.resize(h.runs);
+  if (h.runs > 0) std::memcpy(op.runs.data(), m + sizeof(Header), h.runs * sizeof(Run));
+  if (h.inline_data) op.data.assign(m + layout, m + n);
+  const auto kind = static_cast<OpKind>(h.kind);
+  if (kind == OpKind::kAccumulate) {
+    const auto basic = static_cast<datatype::BasicType>(h.basic);
+    const auto opk = static_cast<datatype::OpKind>(h.op);
+    if (h.basic >= static_cast<uint8_t>(datatype::BasicType::kCount) || opk >= datatype::OpKind::kUser ||
+        !datatype::Defined(opk, basic)) {
+      return absl::StrFormat("an accumulate with operator %d on basic type %d", h.op, h.basic);
+    }
+  }
+  const int64_t unit = w.disp_unit;
+  if (h.disp > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 2 / std::max<int64_t>(unit, 1))) {
+    return absl::StrFormat("displacement %d overflows", h.disp);
+  }
+  const int64_t at = static_cast<int64_t>(h.disp) * unit;
+  const int64_t elem =
+      kind == OpKind::kAccumulate ? static_cast<int64_t>(datatype::SizeOf(static_cast<datatype::BasicType>(h.basic))) : 1;
+  uint64_t total = 0;
+  for (const Run& r : op.runs) {
+    if (r.length <= 0 || r.length % elem != 0 || r.offset < -(int64_t{1} << 56) || r.offset > (int64_t{1} << 56) ||
+        at + r.offset < 0 || static_cast<uint64_t>(at + r.offset + r.length) > w.bytes) {
+      return absl::StrFormat("%d bytes at byte %d, outside this window of %d bytes", r.length, at + r.offset,
+                             w.bytes);
+    }
+    total += static_cast<uint64_t>(r.length);
+  }
+  if (total != h.bytes) return absl::StrFormat("a layout of %d bytes for %d bytes of data", total, h.bytes);
+  return "";
+}
+
+// Where the operation's target layout starts.
+std::byte* TargetOf(const ServedOp& op) {
+  return op.win->base + static_cast<int64_t>(op.h.disp) * op.win->disp_unit;
+}
+
+// The target layout as one datatype over TargetOf (its blocks in order), for
+// a receive or a reply; nullopt where it is one block.
+absl::Status MakeLayout(ServedOp& op) {
+  if (op.runs.size() <= 1) return absl::OkStatus();
+  std::vector<int64_t> lengths, offsets;
+  lengths.reserve(op.runs.size());
+  offsets.reserve(op.runs.size());
+  for (const Run& r : op.runs) {
+    lengths.push_back(r.length);
+    offsets.push_back(r.offset);
+  }
+  absl::StatusOr<Datatype> t = Datatype::Hindexed(lengths, offsets, Datatype::Basic(datatype::BasicType::kByte));
+  if (!t.ok()) return t.status();
+  op.layout = *std::move(t);
+  return absl::OkStatus();
+}
+
+void RaiseError(ServedOp& op, const absl::Status& st, ServeEvents& events) {
+  RmaSignal err;
+  err.error = st;
+  events.Raise<ServeMachine>(op, ServeEvent::kError, err);
+}
+
+}  // namespace
+
+// ---- rma_serve ------------------------------------------------------------------------
+
+fsm::StateWord& ServeDef::Cell(ServedOp& op) { return op.state; }
+uint64_t ServeDef::IdOf(const ServedOp& op) { return op.id; }
+void ServeDef::Subject(const ServedOp& op, const RmaSignal&, fsm::TraceRecord& r) {
+  r.context = op.win->comm.context();
+  r.peer = op.origin;
+  r.tag = op.h.kind;
+  r.bytes = op.h.bytes;
+}
+
+bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
+  const WindowState& w = *op.win;
+  const auto o = static_cast<std::size_t>(op.origin);
+  if (op.h.magic != kMagic || op.h.epoch == 0) return false;  // nothing of it can be trusted: refused
+  if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
+  return op.h.epoch != w.epoch || w.landing[o] > 0 || !w.queued[o].empty();
+}
+bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty(); }
+bool ServeActions::Inline(const ServedOp& op, const RmaSignal&) {
+  return static_cast<OpKind>(op.h.kind) != OpKind::kGet && (op.h.inline_data != 0 || op.h.bytes == 0);
+}
+bool ServeActions::IsGet(const ServedOp& op, const RmaSignal&) {
+  return static_cast<OpKind>(op.h.kind) == OpKind::kGet;
+}
+bool ServeActions::Failed(const ServedOp& op, const RmaSignal&) { return !op.status.ok(); }
+
+void ServeActions::Queue(ServedOp& op, const RmaSignal&, ServeEvents&) {
+  op.win->queued[static_cast<std::size_t>(op.origin)].push_back(&op);
+}
+
+void ServeActions::Refuse(ServedOp& op, const RmaSignal&, ServeEvents& events) {
+  op.status = absl::InvalidArgumentError(
+      absl::StrFormat("%s: refused an operation from rank %d: %s; nothing was written", op.win->Name(), op.origin,
+                      op.refusal));
+  // Data that follows in a message of its own is taken and dropped, so the
+  // origin's next data meets its own receive.
+  const bool apart = op.h.magic == kMagic && !op.h.inline_data && op.h.bytes > 0 &&
+                     static_cast<OpKind>(op.h.kind) != OpKind::kGet && op.h.bytes <= (uint64_t{1} << 32);
+  if (!apart) {
+    events.Raise<ServeMachine>(op, ServeEvent::kData);
+    return;
+  }
+  op.data.resize(static_cast<std::size_t>(op.h.bytes));
+  const absl::Status st = op.win->comm.Irecv(op.data.data(), op.data.size(), op.origin, kTagData, &op.req);
+  if (!st.ok()) RaiseError(op, st, events);
+}
+
+void ServeActions::Apply(ServedOp& op, const RmaSignal& x, ServeEvents& events) {
+  Land(op, x, events);
+}
+
+void ServeActions::Reply(ServedOp& op, const RmaSignal&, ServeEvents& events) {
+  absl::Status st = MakeLayout(op);
+  if (st.ok()) {
+    st = op.layout.has_value()
+             ? op.win->comm.Isend(TargetOf(op), 1, *op.layout, op.origin, kTagReply, &op.req)
+             : op.win->comm.Isend(TargetOf(op) + (op.runs.empty() ? 0 : op.runs[0].offset),
+                                  static_cast<std::size_t>(op.h.bytes), op.origin, kTagReply, &op.req);
+  }
+  if (!st.ok()) RaiseError(op, st, events);
+}
+
+void ServeActions::PostData(ServedOp& op, const RmaSignal&, ServeEvents& events) {
+  WindowState& w = *op.win;
+  ++w.landing[static_cast<std::size_t>(op.origin)];
+  absl::Status st;
+  if (static_cast<OpKind>(op.h.kind) == OpKind::kAccumulate) {
+    // Reduced into the window once all of it is here (Land), whole.
+    op.data.resize(static_cast<std::size_t>(op.h.bytes));
+    st = w.comm.Irecv(op.data.data(), op.data.size(), op.origin, kTagData, &op.req);
+  } else {
+    // A put becomes a receive at the target: its data lands in the window.
+    st = MakeLayout(op);
+    if (st.ok()) {
+      st = op.layout.has_value() ? w.comm.Irecv(TargetOf(op), 1, *op.layout, op.origin, kTagData, &op.req)
+                                 : w.comm.Irecv(TargetOf(op) + op.runs[0].offset,
+                                                static_cast<std::size_t>(op.h.bytes), op.origin, kTagData, &op.req);
+    }
+  }
+  if (!st.ok()) RaiseError(op, st, events);
+}
+
+void ServeActions::Land(ServedOp& op, const RmaSignal&, ServeEvents&) {
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  if (kind == OpKind::kGet) return;
+  if (kind == OpKind::kPut && !op.h.inline_data) return;  // landed in place
+  std::byte* target = TargetOf(op);
+  const std::byte* in = op.data.data();
+  const auto basic = static_cast<datatype::BasicType>(op.h.basic);
+  const auto size = static_cast<int64_t>(datatype::SizeOf(basic));
+  for (const Run& r : op.runs) {
+    if (kind == OpKind::kPut) {
+      std::memcpy(target + r.offset, in, static_cast<std::size_t>(r.length));
+    } else {
+      datatype::ReduceBasic(static_cast<datatype::OpKind>(op.h.op), basic, in, target + r.offset, r.length / size);
+    }
+    in += r.length;
+  }
+}
+
+void ServeActions::Fail(ServedOp& op, const RmaSignal& x, ServeEvents&) {
+  const absl::Status why = op.status.ok() ? x.error : op.status;
+  op.status = absl::Status(why.code(), absl::StrFormat("%s: %s of %d bytes from rank %d: %s", op.win->Name(),
+                                                       OpKindName(static_cast<OpKind>(op.h.kind)), op.h.bytes,
+                                                       op.origin, why.message()));
+}
+
+// ---- the service ------------------------------------------------------------------------
+
+std::optional<absl::Status> Service::Poll(int* work) {
+  if (EpochMachine::StateOf(*w_) == EpochState::kFreed) return absl::OkStatus();
+  w_->Serve(work);
+  return std::nullopt;
+}
+
+absl::Status WindowState::PostControlReceive() {
+  return comm.Irecv(control_buf.data(), control_buf.size(), kAnySource, kTagControl, &control_req);
+}
+
+void WindowState::Serve(int* work) {
+  // Control messages: each makes the operation it asks for.
+  while (control_req.active() && control_req.completed()) {
+    const absl::Status st = control_req.Wait();  // completed: at once
+    ++*work;
+    if (!st.ok()) {
+      if (served_failure.ok()) {
+        served_failure = absl::Status(st.code(), absl::StrFormat("%s: receiving a control message: %s", Name(),
+                                                                 st.message()));
+      }
+      if (st.code() == absl::StatusCode::kCancelled) return;
+    } else {
+      auto op = std::make_unique<ServedOp>();
+      op->id = g_next_served.fetch_add(1, std::memory_order_relaxed);
+      op->win = this;
+      op->origin = control_req.source();
+      op->refusal = Check(*this, *op, control_buf.data(), static_cast<std::size_t>(control_req.bytes()));
+      Take(std::move(op), work);
+    }
+    if (absl::Status posted = PostControlReceive(); !posted.ok()) {
+      if (served_failure.ok()) served_failure = posted;
+      return;
+    }
+  }
+  // Data received, replies sent.
+  for (std::size_t i = 0; i < serving.size(); ++i) {
+    ServedOp& op = *serving[i];
+    const ServeState s = ServeMachine::StateOf(op);
+    if (s != ServeState::kReceiving && s != ServeState::kReplying && s != ServeState::kDraining) continue;
+    if (!op.req.completed()) continue;
+    const absl::Status st = op.req.Wait();
+    ++*work;
+    if (s == ServeState::kDraining) {
+      (void)ServeMachine::Dispatch(op, ServeEvent::kData);
+    } else {
+      if (op.status.ok()) op.status = st;
+      if (s == ServeState::kReceiving) --landing[static_cast<std::size_t>(op.origin)];
+      (void)ServeMachine::Dispatch(op, s == ServeState::kReceiving ? ServeEvent::kData : ServeEvent::kReplied);
+    }
+    Settled(op);
+    if (s == ServeState::kReceiving) StartQueued(op.origin, work);
+  }
+  std::erase_if(serving, [](const std::unique_ptr<ServedOp>& op) { return ServeMachine::IsFinal(*op); });
+}
+
+void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {
+  ServedOp& ref = *op;
+  serving.push_back(std::move(op));
+  (void)ServeMachine::Dispatch(ref, ServeEvent::kHeader);
+  Settled(ref);
+  (void)work;
+}
+
+void WindowState::StartQueued(int origin, int* work) {
+  if (EpochMachine::StateOf(*this) == EpochState::kIdle) return;
+  std::deque<ServedOp*>& q = queued[static_cast<std::size_t>(origin)];
+  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 && q.front()->h.epoch == epoch) {
+    ServedOp& op = *q.front();
+    q.pop_front();
+    (void)ServeMachine::Dispatch(op, ServeEvent::kTurn);
+    Settled(op);
+    ++*work;
+  }
+}
+
+void WindowState::Settled(ServedOp& op) {
+  if (!ServeMachine::IsFinal(op)) return;
+  ++served;
+  ++served_in_epoch;
+  if (!op.status.ok() && served_failure.ok()) served_failure = op.status;
+}
+
+}  // namespace cartage::rma

@@ -1,0 +1,199 @@
+// Window: its making (every rank's size and unit exchanged, the service
+// launched), its calls, and its freeing.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "cartage/collectives.h"
+#include "cartage/rma.h"
+#include "fsm/registry.h"
+#include "rma/window_state.h"
+
+namespace cartage {
+
+namespace rma {
+
+namespace {
+std::atomic<uint32_t> g_windows{0};
+std::atomic<uint64_t> g_trace_ids{1};
+}  // namespace
+
+WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint32_t num)
+    : comm(c), base(b), bytes(n), disp_unit(unit), number(num),
+      trace_id(g_trace_ids.fetch_add(1, std::memory_order_relaxed)) {
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  sent_to.assign(ranks, 0);
+  queued.resize(ranks);
+  landing.assign(ranks, 0);
+  control_buf.resize(kControlMax);
+}
+
+WindowState::~WindowState() { StopService(); }
+
+std::string WindowState::Name() const {
+  return absl::StrFormat("window %d (rank %d of %d)", number, comm.rank(), comm.size());
+}
+
+void WindowState::StopService() {
+  if (EpochMachine::StateOf(*this) != EpochState::kFreed) (void)EpochMachine::Dispatch(*this, EpochEvent::kFree);
+  // The control receive still posted: nothing more is served.
+  if (control_req.active()) {
+    (void)control_req.Cancel();
+    control_req.Wait().IgnoreError();
+  }
+  if (service_req.active()) service_req.Wait().IgnoreError();  // its poll ends now the window is freed
+  for (const std::unique_ptr<ServedOp>& op : serving) {
+    if (op->req.active()) {
+      (void)op->req.Cancel();
+      op->req.Wait().IgnoreError();
+    }
+  }
+  serving.clear();
+}
+
+absl::Status WindowState::Free() {
+  if (EpochMachine::StateOf(*this) == EpochState::kFreed) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: freed already", Name()));
+  }
+  const std::size_t unfenced = ops.size();
+  // Every rank is here: nobody sends this window anything more.
+  absl::Status st = Barrier(comm);
+  StopService();
+  if (st.ok() && unfenced > 0) {
+    st = absl::FailedPreconditionError(
+        absl::StrFormat("%s: freed with %d operations issued since the last fence (a fence completes them)", Name(),
+                        unfenced));
+  }
+  ops.clear();
+  return st;
+}
+
+}  // namespace rma
+
+using rma::WindowState;
+
+Window::Window(std::shared_ptr<WindowState> state) : state_(std::move(state)) {}
+
+Window::~Window() = default;
+
+absl::StatusOr<std::unique_ptr<Window>> Window::Create(const Comm& comm, void* base, uint64_t bytes,
+                                                       int disp_unit) {
+  return Make(comm, base, bytes, disp_unit, /*allocate=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<Window>> Window::Allocate(const Comm& comm, uint64_t bytes, int disp_unit) {
+  return Make(comm, nullptr, bytes, disp_unit, /*allocate=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
+                                                     bool allocate) {
+  CARTAGE_RETURN_IF_ERROR(engine::Alive(comm, "window"));
+  // Checked before any collective call: a bad argument is named on the
+  // rank that passed it, which then takes no part in the exchange below
+  // (as with any collective call one rank did not make).
+  if (disp_unit <= 0) return absl::InvalidArgumentError(absl::StrFormat("window: displacement unit %d", disp_unit));
+  if (!allocate && base == nullptr && bytes > 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("window: null base for %d bytes", bytes));
+  }
+  if (bytes > (uint64_t{1} << 48)) return absl::InvalidArgumentError(absl::StrFormat("window: %d bytes", bytes));
+  Comm own = comm.Dup();
+  const uint32_t number = rma::g_windows.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::unique_ptr<std::byte, WindowState::FreeMemory> memory;
+  if (allocate) {
+    const std::size_t rounded = static_cast<std::size_t>((std::max<uint64_t>(bytes, 1) + 63) / 64 * 64);
+    memory.reset(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+    if (memory == nullptr) return absl::ResourceExhaustedError(absl::StrFormat("window: allocating %d bytes", bytes));
+    std::memset(memory.get(), 0, rounded);
+    base = memory.get();
+  }
+  auto state = std::make_shared<WindowState>(own, static_cast<std::byte*>(base), bytes, disp_unit, number);
+  state->owned = std::move(memory);
+  // Every rank's window, so that an origin checks its accesses itself.
+  struct Shape {
+    uint64_t bytes;
+    int64_t unit;
+  };
+  const Shape mine{bytes, disp_unit};
+  std::vector<Shape> all(static_cast<std::size_t>(own.size()));
+  static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
+  CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 2, kU64));
+  for (const Shape& s : all) {
+    state->sizes.push_back(s.bytes);
+    state->units.push_back(static_cast<int>(s.unit));
+  }
+  CARTAGE_RETURN_IF_ERROR(own.Irecv(state->control_buf.data(), state->control_buf.size(), kAnySource,
+                                    rma::kTagControl, &state->control_req));
+  CARTAGE_RETURN_IF_ERROR(
+      engine::Launch(own, std::make_shared<rma::Service>(state.get()), /*persistent=*/false, &state->service_req));
+  return std::unique_ptr<Window>(new Window(std::move(state)));
+}
+
+absl::Status Window::Put(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                         uint64_t disp, int64_t target_count, const Datatype& target_type) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("put");
+  return state_->Issue(rma::OpKind::kPut, const_cast<void*>(origin), origin_count, origin_type, target, disp,
+                       target_count, target_type, nullptr);
+}
+
+absl::Status Window::Put(const void* origin, std::size_t bytes, int target, uint64_t disp) {
+  static const Datatype kByte = Datatype::Basic(datatype::BasicType::kByte);
+  return Put(origin, static_cast<int64_t>(bytes), kByte, target, disp, static_cast<int64_t>(bytes), kByte);
+}
+
+absl::Status Window::Get(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                         int64_t target_count, const Datatype& target_type) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("get");
+  return state_->Issue(rma::OpKind::kGet, origin, origin_count, origin_type, target, disp, target_count,
+                       target_type, nullptr);
+}
+
+absl::Status Window::Get(void* origin, std::size_t bytes, int target, uint64_t disp) {
+  static const Datatype kByte = Datatype::Basic(datatype::BasicType::kByte);
+  return Get(origin, static_cast<int64_t>(bytes), kByte, target, disp, static_cast<int64_t>(bytes), kByte);
+}
+
+absl::Status Window::Accumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                                uint64_t disp, int64_t target_count, const Datatype& target_type,
+                                const datatype::Op& op) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("accumulate");
+  return state_->Issue(rma::OpKind::kAccumulate, const_cast<void*>(origin), origin_count, origin_type, target, disp,
+                       target_count, target_type, &op);
+}
+
+absl::Status Window::Fence() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("fence");
+  return state_->Fence();
+}
+
+absl::Status Window::Free() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("window free");
+  return state_->Free();
+}
+
+void* Window::base() const { return state_->base; }
+uint64_t Window::bytes() const { return state_->bytes; }
+int Window::disp_unit() const { return state_->disp_unit; }
+absl::string_view Window::state() const { return rma::EpochDef::kStates[state_->state.value()]; }
+uint64_t Window::served() const { return state_->served; }
+uint64_t Window::issued() const { return state_->issued; }
+
+namespace rma {
+
+absl::Status RegisterRmaMachines(fsm::Registry& registry) {
+  absl::Status s = registry.Register(EpochMachine::Describe());
+  s.Update(registry.Register(OpMachine::Describe()));
+  s.Update(registry.Register(ServeMachine::Describe()));
+  return s;
+}
+
+}  // namespace rma
+
+}  // namespace cartage

@@ -1,0 +1,168 @@
+// A window's state on one rank: its memory and every rank's window size,
+// the open epoch, the operations this rank issued in it (rma_op), and the
+// service that serves the operations issued to it (rma_serve), polled by
+// every round of the agent's progress while the window lives.
+#ifndef CARTAGE_RMA_WINDOW_STATE_H_
+#define CARTAGE_RMA_WINDOW_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cartage/cartage.h"
+#include "cartage/engine.h"
+#include "datatype/op.h"
+#include "rma/rma_fsm.h"
+
+namespace cartage::rma {
+
+enum class OpKind : uint8_t { kPut, kGet, kAccumulate, kCount };
+const char* OpKindName(OpKind kind);
+
+// The control message (CAM) of one operation: this header, then its target
+// layout (`runs` Runs), then its data where it travels with it.
+struct Header {
+  uint32_t magic = 0;
+  uint8_t kind = 0;       // OpKind
+  uint8_t op = 0;         // datatype::OpKind (accumulate)
+  uint8_t basic = 0;      // datatype::BasicType (accumulate)
+  uint8_t inline_data = 0;  // 1: the data follows the layout
+  uint32_t epoch = 0;     // the origin's epoch it was issued in
+  uint32_t runs = 0;
+  uint64_t disp = 0;      // in the target's displacement unit
+  uint64_t bytes = 0;     // data bytes
+};
+static_assert(sizeof(Header) == 32);
+inline constexpr uint32_t kMagic = 0x31414d52;  // "RMA1"
+
+// One contiguous block of the target layout: bytes from the target address
+// (the window's base + disp * unit), in the order of the packed data.
+struct Run {
+  int64_t offset = 0;
+  int64_t length = 0;
+};
+
+// Message tags on the window's communicator.
+inline constexpr int kTagControl = 1;
+inline constexpr int kTagData = 2;   // a put's or accumulate's data that does not travel in its control message
+inline constexpr int kTagReply = 3;  // a get's data
+// A control message's largest size (the target receives every one into a
+// buffer this big), and the data that travels in one.
+inline constexpr std::size_t kControlMax = 64 * 1024;
+inline constexpr std::size_t kInlineMax = 4096;
+inline constexpr std::size_t kMaxRuns = (kControlMax - sizeof(Header)) / sizeof(Run);
+
+struct OriginOp {
+  fsm::StateWord state;
+  uint64_t id = 0;
+  WindowState* win = nullptr;
+  OpKind kind = OpKind::kPut;
+  int target = 0;
+  uint64_t disp = 0;
+  uint64_t bytes = 0;
+  std::vector<std::byte> control;  // the control message
+  // The origin's data, sent (put, accumulate, when not in `control`) or
+  // received (get) as `count` elements of `type`.
+  void* origin = nullptr;
+  int64_t count = 0;
+  std::optional<Datatype> type;
+  bool data_apart = false;  // a put's or accumulate's data goes in a message of its own
+  Request control_req, data_req, reply_req;
+  absl::Status status;
+};
+
+struct ServedOp {
+  fsm::StateWord state;
+  uint64_t id = 0;
+  WindowState* win = nullptr;
+  int origin = 0;
+  Header h;
+  std::vector<Run> runs;
+  std::vector<std::byte> data;  // the data that came with the control message, or a temporary to receive into
+  std::string refusal;          // why it is refused (empty: well formed and inside the window)
+  std::optional<Datatype> layout;  // a receive's or reply's target layout where it is not one block
+  Request req;                  // its data's receive, or its reply
+  absl::Status status;
+};
+
+class WindowState {
+ public:
+  WindowState(const Comm& comm, std::byte* base, uint64_t bytes, int disp_unit, uint32_t number);
+  ~WindowState();
+
+  // The window's communicator (a Dup of the one it was made on).
+  Comm comm;
+  std::byte* base;
+  uint64_t bytes;
+  int disp_unit;
+  uint32_t number;        // this process's windows, counted from 1 (names it in errors)
+  uint64_t trace_id;
+  struct FreeMemory {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, FreeMemory> owned;  // Allocate's memory
+  std::vector<uint64_t> sizes;         // every rank's window, in bytes
+  std::vector<int> units;              // and displacement unit
+
+  fsm::StateWord state;   // rma_epoch
+  uint32_t epoch = 0;     // the epoch open here (0: none yet)
+  std::optional<absl::Status> failure;  // why the last fence failed (NameFailure)
+
+  // Origin side: the operations issued in the open epoch, and to whom.
+  std::vector<std::unique_ptr<OriginOp>> ops;
+  std::vector<uint64_t> sent_to;
+  uint64_t issued = 0;
+
+  // Target side.
+  std::vector<std::byte> control_buf;
+  Request control_req;
+  std::vector<std::unique_ptr<ServedOp>> serving;  // not final yet
+  std::vector<std::deque<ServedOp*>> queued;       // by origin, in arrival order
+  std::vector<int> landing;                        // by origin: operations whose data is being received
+  uint64_t served_in_epoch = 0;
+  uint64_t served = 0;
+  absl::Status served_failure;  // the first operation of the open epoch that failed or was refused here
+  Request service_req;
+
+  // The window, as errors name it: "window 2 (rank 1 of 4)".
+  std::string Name() const;
+  // Issues one operation (rma_op); `op` for accumulate only.
+  absl::Status Issue(OpKind kind, void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                     uint64_t disp, int64_t target_count, const Datatype& target_type, const datatype::Op* op);
+  absl::Status Fence();
+  absl::Status Free();
+  // Serves what came: control messages, data received, replies sent.
+  void Serve(int* work);
+  // Advances this rank's operations whose CARs ended; how many are left.
+  std::size_t AdvanceOps(int* work);
+  // Starts the serving of the queued operations whose turn it is.
+  void StartQueued(int origin, int* work);
+  void StopService();
+
+ private:
+  absl::Status PostControlReceive();
+  void Take(std::unique_ptr<ServedOp> op, int* work);
+  // After an event of `op`: a final one counts as served.
+  void Settled(ServedOp& op);
+};
+
+// The service: polled by the agent's progress until the window is freed.
+class Service : public engine::Activity {
+ public:
+  explicit Service(WindowState* w) : w_(w) {}
+  absl::Status Begin() override { return absl::OkStatus(); }
+  std::optional<absl::Status> Poll(int* work) override;
+
+ private:
+  WindowState* w_;
+};
+
+}  // namespace cartage::rma
+
+#endif  // CARTAGE_RMA_WINDOW_STATE_H_

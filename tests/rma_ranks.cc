@@ -1,0 +1,244 @@
+// The rank side of the RMA tests (tests/rma_test.cc runs it through
+// `cartage run` at several rank counts, on shm and on tcp). One launch runs
+// the whole matrix: put, get and accumulate, with their data in the control
+// message and in a message of its own, contiguous and derived datatypes on
+// either side, zero-byte operations, accumulate ordering from one origin,
+// every rank accumulating into one location, an access outside the window;
+// every window compared element by element with a serial reference each
+// rank computes for every rank. Rank 0 prints "PASS rma matrix".
+//
+// usage: rma_ranks matrix|dead
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "cartage/collectives.h"
+#include "cartage/rma.h"
+#include "kit/check.h"
+
+using cartage::Comm;
+using cartage::Datatype;
+using cartage::Window;
+using cartage::datatype::BasicType;
+using cartage::datatype::Op;
+using cartage::datatype::OpKind;
+namespace kit = cartage::kit;
+
+namespace {
+
+const Datatype kF64 = Datatype::Basic(BasicType::kDouble);
+
+// Elements of one window; a put of kBig elements goes apart from its
+// control message (more than kInlineMax bytes).
+constexpr int64_t kElems = 1 << 15;
+constexpr int64_t kBig = 20000;
+constexpr int64_t kSmall = 24;
+
+// The value rank r puts at element i of its block.
+double Value(int r, int64_t i) { return r * 100000.0 + static_cast<double>(i) + 0.5; }
+
+void ExpectWindow(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    KIT_EXPECT(got[i] == want[i], "%s: element %d is %g, expected %g", what, i, got[i], want[i]);
+  }
+}
+
+int Matrix(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  // Over the caller's memory, a displacement unit of one double.
+  std::vector<double> mem(kElems, -1.0);
+  auto win = Window::Create(w, mem.data(), mem.size() * sizeof(double), sizeof(double));
+  KIT_OK(win.status());
+  Window& x = **win;
+  KIT_EXPECT(x.state() == "idle", "a new window is %s", std::string(x.state()));
+  // An operation before the first fence is refused.
+  const absl::Status early = x.Put(mem.data(), 8, right, 0);
+  KIT_EXPECT(early.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(early.message(), "no epoch"),
+             "a put before any fence: %s", early.ToString());
+  KIT_OK(x.Fence());
+  KIT_EXPECT(x.state() == "open", "after the first fence: %s", std::string(x.state()));
+
+  // ---- epoch 1: puts to the right -----------------------------------------------
+  std::vector<double> src(kElems);
+  for (int64_t i = 0; i < kElems; ++i) src[static_cast<std::size_t>(i)] = Value(me, i);
+  // A small contiguous put (in the control message) at 0, a large one
+  // (apart) at 100, a strided target (every other element) at 30000 from a
+  // contiguous origin, and a strided origin into a contiguous target.
+  auto every_other = Datatype::Vector(kSmall, 1, 2, kF64);
+  KIT_OK(every_other.status());
+  KIT_OK(x.Put(src.data(), kSmall * sizeof(double), right, 0));
+  KIT_OK(x.Put(src.data(), kBig, kF64, right, 100, kBig, kF64));
+  KIT_OK(x.Put(src.data(), kSmall, kF64, right, 30000, 1, *every_other));
+  KIT_OK(x.Put(src.data(), 1, *every_other, right, 31000, kSmall, kF64));
+  auto big_stride = Datatype::Vector(1000, 3, 5, kF64);  // 3,000 elements over 5,000: apart, non-contiguous
+  KIT_OK(big_stride.status());
+  KIT_OK(x.Put(src.data(), 3000, kF64, right, 20200, 1, *big_stride));
+  KIT_OK(x.Put(src.data(), 0, right, 7));  // nothing, yet an operation
+  KIT_OK(x.Fence());
+  std::vector<double> want(kElems, -1.0);
+  for (int64_t i = 0; i < kSmall; ++i) want[static_cast<std::size_t>(i)] = Value(left, i);
+  for (int64_t i = 0; i < kBig; ++i) want[static_cast<std::size_t>(100 + i)] = Value(left, i);
+  for (int64_t i = 0; i < kSmall; ++i) want[static_cast<std::size_t>(30000 + 2 * i)] = Value(left, i);
+  for (int64_t i = 0; i < kSmall; ++i) want[static_cast<std::size_t>(31000 + i)] = Value(left, 2 * i);
+  for (int64_t b = 0; b < 1000; ++b) {
+    for (int64_t k = 0; k < 3; ++k) want[static_cast<std::size_t>(20200 + 5 * b + k)] = Value(left, 3 * b + k);
+  }
+  ExpectWindow(mem, want, "after the puts");
+
+  // ---- epoch 2: gets from the right ------------------------------------------------
+  // The right neighbour's window holds what its left (this rank) put.
+  std::vector<double> got(kElems, -2.0);
+  KIT_OK(x.Get(got.data(), kSmall * sizeof(double), right, 0));
+  KIT_OK(x.Get(got.data() + 100, kBig, kF64, right, 100, kBig, kF64));
+  KIT_OK(x.Get(got.data() + 30000, 1, *every_other, right, 30000, 1, *every_other));
+  KIT_OK(x.Get(got.data() + 20200, 1, *big_stride, right, 20200, 1, *big_stride));
+  KIT_OK(x.Get(got.data(), 0, right, 5));
+  KIT_OK(x.Fence());
+  for (int64_t i = 0; i < kSmall; ++i) {
+    KIT_EXPECT(got[static_cast<std::size_t>(i)] == Value(me, i), "get element %d: %g", i, got[static_cast<std::size_t>(i)]);
+  }
+  for (int64_t i = 0; i < kBig; ++i) {
+    KIT_EXPECT(got[static_cast<std::size_t>(100 + i)] == Value(me, i), "large get element %d: %g", i,
+               got[static_cast<std::size_t>(100 + i)]);
+  }
+  for (int64_t i = 0; i < kSmall; ++i) {
+    KIT_EXPECT(got[static_cast<std::size_t>(30000 + 2 * i)] == Value(me, i) &&
+                   got[static_cast<std::size_t>(30001 + 2 * i)] == -2.0,
+               "strided get element %d: %g, gap %g", i, got[static_cast<std::size_t>(30000 + 2 * i)],
+               got[static_cast<std::size_t>(30001 + 2 * i)]);
+  }
+  for (int64_t b = 0; b < 1000; ++b) {
+    for (int64_t k = 0; k < 5; ++k) {
+      const double g = got[static_cast<std::size_t>(20200 + 5 * b + k)];
+      KIT_EXPECT(k < 3 ? g == Value(me, 3 * b + k) : g == -2.0, "large strided get block %d element %d: %g", b, k, g);
+    }
+  }
+  ExpectWindow(mem, want, "after the gets (unchanged)");
+
+  // ---- epoch 3: accumulates ---------------------------------------------------------
+  // Every rank adds (r + 1) * i into rank 0's elements [0, 64) (small) and
+  // [1000, 1000 + kBig) (apart); then, from each rank to its right: a large
+  // sum of 1 and then a small product by 2 over the same elements, which
+  // only the issue order gives ((x + 1) * 2); and a max over a strided layout.
+  const Op sum(OpKind::kSum), prod(OpKind::kProd), max(OpKind::kMax);
+  std::vector<double> acc(kBig);
+  for (int64_t i = 0; i < kBig; ++i) acc[static_cast<std::size_t>(i)] = (me + 1) * static_cast<double>(i);
+  if (me == 0) std::fill(mem.begin(), mem.begin() + 64, 0.0);
+  if (me == 0) std::fill(mem.begin() + 1000, mem.begin() + 1000 + kBig, 0.0);
+  KIT_OK(cartage::Barrier(w));  // the zeros are in before anyone adds
+  KIT_OK(x.Accumulate(acc.data(), 64, kF64, 0, 0, 64, kF64, sum));
+  KIT_OK(x.Accumulate(acc.data(), kBig, kF64, 0, 1000, kBig, kF64, sum));
+  std::vector<double> ones(kBig, 1.0), twos(kBig, 2.0);
+  KIT_OK(x.Accumulate(ones.data(), 4000, kF64, right, 25300, 4000, kF64, sum));
+  KIT_OK(x.Accumulate(twos.data(), 16, kF64, right, 25300, 16, kF64, prod));
+  // Larger than what is there at even elements, smaller at odd ones.
+  const auto high = [](int r, int64_t i) { return i % 2 == 0 ? 1e9 + static_cast<double>(i + r) : -1e9; };
+  std::vector<double> highs(kSmall);
+  for (int64_t i = 0; i < kSmall; ++i) highs[static_cast<std::size_t>(i)] = high(me, i);
+  KIT_OK(x.Accumulate(highs.data(), kSmall, kF64, right, 30000, 1, *every_other, max));
+  KIT_OK(x.Fence());
+  // What this rank's window holds now, from the reference.
+  std::vector<double> ref = want;
+  if (me == 0) {
+    const double ranks = n * (n + 1) / 2.0;
+    for (int64_t i = 0; i < 64; ++i) ref[static_cast<std::size_t>(i)] = ranks * static_cast<double>(i);
+    for (int64_t i = 0; i < kBig; ++i) ref[static_cast<std::size_t>(1000 + i)] = ranks * static_cast<double>(i);
+  }
+  for (int64_t i = 0; i < 4000; ++i) ref[static_cast<std::size_t>(25300 + i)] += 1.0;
+  for (int64_t i = 0; i < 16; ++i) ref[static_cast<std::size_t>(25300 + i)] *= 2.0;
+  for (int64_t i = 0; i < kSmall; ++i) {
+    double& e = ref[static_cast<std::size_t>(30000 + 2 * i)];
+    e = std::max(e, high(left, i));
+  }
+  ExpectWindow(mem, ref, "after the accumulates");
+
+  // ---- errors ------------------------------------------------------------------------
+  const absl::Status outside = x.Put(src.data(), 16 * sizeof(double), right, kElems - 8);
+  KIT_EXPECT(outside.code() == absl::StatusCode::kOutOfRange &&
+                 absl::StrContains(outside.message(), "window 1 (rank " + std::to_string(me)) &&
+                 absl::StrContains(outside.message(), "put to rank " + std::to_string(right) + " at displacement ") &&
+                 absl::StrContains(outside.message(), "outside rank " + std::to_string(right) + "'s window of 262144 bytes") &&
+                 absl::StrContains(outside.message(), "nothing was written"),
+             "a put past the window's end: %s", outside.ToString());
+  const absl::Status mismatch = x.Get(got.data(), 3, kF64, right, 0, 2, kF64);
+  KIT_EXPECT(mismatch.code() == absl::StatusCode::kInvalidArgument, "a get of 24 bytes into 16: %s", mismatch.ToString());
+  const absl::Status no_rank = x.Put(src.data(), 8, n, 0);
+  KIT_EXPECT(no_rank.code() == absl::StatusCode::kInvalidArgument, "a put to rank %d: %s", n, no_rank.ToString());
+  const absl::Status user_op = x.Accumulate(src.data(), 1, kF64, right, 0, 1, kF64,
+                                            Op::User([](const void*, void*, int64_t, const Datatype&, void*) {}, true));
+  KIT_EXPECT(user_op.code() == absl::StatusCode::kInvalidArgument, "a user operator: %s", user_op.ToString());
+  KIT_OK(x.Fence());
+  ExpectWindow(mem, ref, "after the refused operations (unchanged)");
+  KIT_EXPECT(x.issued() == 6 + 5 + 5, "issued %d operations", x.issued());
+  KIT_EXPECT(x.served() == static_cast<uint64_t>(6 + 5 + (me == 0 ? n * 2 + 3 : 3)), "served %d operations", x.served());
+  KIT_OK(x.Free());
+  KIT_EXPECT(x.state() == "freed", "after free: %s", std::string(x.state()));
+
+  // An allocated window, used and freed again, after this one.
+  auto second = Window::Allocate(w, 64, 1);
+  KIT_OK(second.status());
+  KIT_OK((*second)->Fence());
+  const char hello[] = "hello from rank";
+  KIT_OK((*second)->Put(hello, sizeof(hello), right, 0));
+  KIT_OK((*second)->Put(&me, sizeof(me), right, 32));
+  KIT_OK((*second)->Fence());
+  const auto* b = static_cast<const char*>((*second)->base());
+  int from = -1;
+  std::memcpy(&from, b + 32, sizeof(from));
+  KIT_EXPECT(std::strcmp(b, hello) == 0 && from == left, "the allocated window holds '%s' from %d", b, from);
+  KIT_OK((*second)->Free());
+  KIT_OK(cartage::Barrier(w));
+  if (me == 0) std::printf("PASS rma matrix (%d ranks)\n", n);
+  return 0;
+}
+
+// The last rank leaves after the first fence; the others' operations to it
+// and their next fence fail, naming it, and none hangs.
+int Dead(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  auto win = Window::Allocate(w, 1024, 1);
+  KIT_OK(win.status());
+  KIT_OK((*win)->Fence());
+  if (me == n - 1) {
+    std::fflush(stdout);
+    _exit(0);  // gone without finalizing
+  }
+  std::vector<char> data(512, 'x');
+  absl::Status s = (*win)->Put(data.data(), data.size(), n - 1, 0);
+  if (s.ok()) s = (*win)->Put(data.data(), 8, n - 1, 600);
+  if (s.ok()) s = (*win)->Fence();
+  KIT_EXPECT(!s.ok(), "a fence with rank %d dead succeeded", n - 1);
+  KIT_EXPECT(absl::StrContains(s.message(), "rank " + std::to_string(n - 1)), "the error does not name rank %d: %s",
+             n - 1, s.ToString());
+  std::printf("rank %d: the fence failed: %s\n", me, s.ToString().c_str());
+  const absl::Status again = (*win)->Fence();
+  KIT_EXPECT(!again.ok(), "a fence after a failed one succeeded");
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  auto agent = cartage::Agent::FromEnvironment();
+  if (!agent.ok()) {
+    std::fprintf(stderr, "rma_ranks: %s\n", agent.status().ToString().c_str());
+    return 1;
+  }
+  const Comm w = (*agent)->World();
+  kit::t_rank = w.rank();
+  if (mode == "matrix") return Matrix(w);
+  if (mode == "dead") return Dead(w);
+  std::fprintf(stderr, "usage: rma_ranks matrix|dead\n");
+  return 2;
+}

@@ -1,0 +1,51 @@
+// One-sided communication through real processes: tests/rma_ranks.cc under
+// `cartage run`, the whole matrix of operations in one launch per method and
+// rank count (2 to 4 ranks on 2 cores), and a target that dies.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/run_command.h"
+
+namespace cartage::test {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnShm) {
+  for (int n : {2, 3, 4}) {
+    const CommandResult r =
+        RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "matrix"});
+    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma matrix (%d ranks)", n))) << r.err;
+  }
+}
+
+TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcp) {
+  for (int n : {2, 3}) {
+    const CommandResult r = RunCommand(
+        {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "matrix"},
+        {"CARTAGE_METHODS=tcp"});
+    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma matrix (%d ranks)", n))) << r.err;
+  }
+}
+
+// The last rank leaves after the first fence: every other rank's fence
+// fails naming it, within the launcher's limit.
+TEST(RmaRanks, ADeadTargetFailsTheFenceNamingIt) {
+  for (int n : {2, 3}) {
+    const CommandResult r =
+        RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "60", RANKS_BIN, "dead"});
+    EXPECT_EQ(r.code, 1) << n << " ranks: " << r.err << r.out;  // the launcher names the rank that left
+    EXPECT_THAT(r.err, HasSubstr(absl::StrFormat("cartage run: rank %d (pid ", n - 1)));
+    for (int rank = 0; rank < n - 1; ++rank) {
+      EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("rank %d: the fence failed: ", rank))) << r.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cartage::test
