@@ -46,18 +46,20 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kPut: return "put";
     case OpKind::kGet: return "get";
     case OpKind::kAccumulate: return "accumulate";
+    case OpKind::kGetAccumulate: return "get_accumulate";
+    case OpKind::kCompareAndSwap: return "compare_and_swap";
     case OpKind::kCount: break;
   }
   return "?";
 }
 
-absl::Status WindowState::Issue(OpKind kind, void* origin, int64_t origin_count, const Datatype& origin_type,
-                                int target, uint64_t disp, int64_t target_count, const Datatype& target_type,
-                                const datatype::Op* op) {
+absl::Status WindowState::Issue(const Access& a) {
+  const OpKind kind = a.kind;
   const char* what = OpKindName(kind);
+  const int target = a.target;
   const auto fail = [&](absl::StatusCode code, const std::string& why) {
     return absl::Status(code, absl::StrFormat("%s: %s to rank %d at displacement %d: %s", Name(), what, target,
-                                              disp, why));
+                                              a.disp, why));
   };
   const EpochState st = EpochMachine::StateOf(*this);
   if (st != EpochState::kOpen) {
@@ -69,40 +71,70 @@ absl::Status WindowState::Issue(OpKind kind, void* origin, int64_t origin_count,
   if (target < 0 || target >= comm.size()) {
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
   }
-  if (origin_count < 0 || target_count < 0) {
-    return fail(absl::StatusCode::kInvalidArgument,
-                absl::StrFormat("invalid count (origin %d, target %d)", origin_count, target_count));
+  if (a.origin_count < 0 || a.target_count < 0 || a.result_count < 0) {
+    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("invalid count (origin %d, result %d, target %d)",
+                                                                    a.origin_count, a.result_count, a.target_count));
   }
-  const int64_t data_bytes = origin_count * origin_type.size();
-  if (data_bytes != target_count * target_type.size()) {
+  const Datatype& ttype = *a.target_type;
+  const int64_t layout_bytes = a.target_count * ttype.size();
+  const bool fetches = Fetches(kind);
+  const bool sends_origin = kind == OpKind::kPut || kind == OpKind::kAccumulate || kind == OpKind::kCompareAndSwap ||
+                            (kind == OpKind::kGetAccumulate && a.op != kOpNoOp);
+  // Both sides of every buffer hold the same number of bytes.
+  const auto same = [&](const char* side, int64_t count, const Datatype* type) -> absl::Status {
+    const int64_t held = count * type->size();
+    if (held == layout_bytes) return absl::OkStatus();
     return fail(absl::StatusCode::kInvalidArgument,
-                absl::StrFormat("the origin holds %d bytes (%d of %s), the target %d (%d of %s)", data_bytes,
-                                origin_count, origin_type.name(), target_count * target_type.size(), target_count,
-                                target_type.name()));
+                absl::StrFormat("the %s holds %d bytes (%d of %s), the target %d (%d of %s)", side, held, count,
+                                type->name(), layout_bytes, a.target_count, ttype.name()));
+  };
+  if (kind == OpKind::kGet) {
+    CARTAGE_RETURN_IF_ERROR(same("origin", a.result_count, a.result_type));
+  } else {
+    if (sends_origin) CARTAGE_RETURN_IF_ERROR(same("origin", a.origin_count, a.origin_type));
+    if (fetches) CARTAGE_RETURN_IF_ERROR(same("result", a.result_count, a.result_type));
   }
-  if (data_bytes > 0 && origin == nullptr) return fail(absl::StatusCode::kInvalidArgument, "null origin buffer");
+  if (layout_bytes > 0 && ((sends_origin && a.origin == nullptr) ||
+                           (fetches && a.result == nullptr) || (kind == OpKind::kCompareAndSwap && a.compare == nullptr))) {
+    return fail(absl::StatusCode::kInvalidArgument, "null buffer");
+  }
   datatype::BasicType basic = datatype::BasicType::kByte;
-  if (kind == OpKind::kAccumulate) {
-    datatype::BasicType origin_basic;
-    if (op->kind() == datatype::OpKind::kUser) {
-      return fail(absl::StatusCode::kInvalidArgument, "a user-defined operator cannot accumulate (predefined only)");
-    }
-    if (!target_type.homogeneous(&basic) || !origin_type.homogeneous(&origin_basic) || origin_basic != basic) {
+  if (kind != OpKind::kPut && kind != OpKind::kGet) {
+    // One basic type on every side, and an operator defined on it.
+    datatype::BasicType other;
+    const bool one_type =
+        ttype.homogeneous(&basic) && (!sends_origin || (a.origin_type->homogeneous(&other) && other == basic)) &&
+        (!fetches || (a.result_type->homogeneous(&other) && other == basic));
+    if (!one_type) {
       return fail(absl::StatusCode::kInvalidArgument,
-                  absl::StrFormat("accumulate needs one basic type on both sides (origin %s, target %s)",
-                                  origin_type.name(), target_type.name()));
+                  absl::StrFormat("%s needs one basic type on every side (target %s)", what, ttype.name()));
     }
-    if (absl::Status s = op->Check(target_type); !s.ok()) return fail(s.code(), std::string(s.message()));
+    if (kind == OpKind::kCompareAndSwap) {
+      const datatype::TypeClass c = datatype::ClassOf(basic);
+      if (a.target_count != 1 || (c != datatype::TypeClass::kInteger && c != datatype::TypeClass::kByte &&
+                                  c != datatype::TypeClass::kLogical)) {
+        return fail(absl::StatusCode::kInvalidArgument,
+                    absl::StrFormat("compare-and-swap takes one element of an integer, logical or byte type (not %d "
+                                    "of %s)",
+                                    a.target_count, ttype.name()));
+      }
+    } else if (a.op < static_cast<uint8_t>(datatype::OpKind::kCount)) {
+      const datatype::Op op(static_cast<datatype::OpKind>(a.op));
+      if (op.kind() == datatype::OpKind::kUser) {
+        return fail(absl::StatusCode::kInvalidArgument, "a user-defined operator cannot accumulate (predefined only)");
+      }
+      if (absl::Status s = op.Check(ttype); !s.ok()) return fail(s.code(), std::string(s.message()));
+    }
   }
   // Checked here against the window every rank announced: nothing moves
   // for an access outside it (the target checks again).
-  std::vector<Run> runs = LayoutOf(target_count, target_type);
+  std::vector<Run> runs = LayoutOf(a.target_count, ttype);
   const auto t = static_cast<std::size_t>(target);
   const uint64_t unit = static_cast<uint64_t>(units[t]);
-  if (unit != 0 && disp > std::numeric_limits<uint64_t>::max() / 2 / unit) {
+  if (unit != 0 && a.disp > std::numeric_limits<uint64_t>::max() / 2 / unit) {
     return fail(absl::StatusCode::kOutOfRange, "the displacement overflows");
   }
-  const int64_t at = static_cast<int64_t>(disp * unit);
+  const int64_t at = static_cast<int64_t>(a.disp * unit);
   for (const Run& r : runs) {
     if (at + r.offset < 0 || static_cast<uint64_t>(at + r.offset + r.length) > sizes[t]) {
       return fail(absl::StatusCode::kOutOfRange,
@@ -122,29 +154,41 @@ absl::Status WindowState::Issue(OpKind kind, void* origin, int64_t origin_count,
   o->win = this;
   o->kind = kind;
   o->target = target;
-  o->disp = disp;
-  o->bytes = static_cast<uint64_t>(data_bytes);
-  o->origin = origin;
-  o->count = origin_count;
-  o->type = origin_type;
-  const std::size_t layout_bytes = sizeof(Header) + runs.size() * sizeof(Run);
-  const bool inline_data = kind != OpKind::kGet && static_cast<std::size_t>(data_bytes) <= kInlineMax &&
-                           layout_bytes + static_cast<std::size_t>(data_bytes) <= kControlMax;
-  o->data_apart = kind != OpKind::kGet && !inline_data && data_bytes > 0;
+  o->disp = a.disp;
+  o->bytes = static_cast<uint64_t>(layout_bytes);
+  const uint64_t data_bytes = DataBytes(kind, a.op, static_cast<uint64_t>(layout_bytes));
+  const std::size_t layout_size = sizeof(Header) + runs.size() * sizeof(Run);
+  const bool inline_data = kind == OpKind::kCompareAndSwap ||
+                           (data_bytes <= kInlineMax && layout_size + data_bytes <= kControlMax);
+  if (!inline_data && data_bytes > 0) {
+    o->data_apart = true;
+    o->origin = a.origin;
+    o->count = a.origin_count;
+    o->type = *a.origin_type;
+  }
+  if (fetches) {
+    o->into = a.result;
+    o->into_count = a.result_count;
+    o->into_type = *a.result_type;
+  }
   Header h;
   h.magic = kMagic;
   h.kind = static_cast<uint8_t>(kind);
-  h.op = op != nullptr ? static_cast<uint8_t>(op->kind()) : 0;
+  h.op = a.op;
   h.basic = static_cast<uint8_t>(basic);
   h.inline_data = inline_data ? 1 : 0;
   h.epoch = epoch;
   h.runs = static_cast<uint32_t>(runs.size());
-  h.disp = disp;
-  h.bytes = static_cast<uint64_t>(data_bytes);
-  o->control.resize(layout_bytes + (inline_data ? static_cast<std::size_t>(data_bytes) : 0));
+  h.disp = a.disp;
+  h.bytes = static_cast<uint64_t>(layout_bytes);
+  o->control.resize(layout_size + (inline_data ? static_cast<std::size_t>(data_bytes) : 0));
   std::memcpy(o->control.data(), &h, sizeof(h));
   if (!runs.empty()) std::memcpy(o->control.data() + sizeof(h), runs.data(), runs.size() * sizeof(Run));
-  if (inline_data && data_bytes > 0) datatype::Pack(origin, origin_count, origin_type, 0, data_bytes, o->control.data() + layout_bytes);
+  if (inline_data && data_bytes > 0) {
+    std::byte* out = o->control.data() + layout_size;
+    datatype::Pack(a.origin, a.origin_count, *a.origin_type, 0, layout_bytes, out);
+    if (kind == OpKind::kCompareAndSwap) datatype::Pack(a.compare, 1, *a.origin_type, 0, layout_bytes, out + layout_bytes);
+  }
 
   OriginOp& ref = *o;
   ops.push_back(std::move(o));
@@ -170,14 +214,14 @@ void OpDef::Subject(const OriginOp& op, const RmaSignal&, fsm::TraceRecord& r) {
   r.bytes = op.bytes;
 }
 
-bool OpActions::IsGet(const OriginOp& op, const RmaSignal&) { return op.kind == OpKind::kGet; }
+bool OpActions::Fetches(const OriginOp& op, const RmaSignal&) { return rma::Fetches(op.kind); }
 
 void OpActions::Post(OriginOp& op, const RmaSignal&, OpEvents& events) {
   const Comm& c = op.win->comm;
   absl::Status st;
-  // A get's data may come back as soon as its control message is there:
-  // its receive is posted first.
-  if (op.kind == OpKind::kGet) st = c.Irecv(op.origin, op.count, *op.type, op.target, kTagReply, &op.reply_req);
+  // What it fetches may come back as soon as its control message is
+  // there: its receive is posted first.
+  if (rma::Fetches(op.kind)) st = c.Irecv(op.into, op.into_count, *op.into_type, op.target, kTagReply, &op.reply_req);
   if (st.ok()) st = c.Isend(op.control.data(), op.control.size(), op.target, kTagControl, &op.control_req);
   if (st.ok() && op.data_apart) st = c.Isend(op.origin, op.count, *op.type, op.target, kTagData, &op.data_req);
   if (st.ok()) return;

@@ -7,9 +7,10 @@
 //              queued until its epoch is open here and the operations its
 //              origin issued before it have landed, then applied (data
 //              carried in the control message), received straight into the
-//              window (a put's data), reduced into it (an accumulate's), or
-//              sent back (a get's); a request outside the window is refused
-//              and its data drained.
+//              window (a put's data), reduced into it (an accumulate's),
+//              sent back (a get's), or kept, changed and sent back (a
+//              fetch's: get_accumulate, fetch_and_op, compare_and_swap); a
+//              request outside the window is refused and its data drained.
 // Every event a CAR of the operation's messages ends is a `sent`, `data` or
 // `replied` here; the window's code dispatches them as it finds those CARs
 // done (rma/window.cc), and the actions post the next ones.
@@ -92,7 +93,7 @@ using EpochEvent = EpochDef::Event;
 using OpEvents = fsm::EventQueue<OriginOp, RmaSignal>;
 
 struct OpActions {
-  static bool IsGet(const OriginOp& op, const RmaSignal& x);
+  static bool Fetches(const OriginOp& op, const RmaSignal& x);  // the target sends data back
   static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
   static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
 };
@@ -104,7 +105,7 @@ struct OpDef {
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_op";
   static constexpr absl::string_view kSummary =
-      "an operation at its origin: its control message and data sent, a get's data received back";
+      "an operation at its origin: its control message and data sent, what it fetches received back";
   static constexpr std::array<absl::string_view, 5> kStates = {"idle", "issued", "awaiting_data", "done", "failed"};
   static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"issue", fsm::EventKind::kUser},
                                                              {"sent", fsm::EventKind::kProgress},
@@ -121,14 +122,14 @@ namespace op_fsm {
 using D = OpDef;
 using S = OpDef::State;
 using E = OpDef::Event;
-inline constexpr fsm::Guard<D> kIsGet{"IsGet", &OpActions::IsGet};
+inline constexpr fsm::Guard<D> kFetches{"Fetches", &OpActions::Fetches};
 inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source              event       guard   action  target
   {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
-  {S::kIssued,         E::kSent,   kIsGet, {},     S::kAwaitingData},
+  {S::kIssued,         E::kSent,   kFetches, {},   S::kAwaitingData},
   {S::kIssued,         E::kSent,   {},     {},     S::kDone},
   {S::kIssued,         E::kError,  {},     kFail,  S::kFailed},
   {S::kAwaitingData,   E::kData,   {},     {},     S::kDone},
@@ -151,8 +152,10 @@ struct ServeActions {
   // refused operation's drain still takes its origin's data in order.
   static bool Waits(const ServedOp& op, const RmaSignal& x);
   static bool Refused(const ServedOp& op, const RmaSignal& x);      // malformed, or outside the window
-  static bool Inline(const ServedOp& op, const RmaSignal& x);       // its data came in the control message
+  static bool Inline(const ServedOp& op, const RmaSignal& x);       // sends nothing back; its data (if any) came with it
+  static bool ExchangesNow(const ServedOp& op, const RmaSignal& x);  // fetches; its data (if any) came with it
   static bool IsGet(const ServedOp& op, const RmaSignal& x);
+  static bool Fetches(const ServedOp& op, const RmaSignal& x);      // get_accumulate, fetch_and_op, compare_and_swap
   static bool Failed(const ServedOp& op, const RmaSignal& x);       // its data's receive failed
   static void Queue(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void Refuse(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // names it; drains its data
@@ -160,6 +163,8 @@ struct ServeActions {
   static void Reply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // a get's data, sent back
   static void PostData(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // into the window, or a temporary
   static void Land(ServedOp& op, const RmaSignal& x, ServeEvents& events);    // an accumulate's reduction
+  // A fetch: the target's data kept, the operation applied, the kept data sent back.
+  static void Exchange(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void Fail(ServedOp& op, const RmaSignal& x, ServeEvents& events);
 };
 
@@ -193,7 +198,9 @@ using A = ServeActions;
 inline constexpr fsm::Guard<D> kWaits{"Waits", &A::Waits};
 inline constexpr fsm::Guard<D> kRefused{"Refused", &A::Refused};
 inline constexpr fsm::Guard<D> kInline{"Inline", &A::Inline};
+inline constexpr fsm::Guard<D> kExchangesNow{"ExchangesNow", &A::ExchangesNow};
 inline constexpr fsm::Guard<D> kIsGet{"IsGet", &A::IsGet};
+inline constexpr fsm::Guard<D> kFetches{"Fetches", &A::Fetches};
 inline constexpr fsm::Guard<D> kFailed{"Failed", &A::Failed};
 inline constexpr fsm::Action<D> kQueue{"Queue", &A::Queue};
 inline constexpr fsm::Action<D> kRefuse{"Refuse", &A::Refuse};
@@ -201,6 +208,7 @@ inline constexpr fsm::Action<D> kApply{"Apply", &A::Apply};
 inline constexpr fsm::Action<D> kReply{"Reply", &A::Reply};
 inline constexpr fsm::Action<D> kPostData{"PostData", &A::PostData};
 inline constexpr fsm::Action<D> kLand{"Land", &A::Land};
+inline constexpr fsm::Action<D> kExchange{"Exchange", &A::Exchange};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
@@ -208,13 +216,16 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kNew,          E::kHeader,  kWaits,   kQueue,    S::kQueued},
   {S::kNew,          E::kHeader,  kRefused, kRefuse,   S::kDraining},
   {S::kNew,          E::kHeader,  kInline,  kApply,    S::kDone},
+  {S::kNew,          E::kHeader,  kExchangesNow, kExchange, S::kReplying},
   {S::kNew,          E::kHeader,  kIsGet,   kReply,    S::kReplying},
   {S::kNew,          E::kHeader,  {},       kPostData, S::kReceiving},
   {S::kQueued,       E::kTurn,    kRefused, kRefuse,   S::kDraining},
   {S::kQueued,       E::kTurn,    kInline,  kApply,    S::kDone},
+  {S::kQueued,       E::kTurn,    kExchangesNow, kExchange, S::kReplying},
   {S::kQueued,       E::kTurn,    kIsGet,   kReply,    S::kReplying},
   {S::kQueued,       E::kTurn,    {},       kPostData, S::kReceiving},
   {S::kReceiving,    E::kData,    kFailed,  kFail,     S::kFailed},
+  {S::kReceiving,    E::kData,    kFetches, kExchange, S::kReplying},
   {S::kReceiving,    E::kData,    {},       kLand,     S::kDone},
   {S::kReceiving,    E::kError,   {},       kFail,     S::kFailed},
   {S::kReplying,     E::kReplied, kFailed,  kFail,     S::kFailed},

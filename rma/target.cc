@@ -28,20 +28,24 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
     return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
   }
   const std::size_t layout = sizeof(Header) + h.runs * sizeof(Run);
-  const std::size_t expected = layout + (h.inline_data ? h.bytes : 0);
-  if (h.inline_data > 1 || h.bytes > (uint64_t{1} << 56) || expected != n) {
-    return absl::StrFormat("a control message of %d bytes where its header says %d", n, expected);
-  }
+  if (h.inline_data > 1 || h.bytes > (uint64_t{1} << 56)) return "a control message with a malformed header";
+  const auto kind = static_cast<OpKind>(h.kind);
+  const std::size_t expected = layout + (h.inline_data ? DataBytes(kind, h.op, h.bytes) : 0);
+  if (expected != n) return absl::StrFormat("a control message of %d bytes where its header says %d", n, expected);
   op.runs.resize(h.runs);
   if (h.runs > 0) std::memcpy(op.runs.data(), m + sizeof(Header), h.runs * sizeof(Run));
   if (h.inline_data) op.data.assign(m + layout, m + n);
-  const auto kind = static_cast<OpKind>(h.kind);
-  if (kind == OpKind::kAccumulate) {
+  const bool combines = kind == OpKind::kAccumulate || kind == OpKind::kGetAccumulate;
+  if (combines || kind == OpKind::kCompareAndSwap) {
     const auto basic = static_cast<datatype::BasicType>(h.basic);
     const auto opk = static_cast<datatype::OpKind>(h.op);
-    if (h.basic >= static_cast<uint8_t>(datatype::BasicType::kCount) || opk >= datatype::OpKind::kUser ||
-        !datatype::Defined(opk, basic)) {
-      return absl::StrFormat("an accumulate with operator %d on basic type %d", h.op, h.basic);
+    const bool known_op = h.op == kOpReplace || h.op == kOpNoOp ||
+                          (opk < datatype::OpKind::kUser && datatype::Defined(opk, basic));
+    if (h.basic >= static_cast<uint8_t>(datatype::BasicType::kCount) || (combines && !known_op)) {
+      return absl::StrFormat("%s with operator %d on basic type %d", OpKindName(kind), h.op, h.basic);
+    }
+    if (kind == OpKind::kCompareAndSwap && (h.runs != 1 || h.bytes != datatype::SizeOf(basic))) {
+      return absl::StrFormat("a compare-and-swap of %d bytes in %d blocks", h.bytes, h.runs);
     }
   }
   const int64_t unit = w.disp_unit;
@@ -49,8 +53,9 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
     return absl::StrFormat("displacement %d overflows", h.disp);
   }
   const int64_t at = static_cast<int64_t>(h.disp) * unit;
-  const int64_t elem =
-      kind == OpKind::kAccumulate ? static_cast<int64_t>(datatype::SizeOf(static_cast<datatype::BasicType>(h.basic))) : 1;
+  const int64_t elem = kind == OpKind::kPut || kind == OpKind::kGet
+                           ? 1
+                           : static_cast<int64_t>(datatype::SizeOf(static_cast<datatype::BasicType>(h.basic)));
   uint64_t total = 0;
   for (const Run& r : op.runs) {
     if (r.length <= 0 || r.length % elem != 0 || r.offset < -(int64_t{1} << 56) || r.offset > (int64_t{1} << 56) ||
@@ -113,11 +118,25 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   return op.h.epoch != w.epoch || w.landing[o] > 0 || !w.queued[o].empty();
 }
 bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty(); }
+namespace {
+// Its data is here (it came in the control message, or it has none).
+bool DataHere(const ServedOp& op) {
+  return op.h.inline_data != 0 || DataBytes(static_cast<OpKind>(op.h.kind), op.h.op, op.h.bytes) == 0;
+}
+}  // namespace
+
 bool ServeActions::Inline(const ServedOp& op, const RmaSignal&) {
-  return static_cast<OpKind>(op.h.kind) != OpKind::kGet && (op.h.inline_data != 0 || op.h.bytes == 0);
+  return !rma::Fetches(static_cast<OpKind>(op.h.kind)) && DataHere(op);
+}
+bool ServeActions::ExchangesNow(const ServedOp& op, const RmaSignal&) {
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  return kind != OpKind::kGet && rma::Fetches(kind) && DataHere(op);
 }
 bool ServeActions::IsGet(const ServedOp& op, const RmaSignal&) {
   return static_cast<OpKind>(op.h.kind) == OpKind::kGet;
+}
+bool ServeActions::Fetches(const ServedOp& op, const RmaSignal&) {
+  return rma::Fetches(static_cast<OpKind>(op.h.kind));
 }
 bool ServeActions::Failed(const ServedOp& op, const RmaSignal&) { return !op.status.ok(); }
 
@@ -131,13 +150,14 @@ void ServeActions::Refuse(ServedOp& op, const RmaSignal&, ServeEvents& events) {
                       op.refusal));
   // Data that follows in a message of its own is taken and dropped, so the
   // origin's next data meets its own receive.
-  const bool apart = op.h.magic == kMagic && !op.h.inline_data && op.h.bytes > 0 &&
-                     static_cast<OpKind>(op.h.kind) != OpKind::kGet && op.h.bytes <= (uint64_t{1} << 32);
-  if (!apart) {
+  const uint64_t apart = op.h.magic == kMagic && op.h.kind < static_cast<uint8_t>(OpKind::kCount) && !op.h.inline_data
+                             ? DataBytes(static_cast<OpKind>(op.h.kind), op.h.op, op.h.bytes)
+                             : 0;
+  if (apart == 0 || apart > (uint64_t{1} << 32)) {
     events.Raise<ServeMachine>(op, ServeEvent::kData);
     return;
   }
-  op.data.resize(static_cast<std::size_t>(op.h.bytes));
+  op.data.resize(static_cast<std::size_t>(apart));
   const absl::Status st = op.win->comm.Irecv(op.data.data(), op.data.size(), op.origin, kTagData, &op.req);
   if (!st.ok()) RaiseError(op, st, events);
 }
@@ -161,8 +181,8 @@ void ServeActions::PostData(ServedOp& op, const RmaSignal&, ServeEvents& events)
   WindowState& w = *op.win;
   ++w.landing[static_cast<std::size_t>(op.origin)];
   absl::Status st;
-  if (static_cast<OpKind>(op.h.kind) == OpKind::kAccumulate) {
-    // Reduced into the window once all of it is here (Land), whole.
+  if (static_cast<OpKind>(op.h.kind) != OpKind::kPut) {
+    // Reduced into the window once all of it is here (Land, Exchange), whole.
     op.data.resize(static_cast<std::size_t>(op.h.bytes));
     st = w.comm.Irecv(op.data.data(), op.data.size(), op.origin, kTagData, &op.req);
   } else {
@@ -183,16 +203,36 @@ void ServeActions::Land(ServedOp& op, const RmaSignal&, ServeEvents&) {
   if (kind == OpKind::kPut && !op.h.inline_data) return;  // landed in place
   std::byte* target = TargetOf(op);
   const std::byte* in = op.data.data();
+  if (kind == OpKind::kCompareAndSwap) {  // one element: the value, then the comparand
+    const auto n = static_cast<std::size_t>(op.h.bytes);
+    std::byte* at = target + op.runs[0].offset;
+    if (std::memcmp(at, in + n, n) == 0) std::memcpy(at, in, n);
+    return;
+  }
   const auto basic = static_cast<datatype::BasicType>(op.h.basic);
   const auto size = static_cast<int64_t>(datatype::SizeOf(basic));
   for (const Run& r : op.runs) {
-    if (kind == OpKind::kPut) {
+    if (kind == OpKind::kPut || op.h.op == kOpReplace) {
       std::memcpy(target + r.offset, in, static_cast<std::size_t>(r.length));
-    } else {
+    } else if (op.h.op != kOpNoOp) {
       datatype::ReduceBasic(static_cast<datatype::OpKind>(op.h.op), basic, in, target + r.offset, r.length / size);
     }
     in += r.length;
   }
+}
+
+void ServeActions::Exchange(ServedOp& op, const RmaSignal& x, ServeEvents& events) {
+  // What is there now goes back; then the operation changes it, whole,
+  // before anything else is served.
+  op.old.resize(static_cast<std::size_t>(op.h.bytes));
+  std::byte* out = op.old.data();
+  for (const Run& r : op.runs) {
+    std::memcpy(out, TargetOf(op) + r.offset, static_cast<std::size_t>(r.length));
+    out += r.length;
+  }
+  Land(op, x, events);
+  const absl::Status st = op.win->comm.Isend(op.old.data(), op.old.size(), op.origin, kTagReply, &op.req);
+  if (!st.ok()) RaiseError(op, st, events);
 }
 
 void ServeActions::Fail(ServedOp& op, const RmaSignal& x, ServeEvents&) {

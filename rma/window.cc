@@ -131,39 +131,99 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   return std::unique_ptr<Window>(new Window(std::move(state)));
 }
 
+namespace {
+
+// The call's access in the form WindowState::Issue takes.
+rma::Access Of(rma::OpKind kind, const void* origin, int64_t origin_count, const Datatype* origin_type, int target,
+               uint64_t disp, int64_t target_count, const Datatype& target_type) {
+  rma::Access a;
+  a.kind = kind;
+  a.origin = origin;
+  a.origin_count = origin_count;
+  a.origin_type = origin_type;
+  a.target = target;
+  a.disp = disp;
+  a.target_count = target_count;
+  a.target_type = &target_type;
+  return a;
+}
+
+const Datatype& Bytes() {
+  static const Datatype kByte = Datatype::Basic(datatype::BasicType::kByte);
+  return kByte;
+}
+
+}  // namespace
+
+absl::Status Window::Issue(const char* what, const rma::Access& a) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status(what);
+  return state_->Issue(a);
+}
+
 absl::Status Window::Put(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
                          uint64_t disp, int64_t target_count, const Datatype& target_type) {
-  engine::Call in(state_->comm);
-  if (!in.ok()) return in.status("put");
-  return state_->Issue(rma::OpKind::kPut, const_cast<void*>(origin), origin_count, origin_type, target, disp,
-                       target_count, target_type, nullptr);
+  return Issue("put", Of(rma::OpKind::kPut, origin, origin_count, &origin_type, target, disp, target_count,
+                         target_type));
 }
 
 absl::Status Window::Put(const void* origin, std::size_t bytes, int target, uint64_t disp) {
-  static const Datatype kByte = Datatype::Basic(datatype::BasicType::kByte);
-  return Put(origin, static_cast<int64_t>(bytes), kByte, target, disp, static_cast<int64_t>(bytes), kByte);
+  const auto n = static_cast<int64_t>(bytes);
+  return Put(origin, n, Bytes(), target, disp, n, Bytes());
 }
 
 absl::Status Window::Get(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
                          int64_t target_count, const Datatype& target_type) {
-  engine::Call in(state_->comm);
-  if (!in.ok()) return in.status("get");
-  return state_->Issue(rma::OpKind::kGet, origin, origin_count, origin_type, target, disp, target_count,
-                       target_type, nullptr);
+  rma::Access a = Of(rma::OpKind::kGet, nullptr, 0, &origin_type, target, disp, target_count, target_type);
+  a.result = origin;
+  a.result_count = origin_count;
+  a.result_type = &origin_type;
+  return Issue("get", a);
 }
 
 absl::Status Window::Get(void* origin, std::size_t bytes, int target, uint64_t disp) {
-  static const Datatype kByte = Datatype::Basic(datatype::BasicType::kByte);
-  return Get(origin, static_cast<int64_t>(bytes), kByte, target, disp, static_cast<int64_t>(bytes), kByte);
+  const auto n = static_cast<int64_t>(bytes);
+  return Get(origin, n, Bytes(), target, disp, n, Bytes());
 }
 
 absl::Status Window::Accumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
-                                uint64_t disp, int64_t target_count, const Datatype& target_type,
-                                const datatype::Op& op) {
-  engine::Call in(state_->comm);
-  if (!in.ok()) return in.status("accumulate");
-  return state_->Issue(rma::OpKind::kAccumulate, const_cast<void*>(origin), origin_count, origin_type, target, disp,
-                       target_count, target_type, &op);
+                                uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op) {
+  if (op.code() == RmaOp::NoOp().code()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: accumulate to rank %d: NoOp only fetches (GetAccumulate, FetchAndOp)", state_->Name(),
+                        target));
+  }
+  rma::Access a =
+      Of(rma::OpKind::kAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
+  a.op = op.code();
+  return Issue("accumulate", a);
+}
+
+absl::Status Window::GetAccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type,
+                                   void* result, int64_t result_count, const Datatype& result_type, int target,
+                                   uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op) {
+  rma::Access a =
+      Of(rma::OpKind::kGetAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
+  a.result = result;
+  a.result_count = result_count;
+  a.result_type = &result_type;
+  a.op = op.code();
+  return Issue("get_accumulate", a);
+}
+
+absl::Status Window::FetchAndOp(const void* origin, void* result, const Datatype& type, int target, uint64_t disp,
+                                RmaOp op) {
+  return GetAccumulate(origin, 1, type, result, 1, type, target, disp, 1, type, op);
+}
+
+absl::Status Window::CompareAndSwap(const void* origin, const void* compare, void* result, const Datatype& type,
+                                    int target, uint64_t disp) {
+  rma::Access a = Of(rma::OpKind::kCompareAndSwap, origin, 1, &type, target, disp, 1, type);
+  a.compare = compare;
+  a.result = result;
+  a.result_count = 1;
+  a.result_type = &type;
+  return Issue("compare_and_swap", a);
 }
 
 absl::Status Window::Fence() {

@@ -22,8 +22,15 @@
 
 namespace cartage::rma {
 
-enum class OpKind : uint8_t { kPut, kGet, kAccumulate, kCount };
+enum class OpKind : uint8_t { kPut, kGet, kAccumulate, kGetAccumulate, kCompareAndSwap, kCount };
 const char* OpKindName(OpKind kind);
+// Whether the target sends data back (the origin then awaits it).
+inline bool Fetches(OpKind k) { return k == OpKind::kGet || k == OpKind::kGetAccumulate || k == OpKind::kCompareAndSwap; }
+
+// An accumulate's operator on the wire: a reduction of datatype/op.h (its
+// OpKind, below kUser), or one of MPI's two one-sided ones.
+inline constexpr uint8_t kOpReplace = 0xf0;
+inline constexpr uint8_t kOpNoOp = 0xf1;
 
 // The control message (CAM) of one operation: this header, then its target
 // layout (`runs` Runs), then its data where it travels with it.
@@ -36,9 +43,20 @@ struct Header {
   uint32_t epoch = 0;     // the origin's epoch it was issued in
   uint32_t runs = 0;
   uint64_t disp = 0;      // in the target's displacement unit
-  uint64_t bytes = 0;     // data bytes
+  uint64_t bytes = 0;     // bytes of the target layout
 };
 static_assert(sizeof(Header) == 32);
+// The data an operation carries to its target (in its control message or
+// apart): a put's and accumulate's whole layout, none for a get or a
+// fetch that changes nothing, a compare-and-swap's value and comparand.
+inline uint64_t DataBytes(OpKind kind, uint8_t op, uint64_t layout_bytes) {
+  switch (kind) {
+    case OpKind::kGet: return 0;
+    case OpKind::kGetAccumulate: return op == kOpNoOp ? 0 : layout_bytes;
+    case OpKind::kCompareAndSwap: return 2 * layout_bytes;
+    default: return layout_bytes;
+  }
+}
 inline constexpr uint32_t kMagic = 0x31414d52;  // "RMA1"
 
 // One contiguous block of the target layout: bytes from the target address
@@ -58,6 +76,23 @@ inline constexpr std::size_t kControlMax = 64 * 1024;
 inline constexpr std::size_t kInlineMax = 4096;
 inline constexpr std::size_t kMaxRuns = (kControlMax - sizeof(Header)) / sizeof(Run);
 
+// One operation as its call describes it.
+struct Access {
+  OpKind kind = OpKind::kPut;
+  const void* origin = nullptr;  // what it sends: put, accumulate, the fetches' operand (a get: unused)
+  int64_t origin_count = 0;
+  const Datatype* origin_type = nullptr;
+  void* result = nullptr;        // where what it fetches lands (a get: its origin buffer)
+  int64_t result_count = 0;
+  const Datatype* result_type = nullptr;
+  const void* compare = nullptr;  // compare-and-swap's comparand (one element of origin_type)
+  int target = 0;
+  uint64_t disp = 0;
+  int64_t target_count = 0;
+  const Datatype* target_type = nullptr;
+  uint8_t op = 0;  // accumulate and the fetches: a reduction's OpKind, kOpReplace or kOpNoOp
+};
+
 struct OriginOp {
   fsm::StateWord state;
   uint64_t id = 0;
@@ -67,12 +102,15 @@ struct OriginOp {
   uint64_t disp = 0;
   uint64_t bytes = 0;
   std::vector<std::byte> control;  // the control message
-  // The origin's data, sent (put, accumulate, when not in `control`) or
-  // received (get) as `count` elements of `type`.
-  void* origin = nullptr;
+  // The data it sends apart from `control` (put, accumulate), and where
+  // what it fetches lands (get: the origin buffer; the others: the result).
+  const void* origin = nullptr;
   int64_t count = 0;
   std::optional<Datatype> type;
-  bool data_apart = false;  // a put's or accumulate's data goes in a message of its own
+  bool data_apart = false;
+  void* into = nullptr;
+  int64_t into_count = 0;
+  std::optional<Datatype> into_type;
   Request control_req, data_req, reply_req;
   absl::Status status;
 };
@@ -85,6 +123,7 @@ struct ServedOp {
   Header h;
   std::vector<Run> runs;
   std::vector<std::byte> data;  // the data that came with the control message, or a temporary to receive into
+  std::vector<std::byte> old;   // a fetch's answer: the target's data before the operation
   std::string refusal;          // why it is refused (empty: well formed and inside the window)
   std::optional<Datatype> layout;  // a receive's or reply's target layout where it is not one block
   Request req;                  // its data's receive, or its reply
@@ -132,9 +171,8 @@ class WindowState {
 
   // The window, as errors name it: "window 2 (rank 1 of 4)".
   std::string Name() const;
-  // Issues one operation (rma_op); `op` for accumulate only.
-  absl::Status Issue(OpKind kind, void* origin, int64_t origin_count, const Datatype& origin_type, int target,
-                     uint64_t disp, int64_t target_count, const Datatype& target_type, const datatype::Op* op);
+  // Issues one operation (rma_op).
+  absl::Status Issue(const Access& a);
   absl::Status Fence();
   absl::Status Free();
   // Serves what came: control messages, data received, replies sent.

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -181,6 +182,75 @@ int Matrix(const Comm& w) {
   KIT_EXPECT(x.served() == static_cast<uint64_t>(6 + 5 + (me == 0 ? n * 2 + 3 : 3)), "served %d operations", x.served());
   KIT_OK(x.Free());
   KIT_EXPECT(x.state() == "freed", "after free: %s", std::string(x.state()));
+
+  // ---- fetches, on an allocated window of int64 counters and doubles ------------------
+  const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+  auto atoms = Window::Allocate(w, 8 * sizeof(int64_t) + kBig * sizeof(double), sizeof(int64_t));
+  KIT_OK(atoms.status());
+  Window& a = **atoms;
+  KIT_OK(a.Fence());
+  // Every rank adds r + 1 to rank 0's counter and learns what it was: the
+  // values it learns are the sums of some order of the ranks' additions.
+  const int64_t add = me + 1;
+  int64_t before = -1;
+  KIT_OK(a.FetchAndOp(&add, &before, i64, 0, 0, Op(OpKind::kSum)));
+  // Every rank swaps 0 for r + 1 in rank 0's second counter: one wins.
+  const int64_t zero = 0;
+  int64_t seen = -1;
+  KIT_OK(a.CompareAndSwap(&add, &zero, &seen, i64, 0, 1));
+  // A large get_accumulate (its data apart) that sums into the right
+  // neighbour's doubles and fetches them; then a fetch that changes nothing.
+  std::vector<double> mine(kBig), was(kBig, -3.0);
+  for (int64_t i = 0; i < kBig; ++i) mine[static_cast<std::size_t>(i)] = static_cast<double>(me * 1000 + i);
+  KIT_OK(a.GetAccumulate(mine.data(), kBig, kF64, was.data(), kBig, kF64, right, 8, kBig, kF64, Op(OpKind::kSum)));
+  KIT_OK(a.Fence());
+  int64_t now = -1;
+  KIT_OK(a.FetchAndOp(nullptr, &now, i64, 0, 0, cartage::RmaOp::NoOp()));
+  // And replace: this rank's value into its right neighbour's third counter.
+  int64_t replaced = -1;
+  const int64_t mark = 1000 + me;
+  KIT_OK(a.FetchAndOp(&mark, &replaced, i64, right, 2, cartage::RmaOp::Replace()));
+  KIT_OK(a.Fence());
+  std::vector<int64_t> befores(static_cast<std::size_t>(n)), seens(static_cast<std::size_t>(n));
+  KIT_OK(cartage::Allgather(w, &before, befores.data(), 1, i64));
+  KIT_OK(cartage::Allgather(w, &seen, seens.data(), 1, i64));
+  const int64_t total = static_cast<int64_t>(n) * (n + 1) / 2;
+  KIT_EXPECT(now == total, "rank 0's counter reads %d, expected %d", now, total);
+  // Sorted by what they saw, each rank saw the additions of those before it.
+  std::vector<std::pair<int64_t, int>> order;
+  for (int r = 0; r < n; ++r) order.push_back({befores[static_cast<std::size_t>(r)], r});
+  std::sort(order.begin(), order.end());
+  int64_t running = 0;
+  for (const auto& [value, r] : order) {
+    KIT_EXPECT(value == running, "rank %d fetched %d where the additions before it make %d", r, value, running);
+    running += r + 1;
+  }
+  int winners = 0;
+  for (int r = 0; r < n; ++r) winners += seens[static_cast<std::size_t>(r)] == 0 ? 1 : 0;
+  KIT_EXPECT(winners == 1, "%d ranks won the compare-and-swap", winners);
+  for (int r = 0; r < n; ++r) {
+    const int64_t s = seens[static_cast<std::size_t>(r)];
+    KIT_EXPECT(s == 0 || (s >= 1 && s <= n && seens[static_cast<std::size_t>(s - 1)] == 0),
+               "rank %d saw %d in the swapped counter", r, s);
+  }
+  KIT_EXPECT(replaced == 0, "the replaced counter held %d", replaced);
+  const auto* counters = static_cast<const int64_t*>(a.base());
+  const auto* doubles = reinterpret_cast<const double*>(counters + 8);
+  if (me == 0) {
+    int winner = -1;
+    for (int r = 0; r < n; ++r) winner = seens[static_cast<std::size_t>(r)] == 0 ? r : winner;
+    KIT_EXPECT(counters[0] == total && counters[1] == winner + 1, "rank 0's counters: %d %d", counters[0], counters[1]);
+  }
+  KIT_EXPECT(counters[2] == 1000 + left, "the replaced counter now %d", counters[2]);
+  for (int64_t i = 0; i < kBig; ++i) {
+    KIT_EXPECT(was[static_cast<std::size_t>(i)] == 0.0 && doubles[i] == static_cast<double>(left * 1000 + i),
+               "get_accumulate element %d: fetched %g, now %g", i, was[static_cast<std::size_t>(i)], doubles[i]);
+  }
+  // A fetch with a second type where the first lies.
+  const absl::Status cas_double = a.CompareAndSwap(&add, &zero, &seen, kF64, 0, 1);
+  KIT_EXPECT(cas_double.code() == absl::StatusCode::kInvalidArgument, "a compare-and-swap of a double: %s",
+             cas_double.ToString());
+  KIT_OK(a.Free());
 
   // An allocated window, used and freed again, after this one.
   auto second = Window::Allocate(w, 64, 1);

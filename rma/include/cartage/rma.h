@@ -13,7 +13,7 @@
 // machine over the sends and receives that carry it; at the target the
 // operation's control message makes an rma_serve machine whose receive
 // lands a put's data straight in the window, or whose send carries a get's
-// data back; the window's epochs are an rma_epoch machine (diagrams/).
+// (or a fetch's) data back; the window's epochs are an rma_epoch machine (diagrams/).
 // The target's agent serves operations whenever it makes progress (any
 // wait or test, and every fence), so in an active-target epoch no rank
 // waits on one that computes: every rank reaches the fence.
@@ -42,7 +42,24 @@ namespace cartage {
 
 namespace rma {
 class WindowState;
+struct Access;
 }  // namespace rma
+
+// An accumulate's operator: a predefined reduction of datatype/op.h, or one
+// of MPI's two one-sided ones, Replace (MPI_REPLACE) and NoOp (MPI_NO_OP: a
+// fetch that changes nothing, for GetAccumulate and FetchAndOp).
+class RmaOp {
+ public:
+  RmaOp(const datatype::Op& op) : code_(static_cast<uint8_t>(op.kind())) {}  // NOLINT: a reduction is one
+  static RmaOp Replace() { return RmaOp(0xf0); }
+  static RmaOp NoOp() { return RmaOp(0xf1); }
+  // The reduction's datatype::OpKind, or 0xf0 (replace), 0xf1 (no-op).
+  uint8_t code() const { return code_; }
+
+ private:
+  explicit RmaOp(uint8_t code) : code_(code) {}
+  uint8_t code_;
+};
 
 class Window {
  public:
@@ -73,9 +90,22 @@ class Window {
                    int64_t target_count, const Datatype& target_type);
   absl::Status Get(void* origin, std::size_t bytes, int target, uint64_t disp);
   // target = origin op target, element by element (`op` a predefined
-  // operator, defined on the target type's one basic type).
+  // operator, defined on the target type's one basic type, or Replace).
   absl::Status Accumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
-                          uint64_t disp, int64_t target_count, const Datatype& target_type, const datatype::Op& op);
+                          uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op);
+  // Accumulate that also fetches: `result` gets the target's data as it
+  // was just before, and nothing comes between (NoOp: only fetches; the
+  // origin is then not read).
+  absl::Status GetAccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, void* result,
+                             int64_t result_count, const Datatype& result_type, int target, uint64_t disp,
+                             int64_t target_count, const Datatype& target_type, RmaOp op);
+  // GetAccumulate of one element of the basic type `type`.
+  absl::Status FetchAndOp(const void* origin, void* result, const Datatype& type, int target, uint64_t disp,
+                          RmaOp op);
+  // One element of an integer, logical or byte type: `result` gets the
+  // target's value, which becomes `*origin` if it equalled `*compare`.
+  absl::Status CompareAndSwap(const void* origin, const void* compare, void* result, const Datatype& type,
+                              int target, uint64_t disp);
 
   // Closes the epoch (every operation this rank issued is done, and every
   // operation issued to it is applied) and opens the next (collective).
@@ -97,6 +127,7 @@ class Window {
 
  private:
   explicit Window(std::shared_ptr<rma::WindowState> state);
+  absl::Status Issue(const char* what, const rma::Access& a);
   static absl::StatusOr<std::unique_ptr<Window>> Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
                                                       bool allocate);
   std::shared_ptr<rma::WindowState> state_;
