@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "cartage/collectives.h"
@@ -48,6 +50,9 @@ const char* OpKindName(OpKind kind) {
     case OpKind::kAccumulate: return "accumulate";
     case OpKind::kGetAccumulate: return "get_accumulate";
     case OpKind::kCompareAndSwap: return "compare_and_swap";
+    case OpKind::kLock: return "lock";
+    case OpKind::kFlush: return "flush";
+    case OpKind::kUnlock: return "unlock";
     case OpKind::kCount: break;
   }
   return "?";
@@ -62,14 +67,23 @@ absl::Status WindowState::Issue(const Access& a) {
                                               a.disp, why));
   };
   const EpochState st = EpochMachine::StateOf(*this);
-  if (st != EpochState::kOpen) {
+  if (st != EpochState::kOpen && st != EpochState::kPassive) {
     return fail(absl::StatusCode::kFailedPrecondition,
-                st == EpochState::kIdle    ? "no epoch is open (the first Fence opens one)"
+                st == EpochState::kIdle    ? "no epoch is open (a Fence, or a Lock on the target, opens one)"
                 : st == EpochState::kFreed ? "the window is freed"
-                                           : "the window's last fence failed");
+                                           : "the window's last epoch failed");
   }
   if (target < 0 || target >= comm.size()) {
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
+  }
+  const bool passive = st == EpochState::kPassive;
+  if (passive) {
+    const LockAccess* held = locks[static_cast<std::size_t>(target)].get();
+    if (held == nullptr || AccessMachine::StateOf(const_cast<LockAccess&>(*held)) != AccessState::kLocked) {
+      return fail(absl::StatusCode::kFailedPrecondition,
+                  absl::StrFormat("this rank holds no lock on rank %d (a passive epoch reaches the targets it locked)",
+                                  target));
+    }
   }
   if (a.origin_count < 0 || a.target_count < 0 || a.result_count < 0) {
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("invalid count (origin %d, result %d, target %d)",
@@ -177,7 +191,7 @@ absl::Status WindowState::Issue(const Access& a) {
   h.op = a.op;
   h.basic = static_cast<uint8_t>(basic);
   h.inline_data = inline_data ? 1 : 0;
-  h.epoch = epoch;
+  h.epoch = passive ? kPassiveEpoch : epoch;
   h.runs = static_cast<uint32_t>(runs.size());
   h.disp = a.disp;
   h.bytes = static_cast<uint64_t>(layout_bytes);
@@ -198,7 +212,7 @@ absl::Status WindowState::Issue(const Access& a) {
     ops.pop_back();  // its control message never left: the target counts nothing of it
     return why;
   }
-  ++sent_to[t];
+  if (!passive) ++sent_to[t];  // a passive epoch's operations are counted by its flush and unlock
   ++issued;
   return ref.status;
 }
@@ -287,6 +301,9 @@ absl::Status WindowState::Fence() {
   const EpochState st = EpochMachine::StateOf(*this);
   if (st == EpochState::kFailed) return *failure;
   if (st == EpochState::kFreed) return absl::FailedPreconditionError(absl::StrFormat("%s: fence: freed", Name()));
+  if (st == EpochState::kPassive) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: fence: this rank holds locks (unlock them first)", Name()));
+  }
   if (st == EpochState::kIdle) {  // the first: nothing to close
     (void)EpochMachine::Dispatch(*this, EpochEvent::kFence);
     int work = 0;
@@ -343,6 +360,204 @@ void EpochActions::OpenEpoch(WindowState& w, const RmaSignal&, fsm::EventQueue<W
 
 void EpochActions::NameFailure(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>&) {
   w.failure = x.error;
+}
+
+namespace {
+bool AnyLockHeld(const WindowState& w) {
+  for (const std::unique_ptr<LockAccess>& a : w.locks) {
+    if (a != nullptr && !AccessMachine::IsFinal(*a)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool EpochActions::LastLockFenced(const WindowState& w, const RmaSignal& x) { return LastLock(w, x) && w.epoch > 0; }
+bool EpochActions::LastLock(const WindowState& w, const RmaSignal&) { return !AnyLockHeld(w); }
+
+// ---- passive epochs: rma_access ------------------------------------------------------------
+
+fsm::StateWord& AccessDef::Cell(LockAccess& a) { return a.state; }
+uint64_t AccessDef::IdOf(const LockAccess& a) { return a.id; }
+void AccessDef::Subject(const LockAccess& a, const RmaSignal&, fsm::TraceRecord& r) {
+  r.context = a.win->comm.context();
+  r.peer = a.target;
+  r.tag = a.type;
+}
+
+namespace {
+
+// Sends `a`'s request of `kind` and posts the receive of its answer.
+void SendRequest(LockAccess& a, OpKind kind, AccessEvents& events) {
+  a.request = Header{};
+  a.request.magic = kMagic;
+  a.request.kind = static_cast<uint8_t>(kind);
+  a.request.op = a.type;
+  a.request.epoch = kPassiveEpoch;
+  const Comm& c = a.win->comm;
+  absl::Status st = c.Irecv(&a.answer, 1, a.target, kTagReply, &a.answer_req);
+  if (st.ok()) st = c.Isend(&a.request, sizeof(a.request), a.target, kTagControl, &a.control_req);
+  if (st.ok()) return;
+  RmaSignal err;
+  err.error = st;
+  events.Raise<AccessMachine>(a, AccessEvent::kError, err);
+}
+
+}  // namespace
+
+void AccessActions::SendLock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kLock, events);
+}
+void AccessActions::SendFlush(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kFlush, events);
+}
+void AccessActions::SendUnlock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kUnlock, events);
+}
+void AccessActions::Fail(LockAccess& a, const RmaSignal& x, AccessEvents&) {
+  a.status = absl::Status(x.error.code(), absl::StrFormat("%s: lock on rank %d: %s", a.win->Name(), a.target,
+                                                          x.error.message()));
+}
+
+namespace {
+
+// Rounds of progress (serving, this rank's operations) until `done()`.
+template <class Done>
+class Until : public engine::Activity {
+ public:
+  Until(WindowState* w, Done done) : w_(w), done_(std::move(done)) {}
+  absl::Status Begin() override { return absl::OkStatus(); }
+  std::optional<absl::Status> Poll(int* work) override {
+    w_->Serve(work);
+    w_->AdvanceOps(work);
+    if (!done_()) return std::nullopt;
+    return absl::OkStatus();
+  }
+
+ private:
+  WindowState* w_;
+  Done done_;
+};
+
+}  // namespace
+
+template <class Done>
+absl::Status WindowState::RunUntil(Done done) {
+  Until<Done> until(this, std::move(done));
+  return engine::RunActivity(comm, until);
+}
+
+absl::Status WindowState::TakeFinished(int target) {
+  absl::Status first;
+  std::erase_if(ops, [&](const std::unique_ptr<OriginOp>& o) {
+    if ((target >= 0 && o->target != target) || !OpMachine::IsFinal(*o)) return false;
+    if (first.ok()) first = o->status;
+    return true;
+  });
+  return first;
+}
+
+// The answer to `a`'s request in flight, as its machine's event: `ok` if it came.
+static void TakeAnswer(LockAccess& a, AccessEvent ok) {
+  absl::Status st = a.control_req.Wait();  // completed: at once
+  st.Update(a.answer_req.Wait());
+  RmaSignal x;
+  x.error = st;
+  (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
+}
+
+absl::Status WindowState::Lock(int target, uint8_t type) {
+  const char* what = type == kLockExclusive ? "lock (exclusive)" : "lock (shared)";
+  const EpochState st = EpochMachine::StateOf(*this);
+  const auto fail = [&](absl::StatusCode code, const std::string& why) {
+    return absl::Status(code, absl::StrFormat("%s: %s on rank %d: %s", Name(), what, target, why));
+  };
+  if (target < 0 || target >= comm.size()) {
+    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
+  }
+  if (st == EpochState::kFencing || st == EpochState::kFailed || st == EpochState::kFreed ||
+      (st == EpochState::kOpen && !ops.empty())) {
+    return fail(absl::StatusCode::kFailedPrecondition,
+                st == EpochState::kOpen ? "the fence epoch has operations (a fence completes them first)"
+                                        : absl::StrFormat("the window is %s", EpochDef::kStates[state.value()]));
+  }
+  std::unique_ptr<LockAccess>& slot = locks[static_cast<std::size_t>(target)];
+  if (slot != nullptr && !AccessMachine::IsFinal(*slot)) {
+    return fail(absl::StatusCode::kFailedPrecondition, "this rank holds a lock on it already");
+  }
+  static std::atomic<uint64_t> ids{1};
+  slot = std::make_unique<LockAccess>();
+  LockAccess& a = *slot;
+  a.id = ids.fetch_add(1, std::memory_order_relaxed);
+  a.win = this;
+  a.target = target;
+  a.type = type;
+  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);
+  if (AccessMachine::StateOf(a) == AccessState::kRequesting) {
+    CARTAGE_RETURN_IF_ERROR(RunUntil([&a] { return a.answer_req.completed() && a.control_req.completed(); }));
+    TakeAnswer(a, AccessEvent::kGranted);
+  }
+  if (AccessMachine::StateOf(a) != AccessState::kLocked) return a.status;
+  (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
+  return absl::OkStatus();
+}
+
+absl::Status WindowState::Flush(int target, bool local) {
+  const char* what = local ? "flush_local" : "flush";
+  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
+  if (a == nullptr || AccessMachine::StateOf(*a) != AccessState::kLocked) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
+  }
+  const auto mine_final = [this, target] {
+    for (const std::unique_ptr<OriginOp>& o : ops) {
+      if (o->target == target && !OpMachine::IsFinal(*o)) return false;
+    }
+    return true;
+  };
+  if (local) {
+    CARTAGE_RETURN_IF_ERROR(RunUntil(mine_final));
+    return TakeFinished(target);
+  }
+  (void)AccessMachine::Dispatch(*a, AccessEvent::kFlush);
+  if (AccessMachine::StateOf(*a) == AccessState::kFlushing) {
+    CARTAGE_RETURN_IF_ERROR(
+        RunUntil([&] { return a->answer_req.completed() && a->control_req.completed() && mine_final(); }));
+    TakeAnswer(*a, AccessEvent::kFlushed);
+  }
+  absl::Status st = TakeFinished(target);
+  if (AccessMachine::StateOf(*a) != AccessState::kLocked) st.Update(a->status);
+  return st;
+}
+
+absl::Status WindowState::Unlock(int target) {
+  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
+  if (a == nullptr || AccessMachine::StateOf(*a) != AccessState::kLocked) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
+  }
+  // The unlock goes after every operation to the target, which serves them
+  // in order: its answer says they are all done there.
+  (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
+  absl::Status st;
+  if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
+    st = RunUntil([&] {
+      if (!a->answer_req.completed() || !a->control_req.completed()) return false;
+      for (const std::unique_ptr<OriginOp>& o : ops) {
+        if (o->target == target && !OpMachine::IsFinal(*o)) return false;
+      }
+      return true;
+    });
+    if (st.ok()) TakeAnswer(*a, AccessEvent::kReleased);
+  }
+  if (st.ok()) st = TakeFinished(target);
+  if (st.ok() && AccessMachine::StateOf(*a) != AccessState::kReleased) st = a->status;
+  if (!st.ok() && AccessMachine::StateOf(*a) != AccessState::kFailed) {
+    RmaSignal x;
+    x.error = st;
+    (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);
+  }
+  (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);
+  return st;
 }
 
 }  // namespace cartage::rma

@@ -30,6 +30,7 @@ namespace cartage::rma {
 class WindowState;
 struct OriginOp;
 struct ServedOp;
+struct LockAccess;
 
 // What an rma event carries: the error of an `error` event.
 struct RmaSignal {
@@ -39,22 +40,29 @@ struct RmaSignal {
 // ---- rma_epoch ----------------------------------------------------------------
 
 struct EpochActions {
+  // No other target's lock is held, and a fence opened an epoch before
+  // (whose next fence closes it: it had no operations when the lock came).
+  static bool LastLockFenced(const WindowState& w, const RmaSignal& x);
+  static bool LastLock(const WindowState& w, const RmaSignal& x);    // no other target's lock is held
   static void OpenEpoch(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
   static void NameFailure(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
 };
 
 struct EpochDef {
-  enum class State : uint8_t { kIdle, kOpen, kFencing, kFailed, kFreed, kCount };
-  enum class Event : uint8_t { kFence, kEnded, kError, kFree, kCount };
+  enum class State : uint8_t { kIdle, kOpen, kFencing, kPassive, kFailed, kFreed, kCount };
+  enum class Event : uint8_t { kFence, kEnded, kError, kLock, kUnlock, kFree, kCount };
   using Context = WindowState;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_epoch";
   static constexpr absl::string_view kSummary =
-      "a window's epochs: a fence opens one, the next closes it once every operation to and from this rank is done";
-  static constexpr std::array<absl::string_view, 5> kStates = {"idle", "open", "fencing", "failed", "freed"};
-  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"fence", fsm::EventKind::kUser},
+      "a window's epochs at this rank: a fence opens one and the next closes it once every operation to and from "
+      "this rank is done; locks on targets make a passive one";
+  static constexpr std::array<absl::string_view, 6> kStates = {"idle", "open", "fencing", "passive", "failed", "freed"};
+  static constexpr std::array<fsm::EventSpec, 6> kEvents = {{{"fence", fsm::EventKind::kUser},
                                                              {"ended", fsm::EventKind::kProgress},
                                                              {"error", fsm::EventKind::kProgress},
+                                                             {"lock", fsm::EventKind::kUser},
+                                                             {"unlock", fsm::EventKind::kUser},
                                                              {"free", fsm::EventKind::kUser}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kFreed};
@@ -68,18 +76,28 @@ namespace epoch_fsm {
 using D = EpochDef;
 using S = EpochDef::State;
 using E = EpochDef::Event;
+inline constexpr fsm::Guard<D> kLastLockFenced{"LastLockFenced", &EpochActions::LastLockFenced};
+inline constexpr fsm::Guard<D> kLastLock{"LastLock", &EpochActions::LastLock};
 inline constexpr fsm::Action<D> kOpenEpoch{"OpenEpoch", &EpochActions::OpenEpoch};
 inline constexpr fsm::Action<D> kNameFailure{"NameFailure", &EpochActions::NameFailure};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
-// source        event      guard  action        target
-  {S::kIdle,     E::kFence, {},    kOpenEpoch,   S::kOpen},
-  {S::kIdle,     E::kFree,  {},    {},           S::kFreed},
-  {S::kOpen,     E::kFence, {},    {},           S::kFencing},
-  {S::kOpen,     E::kFree,  {},    {},           S::kFreed},
-  {S::kFencing,  E::kEnded, {},    kOpenEpoch,   S::kOpen},
-  {S::kFencing,  E::kError, {},    kNameFailure, S::kFailed},
-  {S::kFailed,   E::kFree,  {},    {},           S::kFreed},
+// source        event       guard      action        target
+  {S::kIdle,     E::kFence,  {},        kOpenEpoch,   S::kOpen},
+  {S::kIdle,     E::kLock,   {},        {},           S::kPassive},
+  {S::kIdle,     E::kFree,   {},        {},           S::kFreed},
+  {S::kOpen,     E::kFence,  {},        {},           S::kFencing},
+  {S::kOpen,     E::kLock,   {},        {},           S::kPassive},
+  {S::kOpen,     E::kFree,   {},        {},           S::kFreed},
+  {S::kFencing,  E::kEnded,  {},        kOpenEpoch,   S::kOpen},
+  {S::kFencing,  E::kError,  {},        kNameFailure, S::kFailed},
+  {S::kPassive,  E::kLock,   {},        {},           S::kPassive},
+  {S::kPassive,  E::kUnlock, kLastLockFenced, {},     S::kOpen},
+  {S::kPassive,  E::kUnlock, kLastLock, {},           S::kIdle},
+  {S::kPassive,  E::kUnlock, {},        {},           S::kPassive},
+  {S::kPassive,  E::kError,  {},        kNameFailure, S::kFailed},
+  {S::kPassive,  E::kFree,   {},        {},           S::kFreed},
+  {S::kFailed,   E::kFree,   {},        {},           S::kFreed},
 });
 // clang-format on
 }  // namespace epoch_fsm
@@ -142,6 +160,128 @@ using OpMachine = fsm::Machine<OpDef, op_fsm::kTable>;
 using OpState = OpDef::State;
 using OpEvent = OpDef::Event;
 
+// ---- rma_access ---------------------------------------------------------------
+
+using AccessEvents = fsm::EventQueue<LockAccess, RmaSignal>;
+
+struct AccessActions {
+  // Each posts the receive of the target's answer and sends the request.
+  static void SendLock(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  static void SendFlush(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  static void SendUnlock(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  static void Fail(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+};
+
+// One lock this rank takes on one target (a passive access epoch): asked
+// for, granted, flushed any number of times, released.
+struct AccessDef {
+  enum class State : uint8_t { kNew, kRequesting, kLocked, kFlushing, kUnlocking, kReleased, kFailed, kCount };
+  enum class Event : uint8_t { kLock, kGranted, kFlush, kFlushed, kUnlock, kReleased, kError, kCount };
+  using Context = LockAccess;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_access";
+  static constexpr absl::string_view kSummary =
+      "a lock this rank takes on a target's window: asked for, granted, flushed, released";
+  static constexpr std::array<absl::string_view, 7> kStates = {"new",       "requesting", "locked", "flushing",
+                                                               "unlocking", "released",   "failed"};
+  static constexpr std::array<fsm::EventSpec, 7> kEvents = {{{"lock", fsm::EventKind::kUser},
+                                                             {"granted", fsm::EventKind::kWire},
+                                                             {"flush", fsm::EventKind::kUser},
+                                                             {"flushed", fsm::EventKind::kWire},
+                                                             {"unlock", fsm::EventKind::kUser},
+                                                             {"released", fsm::EventKind::kWire},
+                                                             {"error", fsm::EventKind::kProgress}}};
+  static constexpr State kInitial = State::kNew;
+  static constexpr std::array kFinal = {State::kReleased, State::kFailed};
+  static fsm::StateWord& Cell(LockAccess& a);
+  static uint64_t IdOf(const LockAccess& a);
+  static void Subject(const LockAccess& a, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace access_fsm {
+using D = AccessDef;
+using S = AccessDef::State;
+using E = AccessDef::Event;
+using A = AccessActions;
+inline constexpr fsm::Action<D> kSendLock{"SendLock", &A::SendLock};
+inline constexpr fsm::Action<D> kSendFlush{"SendFlush", &A::SendFlush};
+inline constexpr fsm::Action<D> kSendUnlock{"SendUnlock", &A::SendUnlock};
+inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source            event         guard  action       target
+  {S::kNew,          E::kLock,     {},    kSendLock,   S::kRequesting},
+  {S::kRequesting,   E::kGranted,  {},    {},          S::kLocked},
+  {S::kRequesting,   E::kError,    {},    kFail,       S::kFailed},
+  {S::kLocked,       E::kFlush,    {},    kSendFlush,  S::kFlushing},
+  {S::kLocked,       E::kUnlock,   {},    kSendUnlock, S::kUnlocking},
+  {S::kFlushing,     E::kFlushed,  {},    {},          S::kLocked},
+  {S::kFlushing,     E::kError,    {},    kFail,       S::kFailed},
+  {S::kUnlocking,    E::kReleased, {},    {},          S::kReleased},
+  {S::kUnlocking,    E::kError,    {},    kFail,       S::kFailed},
+});
+// clang-format on
+}  // namespace access_fsm
+
+using AccessMachine = fsm::Machine<AccessDef, access_fsm::kTable>;
+using AccessState = AccessDef::State;
+using AccessEvent = AccessDef::Event;
+
+// ---- rma_lock -----------------------------------------------------------------
+
+struct LockActions {
+  static bool LastHolder(const WindowState& w, const RmaSignal& x);  // the releasing origin is the only holder
+};
+
+// The lock on this rank's window that other ranks' passive epochs take:
+// shared by any number of origins, or exclusive to one. An `acquire_*` or
+// `release` event's origin is the window's `lock_origin` while it runs.
+struct LockDef {
+  enum class State : uint8_t { kFree, kShared, kExclusive, kClosed, kCount };
+  enum class Event : uint8_t { kAcquireShared, kAcquireExclusive, kRelease, kClose, kCount };
+  using Context = WindowState;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_lock";
+  static constexpr absl::string_view kSummary =
+      "the lock on this rank's window: shared by any number of origins or held by one, until the window goes";
+  static constexpr std::array<absl::string_view, 4> kStates = {"free", "shared", "exclusive", "closed"};
+  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"acquire_shared", fsm::EventKind::kWire},
+                                                             {"acquire_exclusive", fsm::EventKind::kWire},
+                                                             {"release", fsm::EventKind::kWire},
+                                                             {"close", fsm::EventKind::kUser}}};
+  static constexpr State kInitial = State::kFree;
+  static constexpr std::array kFinal = {State::kClosed};
+  static constexpr bool kRaisesEvents = false;
+  static fsm::StateWord& Cell(WindowState& w);
+  static uint64_t IdOf(const WindowState& w);
+  static void Subject(const WindowState& w, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace lock_fsm {
+using D = LockDef;
+using S = LockDef::State;
+using E = LockDef::Event;
+inline constexpr fsm::Guard<D> kLastHolder{"LastHolder", &LockActions::LastHolder};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source          event                 guard        action  target
+  {S::kFree,       E::kAcquireShared,    {},          {},     S::kShared},
+  {S::kFree,       E::kAcquireExclusive, {},          {},     S::kExclusive},
+  {S::kFree,       E::kClose,            {},          {},     S::kClosed},
+  {S::kShared,     E::kAcquireShared,    {},          {},     S::kShared},
+  {S::kShared,     E::kRelease,          kLastHolder, {},     S::kFree},
+  {S::kShared,     E::kRelease,          {},          {},     S::kShared},
+  {S::kShared,     E::kClose,            {},          {},     S::kClosed},
+  {S::kExclusive,  E::kRelease,          {},          {},     S::kFree},
+  {S::kExclusive,  E::kClose,            {},          {},     S::kClosed},
+});
+// clang-format on
+}  // namespace lock_fsm
+
+using LockMachine = fsm::Machine<LockDef, lock_fsm::kTable>;
+using LockState = LockDef::State;
+using LockEvent = LockDef::Event;
+
 // ---- rma_serve ----------------------------------------------------------------
 
 using ServeEvents = fsm::EventQueue<ServedOp, RmaSignal>;
@@ -156,6 +296,8 @@ struct ServeActions {
   static bool ExchangesNow(const ServedOp& op, const RmaSignal& x);  // fetches; its data (if any) came with it
   static bool IsGet(const ServedOp& op, const RmaSignal& x);
   static bool Fetches(const ServedOp& op, const RmaSignal& x);      // get_accumulate, fetch_and_op, compare_and_swap
+  static bool IsLock(const ServedOp& op, const RmaSignal& x);       // a lock request: it waits for the lock
+  static bool Answers(const ServedOp& op, const RmaSignal& x);      // an unlock or a flush: answered in its turn
   static bool Failed(const ServedOp& op, const RmaSignal& x);       // its data's receive failed
   static void Queue(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void Refuse(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // names it; drains its data
@@ -163,23 +305,28 @@ struct ServeActions {
   static void Reply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // a get's data, sent back
   static void PostData(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // into the window, or a temporary
   static void Land(ServedOp& op, const RmaSignal& x, ServeEvents& events);    // an accumulate's reduction
+  static void AwaitLock(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // joins the lock's queue
+  static void Answer(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // a lock granted, a flush or unlock done
   // A fetch: the target's data kept, the operation applied, the kept data sent back.
   static void Exchange(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void Fail(ServedOp& op, const RmaSignal& x, ServeEvents& events);
 };
 
 struct ServeDef {
-  enum class State : uint8_t { kNew, kQueued, kReceiving, kReplying, kDraining, kDone, kRefused, kFailed, kCount };
-  enum class Event : uint8_t { kHeader, kTurn, kData, kReplied, kError, kCount };
+  enum class State : uint8_t {
+    kNew, kQueued, kLocking, kReceiving, kReplying, kDraining, kDone, kRefused, kFailed, kCount
+  };
+  enum class Event : uint8_t { kHeader, kTurn, kGranted, kData, kReplied, kError, kCount };
   using Context = ServedOp;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_serve";
   static constexpr absl::string_view kSummary =
       "an operation at its target: queued until its turn, then applied, received into the window, or answered";
-  static constexpr std::array<absl::string_view, 8> kStates = {"new",      "queued", "receiving", "replying",
-                                                               "draining", "done",   "refused",   "failed"};
-  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{{"header", fsm::EventKind::kWire},
+  static constexpr std::array<absl::string_view, 9> kStates = {
+      "new", "queued", "locking", "receiving", "replying", "draining", "done", "refused", "failed"};
+  static constexpr std::array<fsm::EventSpec, 6> kEvents = {{{"header", fsm::EventKind::kWire},
                                                              {"turn", fsm::EventKind::kProgress},
+                                                             {"granted", fsm::EventKind::kProgress},
                                                              {"data", fsm::EventKind::kWire},
                                                              {"replied", fsm::EventKind::kProgress},
                                                              {"error", fsm::EventKind::kProgress}}};
@@ -202,6 +349,10 @@ inline constexpr fsm::Guard<D> kExchangesNow{"ExchangesNow", &A::ExchangesNow};
 inline constexpr fsm::Guard<D> kIsGet{"IsGet", &A::IsGet};
 inline constexpr fsm::Guard<D> kFetches{"Fetches", &A::Fetches};
 inline constexpr fsm::Guard<D> kFailed{"Failed", &A::Failed};
+inline constexpr fsm::Guard<D> kIsLock{"IsLock", &A::IsLock};
+inline constexpr fsm::Guard<D> kAnswers{"Answers", &A::Answers};
+inline constexpr fsm::Action<D> kAwaitLock{"AwaitLock", &A::AwaitLock};
+inline constexpr fsm::Action<D> kAnswer{"Answer", &A::Answer};
 inline constexpr fsm::Action<D> kQueue{"Queue", &A::Queue};
 inline constexpr fsm::Action<D> kRefuse{"Refuse", &A::Refuse};
 inline constexpr fsm::Action<D> kApply{"Apply", &A::Apply};
@@ -215,15 +366,21 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
 // source            event        guard     action     target
   {S::kNew,          E::kHeader,  kWaits,   kQueue,    S::kQueued},
   {S::kNew,          E::kHeader,  kRefused, kRefuse,   S::kDraining},
+  {S::kNew,          E::kHeader,  kIsLock,  kAwaitLock, S::kLocking},
+  {S::kNew,          E::kHeader,  kAnswers, kAnswer,   S::kReplying},
   {S::kNew,          E::kHeader,  kInline,  kApply,    S::kDone},
   {S::kNew,          E::kHeader,  kExchangesNow, kExchange, S::kReplying},
   {S::kNew,          E::kHeader,  kIsGet,   kReply,    S::kReplying},
   {S::kNew,          E::kHeader,  {},       kPostData, S::kReceiving},
   {S::kQueued,       E::kTurn,    kRefused, kRefuse,   S::kDraining},
+  {S::kQueued,       E::kTurn,    kIsLock,  kAwaitLock, S::kLocking},
+  {S::kQueued,       E::kTurn,    kAnswers, kAnswer,   S::kReplying},
   {S::kQueued,       E::kTurn,    kInline,  kApply,    S::kDone},
   {S::kQueued,       E::kTurn,    kExchangesNow, kExchange, S::kReplying},
   {S::kQueued,       E::kTurn,    kIsGet,   kReply,    S::kReplying},
   {S::kQueued,       E::kTurn,    {},       kPostData, S::kReceiving},
+  {S::kLocking,      E::kGranted, {},       kAnswer,   S::kReplying},
+  {S::kLocking,      E::kError,   {},       kFail,     S::kFailed},
   {S::kReceiving,    E::kData,    kFailed,  kFail,     S::kFailed},
   {S::kReceiving,    E::kData,    kFetches, kExchange, S::kReplying},
   {S::kReceiving,    E::kData,    {},       kLand,     S::kDone},
@@ -241,7 +398,8 @@ using ServeMachine = fsm::Machine<ServeDef, serve_fsm::kTable>;
 using ServeState = ServeDef::State;
 using ServeEvent = ServeDef::Event;
 
-// Registers rma_epoch, rma_op and rma_serve (diagrams, trace check).
+// Registers rma_epoch, rma_op, rma_access, rma_lock and rma_serve (diagrams,
+// trace check).
 absl::Status RegisterRmaMachines(fsm::Registry& registry);
 
 }  // namespace cartage::rma

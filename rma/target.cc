@@ -24,7 +24,16 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
   if (h.magic != kMagic) return "a control message with a foreign header";
   if (h.kind >= static_cast<uint8_t>(OpKind::kCount)) return absl::StrFormat("an operation of kind %d", h.kind);
   if (h.runs > kMaxRuns) return absl::StrFormat("a layout of %d blocks", h.runs);
-  if (h.epoch == 0 || (h.epoch != w.epoch && h.epoch != w.epoch + 1)) {
+  const uint8_t held = w.holders[static_cast<std::size_t>(op.origin)];
+  if (h.epoch == kPassiveEpoch) {
+    const auto k = static_cast<OpKind>(h.kind);
+    if (k == OpKind::kLock) {
+      if (held != 0) return "a lock request from an origin that holds the lock";
+      if (h.op != kLockShared && h.op != kLockExclusive) return absl::StrFormat("a lock request of kind %d", h.op);
+    } else if (held == 0) {
+      return absl::StrFormat("%s from an origin that holds no lock on this window", OpKindName(k));
+    }
+  } else if (h.epoch == 0 || (h.epoch != w.epoch && h.epoch != w.epoch + 1)) {
     return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
   }
   const std::size_t layout = sizeof(Header) + h.runs * sizeof(Run);
@@ -114,8 +123,10 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   const WindowState& w = *op.win;
   const auto o = static_cast<std::size_t>(op.origin);
   if (op.h.magic != kMagic || op.h.epoch == 0) return false;  // nothing of it can be trusted: refused
+  const bool in_order = w.landing[o] > 0 || !w.queued[o].empty();
+  if (op.h.epoch == kPassiveEpoch) return in_order;  // under a lock: its epoch is the lock's
   if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
-  return op.h.epoch != w.epoch || w.landing[o] > 0 || !w.queued[o].empty();
+  return op.h.epoch != w.epoch || in_order;
 }
 bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty(); }
 namespace {
@@ -137,6 +148,64 @@ bool ServeActions::IsGet(const ServedOp& op, const RmaSignal&) {
 }
 bool ServeActions::Fetches(const ServedOp& op, const RmaSignal&) {
   return rma::Fetches(static_cast<OpKind>(op.h.kind));
+}
+bool ServeActions::IsLock(const ServedOp& op, const RmaSignal&) {
+  return static_cast<OpKind>(op.h.kind) == OpKind::kLock;
+}
+bool ServeActions::Answers(const ServedOp& op, const RmaSignal&) {
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  return kind == OpKind::kFlush || kind == OpKind::kUnlock;
+}
+
+void ServeActions::AwaitLock(ServedOp& op, const RmaSignal&, ServeEvents&) { op.win->lock_waiters.push_back(&op); }
+
+void ServeActions::Answer(ServedOp& op, const RmaSignal&, ServeEvents& events) {
+  static const std::byte kYes{1};
+  const absl::Status st = op.win->comm.Isend(&kYes, 1, op.origin, kTagReply, &op.req);
+  if (!st.ok()) RaiseError(op, st, events);
+}
+
+// ---- rma_lock -------------------------------------------------------------------------
+
+fsm::StateWord& LockDef::Cell(WindowState& w) { return w.lock_state; }
+uint64_t LockDef::IdOf(const WindowState& w) { return w.trace_id; }
+void LockDef::Subject(const WindowState& w, const RmaSignal&, fsm::TraceRecord& r) {
+  r.context = w.comm.context();
+  r.peer = w.lock_origin;
+  r.tag = w.shared_holders;
+}
+bool LockActions::LastHolder(const WindowState& w, const RmaSignal&) { return w.shared_holders == 1; }
+
+void WindowState::GrantWaiting(int* work) {
+  while (!lock_waiters.empty()) {
+    ServedOp& op = *lock_waiters.front();
+    const bool exclusive = op.h.op == kLockExclusive;
+    const LockState now = LockMachine::StateOf(*this);
+    if (now == LockState::kClosed || (exclusive ? now != LockState::kFree : now == LockState::kExclusive)) return;
+    lock_waiters.pop_front();
+    lock_origin = op.origin;
+    holders[static_cast<std::size_t>(op.origin)] = op.h.op;
+    if (!exclusive) ++shared_holders;
+    (void)LockMachine::Dispatch(*this, exclusive ? LockEvent::kAcquireExclusive : LockEvent::kAcquireShared);
+    (void)ServeMachine::Dispatch(op, ServeEvent::kGranted);
+    Settled(op);
+    ++*work;
+  }
+}
+
+// After `op` left `from` for its state now: an unlock answered releases the
+// lock, and a lock request queued may be granted.
+void WindowState::AfterStep(ServedOp& op, ServeState from, int* work) {
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  const ServeState now = ServeMachine::StateOf(op);
+  if (kind == OpKind::kUnlock && from != now && now == ServeState::kReplying) {
+    const auto o = static_cast<std::size_t>(op.origin);
+    lock_origin = op.origin;
+    (void)LockMachine::Dispatch(*this, LockEvent::kRelease);
+    if (holders[o] == kLockShared) --shared_holders;
+    holders[o] = 0;
+  }
+  if ((kind == OpKind::kUnlock || kind == OpKind::kLock) && from != now) GrantWaiting(work);
 }
 bool ServeActions::Failed(const ServedOp& op, const RmaSignal&) { return !op.status.ok(); }
 
@@ -304,7 +373,7 @@ void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {
   serving.push_back(std::move(op));
   (void)ServeMachine::Dispatch(ref, ServeEvent::kHeader);
   Settled(ref);
-  (void)work;
+  AfterStep(ref, ServeState::kNew, work);
 }
 
 void WindowState::StartQueued(int origin, int* work) {
@@ -315,6 +384,7 @@ void WindowState::StartQueued(int origin, int* work) {
     q.pop_front();
     (void)ServeMachine::Dispatch(op, ServeEvent::kTurn);
     Settled(op);
+    AfterStep(op, ServeState::kQueued, work);
     ++*work;
   }
 }
@@ -322,7 +392,7 @@ void WindowState::StartQueued(int origin, int* work) {
 void WindowState::Settled(ServedOp& op) {
   if (!ServeMachine::IsFinal(op)) return;
   ++served;
-  ++served_in_epoch;
+  if (op.h.epoch != kPassiveEpoch) ++served_in_epoch;  // a fence counts its epoch's
   if (!op.status.ok() && served_failure.ok()) served_failure = op.status;
 }
 

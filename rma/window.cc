@@ -28,6 +28,8 @@ WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint
   sent_to.assign(ranks, 0);
   queued.resize(ranks);
   landing.assign(ranks, 0);
+  holders.assign(ranks, 0);
+  locks.resize(ranks);
   control_buf.resize(kControlMax);
 }
 
@@ -39,6 +41,8 @@ std::string WindowState::Name() const {
 
 void WindowState::StopService() {
   if (EpochMachine::StateOf(*this) != EpochState::kFreed) (void)EpochMachine::Dispatch(*this, EpochEvent::kFree);
+  if (LockMachine::StateOf(*this) != LockState::kClosed) (void)LockMachine::Dispatch(*this, LockEvent::kClose);
+  lock_waiters.clear();
   // The control receive still posted: nothing more is served.
   if (control_req.active()) {
     (void)control_req.Cancel();
@@ -59,12 +63,17 @@ absl::Status WindowState::Free() {
     return absl::FailedPreconditionError(absl::StrFormat("%s: freed already", Name()));
   }
   const std::size_t unfenced = ops.size();
+  std::size_t locked = 0;
+  for (const std::unique_ptr<LockAccess>& a : locks) locked += a != nullptr && !AccessMachine::IsFinal(*a) ? 1 : 0;
   // Every rank is here: nobody sends this window anything more.
   absl::Status st = Barrier(comm);
   StopService();
-  if (st.ok() && unfenced > 0) {
+  if (st.ok() && locked > 0) {
     st = absl::FailedPreconditionError(
-        absl::StrFormat("%s: freed with %d operations issued since the last fence (a fence completes them)", Name(),
+        absl::StrFormat("%s: freed with locks on %d ranks held (unlock them first)", Name(), locked));
+  } else if (st.ok() && unfenced > 0) {
+    st = absl::FailedPreconditionError(
+        absl::StrFormat("%s: freed with %d operations not completed (a fence or an unlock completes them)", Name(),
                         unfenced));
   }
   ops.clear();
@@ -232,6 +241,76 @@ absl::Status Window::Fence() {
   return state_->Fence();
 }
 
+absl::Status Window::Lock(int target, LockType type) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("lock");
+  return state_->Lock(target, type == LockType::kExclusive ? rma::kLockExclusive : rma::kLockShared);
+}
+
+absl::Status Window::Unlock(int target) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("unlock");
+  return state_->Unlock(target);
+}
+
+absl::Status Window::LockAll() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("lock_all");
+  for (int r = 0; r < state_->comm.size(); ++r) {
+    if (absl::Status s = state_->Lock(r, rma::kLockShared); !s.ok()) {
+      for (int k = 0; k < r; ++k) state_->Unlock(k).IgnoreError();  // the ones taken go back
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Window::UnlockAll() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("unlock_all");
+  absl::Status first;
+  for (int r = 0; r < state_->comm.size(); ++r) first.Update(state_->Unlock(r));
+  return first;
+}
+
+absl::Status Window::Flush(int target) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("flush");
+  return state_->Flush(target, /*local=*/false);
+}
+
+absl::Status Window::FlushLocal(int target) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("flush_local");
+  return state_->Flush(target, /*local=*/true);
+}
+
+absl::Status Window::FlushAll() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("flush_all");
+  absl::Status first;
+  for (int r = 0; r < state_->comm.size(); ++r) {
+    if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
+        rma::AccessMachine::StateOf(*state_->locks[static_cast<std::size_t>(r)]) == rma::AccessState::kLocked) {
+      first.Update(state_->Flush(r, /*local=*/false));
+    }
+  }
+  return first;
+}
+
+absl::Status Window::FlushLocalAll() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("flush_local_all");
+  absl::Status first;
+  for (int r = 0; r < state_->comm.size(); ++r) {
+    if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
+        rma::AccessMachine::StateOf(*state_->locks[static_cast<std::size_t>(r)]) == rma::AccessState::kLocked) {
+      first.Update(state_->Flush(r, /*local=*/true));
+    }
+  }
+  return first;
+}
+
 absl::Status Window::Free() {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status("window free");
@@ -250,6 +329,8 @@ namespace rma {
 absl::Status RegisterRmaMachines(fsm::Registry& registry) {
   absl::Status s = registry.Register(EpochMachine::Describe());
   s.Update(registry.Register(OpMachine::Describe()));
+  s.Update(registry.Register(AccessMachine::Describe()));
+  s.Update(registry.Register(LockMachine::Describe()));
   s.Update(registry.Register(ServeMachine::Describe()));
   return s;
 }

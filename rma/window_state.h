@@ -22,7 +22,9 @@
 
 namespace cartage::rma {
 
-enum class OpKind : uint8_t { kPut, kGet, kAccumulate, kGetAccumulate, kCompareAndSwap, kCount };
+// The operations, and the requests of a passive epoch (a lock, a flush, an
+// unlock), which travel as operations do.
+enum class OpKind : uint8_t { kPut, kGet, kAccumulate, kGetAccumulate, kCompareAndSwap, kLock, kFlush, kUnlock, kCount };
 const char* OpKindName(OpKind kind);
 // Whether the target sends data back (the origin then awaits it).
 inline bool Fetches(OpKind k) { return k == OpKind::kGet || k == OpKind::kGetAccumulate || k == OpKind::kCompareAndSwap; }
@@ -51,13 +53,21 @@ static_assert(sizeof(Header) == 32);
 // fetch that changes nothing, a compare-and-swap's value and comparand.
 inline uint64_t DataBytes(OpKind kind, uint8_t op, uint64_t layout_bytes) {
   switch (kind) {
-    case OpKind::kGet: return 0;
+    case OpKind::kGet:
+    case OpKind::kLock:
+    case OpKind::kFlush:
+    case OpKind::kUnlock: return 0;
     case OpKind::kGetAccumulate: return op == kOpNoOp ? 0 : layout_bytes;
     case OpKind::kCompareAndSwap: return 2 * layout_bytes;
     default: return layout_bytes;
   }
 }
 inline constexpr uint32_t kMagic = 0x31414d52;  // "RMA1"
+// The epoch of an operation in a passive epoch (under a lock).
+inline constexpr uint32_t kPassiveEpoch = 0xffffffff;
+// A lock request's `op`.
+inline constexpr uint8_t kLockShared = 1;
+inline constexpr uint8_t kLockExclusive = 2;
 
 // One contiguous block of the target layout: bytes from the target address
 // (the window's base + disp * unit), in the order of the packed data.
@@ -115,6 +125,20 @@ struct OriginOp {
   absl::Status status;
 };
 
+// A lock this rank holds (or asks for) on one target (rma_access).
+struct LockAccess {
+  fsm::StateWord state;
+  uint64_t id = 0;
+  WindowState* win = nullptr;
+  int target = 0;
+  uint8_t type = kLockShared;
+  Header request;        // the control message of the request in flight
+  Request control_req;   // it
+  Request answer_req;    // and the target's answer (one byte)
+  std::byte answer{};
+  absl::Status status;
+};
+
 struct ServedOp {
   fsm::StateWord state;
   uint64_t id = 0;
@@ -153,10 +177,13 @@ class WindowState {
   uint32_t epoch = 0;     // the epoch open here (0: none yet)
   std::optional<absl::Status> failure;  // why the last fence failed (NameFailure)
 
-  // Origin side: the operations issued in the open epoch, and to whom.
+  // Origin side: the operations issued in the open epoch (or under locks,
+  // until their target's flush or unlock), and how many to each rank in
+  // the fence epoch; the locks held, by target (null: none).
   std::vector<std::unique_ptr<OriginOp>> ops;
   std::vector<uint64_t> sent_to;
   uint64_t issued = 0;
+  std::vector<std::unique_ptr<LockAccess>> locks;
 
   // Target side.
   std::vector<std::byte> control_buf;
@@ -164,7 +191,15 @@ class WindowState {
   std::vector<std::unique_ptr<ServedOp>> serving;  // not final yet
   std::vector<std::deque<ServedOp*>> queued;       // by origin, in arrival order
   std::vector<int> landing;                        // by origin: operations whose data is being received
-  uint64_t served_in_epoch = 0;
+  uint64_t served_in_epoch = 0;   // operations of the fence epoch open here
+  // The lock on this window (rma_lock): each origin's hold (0 none, or
+  // kLockShared / kLockExclusive), the lock requests waiting in order, and
+  // the origin of the lock event being dispatched.
+  fsm::StateWord lock_state;
+  std::vector<uint8_t> holders;
+  int shared_holders = 0;
+  std::deque<ServedOp*> lock_waiters;
+  int lock_origin = -1;
   uint64_t served = 0;
   absl::Status served_failure;  // the first operation of the open epoch that failed or was refused here
   Request service_req;
@@ -175,6 +210,15 @@ class WindowState {
   absl::Status Issue(const Access& a);
   absl::Status Fence();
   absl::Status Free();
+  // Passive epochs: a lock on `target` (kLockShared or kLockExclusive),
+  // granted before it returns; its flush (every operation to `target` done
+  // there); its release (flushed, then unlocked). `local`: only this side
+  // done (flush_local).
+  absl::Status Lock(int target, uint8_t type);
+  absl::Status Flush(int target, bool local);
+  absl::Status Unlock(int target);
+  // Grants the waiting lock requests the lock now allows, in order.
+  void GrantWaiting(int* work);
   // Serves what came: control messages, data received, replies sent.
   void Serve(int* work);
   // Advances this rank's operations whose CARs ended; how many are left.
@@ -185,9 +229,17 @@ class WindowState {
 
  private:
   absl::Status PostControlReceive();
+  // Rounds of progress until `done` holds (the requests' answers, the
+  // operations to a target).
+  template <class Done>
+  absl::Status RunUntil(Done done);
+  // The operations to `target` (-1: all) are final: their first failure.
+  absl::Status TakeFinished(int target);
   void Take(std::unique_ptr<ServedOp> op, int* work);
   // After an event of `op`: a final one counts as served.
   void Settled(ServedOp& op);
+  // After `op`'s header or turn moved it on from `from`: the lock's part.
+  void AfterStep(ServedOp& op, ServeState from, int* work);
 };
 
 // The service: polled by the agent's progress until the window is freed.

@@ -7,10 +7,11 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|dead
+// usage: rma_ranks matrix|passive|computing|dead
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -270,6 +271,75 @@ int Matrix(const Comm& w) {
   return 0;
 }
 
+// Passive target: locks, flushes, contention, and (with CARTAGE_PROGRESS_THREAD=1)
+// a target that computes while the others' epochs on it complete.
+int Passive(const Comm& w, bool target_computes) {
+  const int me = w.rank();
+  const int n = w.size();
+  const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+  auto made = Window::Allocate(w, 64 * sizeof(int64_t), sizeof(int64_t));
+  KIT_OK(made.status());
+  Window& x = **made;
+  auto* mine = static_cast<int64_t*>(x.base());
+  // Without a lock, nothing goes.
+  const absl::Status unlocked = x.Put(&me, sizeof(me), 0, 0);
+  KIT_EXPECT(unlocked.code() == absl::StatusCode::kFailedPrecondition, "a put with no epoch: %s", unlocked.ToString());
+  KIT_OK(cartage::Barrier(w));
+  if (target_computes && me == 0) {
+    // Rank 0 computes for 3 s without calling cartage; the others' epochs
+    // on its window complete meanwhile through its progress thread.
+    const auto start = std::chrono::steady_clock::now();
+    volatile uint64_t spin = 0;
+    while (std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) spin = spin + 1;
+  } else {
+    // A read-modify-write of rank 0's counter under an exclusive lock, 20
+    // times by every rank: only exclusion makes the count come out.
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) {
+      KIT_OK(x.Lock(0, Window::LockType::kExclusive));
+      KIT_EXPECT(x.state() == "passive", "inside a lock: %s", std::string(x.state()));
+      int64_t v = -1;
+      KIT_OK(x.Get(&v, 1, i64, 0, 0, 1, i64));
+      KIT_OK(x.Flush(0));  // the get's data is in
+      ++v;
+      KIT_OK(x.Put(&v, 1, i64, 0, 0, 1, i64));
+      KIT_OK(x.Unlock(0));
+    }
+    // Shared locks on every rank, an accumulate into each, flushed, then a
+    // get that must see it.
+    KIT_OK(x.LockAll());
+    const int64_t one = 1;
+    for (int r = 0; r < n; ++r) KIT_OK(x.Accumulate(&one, 1, i64, r, 1 + me, 1, i64, Op(OpKind::kSum)));
+    KIT_OK(x.FlushAll());
+    int64_t back = -1;
+    KIT_OK(x.Get(&back, 1, i64, (me + 1) % n, 1 + me, 1, i64));
+    KIT_OK(x.FlushLocal((me + 1) % n));
+    KIT_EXPECT(back == 1, "after the flush, rank %d's element %d reads %d", (me + 1) % n, 1 + me, back);
+    const absl::Status fence = x.Fence();
+    KIT_EXPECT(fence.code() == absl::StatusCode::kFailedPrecondition, "a fence inside a lock: %s", fence.ToString());
+    KIT_OK(x.UnlockAll());
+    KIT_EXPECT(x.state() == "idle", "after the last unlock: %s", std::string(x.state()));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (target_computes) {
+      KIT_EXPECT(secs < 2.5, "the epochs took %.2f s while rank 0 computed for 3 s", secs);
+      std::printf("rank %d: its epochs on a computing rank 0 took %.3f s\n", me, secs);
+    }
+  }
+  const absl::Status no_lock = x.Unlock(0);
+  KIT_EXPECT(no_lock.code() == absl::StatusCode::kFailedPrecondition, "an unlock with no lock: %s", no_lock.ToString());
+  KIT_OK(cartage::Barrier(w));
+  const int64_t origins = target_computes ? n - 1 : n;
+  if (me == 0) KIT_EXPECT(mine[0] == 20 * origins, "rank 0's counter is %d, expected %d", mine[0], 20 * origins);
+  for (int r = 0; r < n; ++r) {
+    const int64_t want = target_computes && r == 0 ? 0 : 1;
+    KIT_EXPECT(mine[1 + r] == want, "element %d (rank %d's accumulates) is %d", 1 + r, r, mine[1 + r]);
+  }
+  KIT_OK(x.Free());
+  KIT_OK(cartage::Barrier(w));
+  if (me == 0) std::printf("PASS rma passive (%d ranks)\n", n);
+  return 0;
+}
+
 // The last rank leaves after the first fence; the others' operations to it
 // and their next fence fail, naming it, and none hangs.
 int Dead(const Comm& w) {
@@ -309,6 +379,8 @@ int main(int argc, char** argv) {
   kit::t_rank = w.rank();
   if (mode == "matrix") return Matrix(w);
   if (mode == "dead") return Dead(w);
-  std::fprintf(stderr, "usage: rma_ranks matrix|dead\n");
+  if (mode == "passive") return Passive(w, false);
+  if (mode == "computing") return Passive(w, true);
+  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|dead\n");
   return 2;
 }

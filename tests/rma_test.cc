@@ -33,6 +33,34 @@ TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcp) {
   }
 }
 
+// Locks: an exclusive read-modify-write of one counter by every rank,
+// shared locks on every rank with flushes, the errors outside a lock.
+TEST(RmaRanks, PassiveEpochsKeepExclusionAndFlushOnShmAndTcp) {
+  for (int n : {2, 3, 4}) {
+    const CommandResult r =
+        RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "passive"});
+    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma passive (%d ranks)", n))) << r.err;
+  }
+  const CommandResult tcp = RunCommand(
+      {CARTAGE_BIN, "run", "-n", "3", "--timeout", "120", RANKS_BIN, "passive"}, {"CARTAGE_METHODS=tcp"});
+  EXPECT_EQ(tcp.code, 0) << tcp.err << tcp.out;
+  EXPECT_THAT(tcp.out, HasSubstr("PASS rma passive (3 ranks)")) << tcp.err;
+}
+
+// A target that computes for 3 s and never calls cartage: with a progress
+// thread, the others' locks, operations and unlocks on it complete
+// meanwhile (the ranks fail where they took 2.5 s or more).
+TEST(RmaRanks, APassiveTargetThatComputesServesThroughItsProgressThread) {
+  for (int n : {2, 3}) {
+    const CommandResult r = RunCommand(
+        {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "computing"},
+        {"CARTAGE_PROGRESS_THREAD=1"});
+    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma passive (%d ranks)", n))) << r.err;
+  }
+}
+
 // The last rank leaves after the first fence: every other rank's fence
 // fails naming it, within the launcher's limit.
 TEST(RmaRanks, ADeadTargetFailsTheFenceNamingIt) {

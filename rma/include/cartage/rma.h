@@ -112,14 +112,33 @@ class Window {
   // The first fence opens the first epoch. An operation that failed fails
   // the fence, naming it.
   absl::Status Fence();
-  // Frees the window (collective; after a fence closed the last epoch).
+  // Passive target: a lock on `target`'s window opens an access epoch to
+  // it (granted before Lock returns: shared with other shared holders, or
+  // exclusive), Unlock closes it once every operation to `target` is done
+  // there. The target need not call anything; it serves the epoch whenever
+  // it makes progress, and while it computes only with a progress thread
+  // (CARTAGE_PROGRESS_THREAD=1). LockAll takes a shared lock on every rank.
+  enum class LockType : uint8_t { kShared, kExclusive };
+  absl::Status Lock(int target, LockType type = LockType::kShared);
+  absl::Status Unlock(int target);
+  absl::Status LockAll();
+  absl::Status UnlockAll();
+  // Inside a lock: every operation to `target` done there (Flush), or only
+  // here, the origin buffers free again and fetched data in (FlushLocal).
+  absl::Status Flush(int target);
+  absl::Status FlushAll();
+  absl::Status FlushLocal(int target);
+  absl::Status FlushLocalAll();
+
+  // Frees the window (collective; after the last epoch closed: a fence,
+  // or every lock released).
   absl::Status Free();
 
   void* base() const;
   uint64_t bytes() const;
   int disp_unit() const;
   // The window's epoch state (rma_epoch: "idle", "open", "fencing",
-  // "failed", "freed"), for inspection.
+  // "passive", "failed", "freed"), for inspection.
   absl::string_view state() const;
   // Operations this rank served as a target, and those it issued, since the window was made.
   uint64_t served() const;
