@@ -58,7 +58,7 @@ const char* OpKindName(OpKind kind) {
   return "?";
 }
 
-absl::Status WindowState::Issue(const Access& a) {
+absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issued_op) {
   const OpKind kind = a.kind;
   const char* what = OpKindName(kind);
   const int target = a.target;
@@ -163,7 +163,7 @@ absl::Status WindowState::Issue(const Access& a) {
                                 runs.size(), kMaxRuns));
   }
 
-  auto o = std::make_unique<OriginOp>();
+  auto o = std::make_shared<OriginOp>();
   o->id = g_next_op.fetch_add(1, std::memory_order_relaxed);
   o->win = this;
   o->kind = kind;
@@ -214,7 +214,21 @@ absl::Status WindowState::Issue(const Access& a) {
   }
   if (!passive) ++sent_to[t];  // a passive epoch's operations are counted by its flush and unlock
   ++issued;
+  if (issued_op != nullptr) *issued_op = ops.back();
   return ref.status;
+}
+
+std::optional<absl::Status> OpDone::Poll(int* work) {
+  if (!OpMachine::IsFinal(*op_)) {
+    const std::shared_ptr<WindowState> w = w_.lock();
+    if (w == nullptr || EpochMachine::StateOf(*w) == EpochState::kFreed) {
+      return absl::FailedPreconditionError(absl::StrFormat("%s of %d bytes to rank %d: its window went first",
+                                                           OpKindName(op_->kind), op_->bytes, op_->target));
+    }
+    w->AdvanceOps(work);
+    if (!OpMachine::IsFinal(*op_)) return std::nullopt;
+  }
+  return op_->status;
 }
 
 // ---- rma_op ------------------------------------------------------------------------
@@ -252,7 +266,7 @@ void OpActions::Fail(OriginOp& op, const RmaSignal& x, OpEvents&) {
 
 std::size_t WindowState::AdvanceOps(int* work) {
   std::size_t left = 0;
-  for (const std::unique_ptr<OriginOp>& o : ops) {
+  for (const std::shared_ptr<OriginOp>& o : ops) {
     OriginOp& op = *o;
     if (OpMachine::StateOf(op) == OpState::kIssued && op.control_req.completed() && op.data_req.completed()) {
       absl::Status st = op.control_req.Wait();  // completed: at once
@@ -320,7 +334,7 @@ absl::Status WindowState::Fence() {
     s = engine::RunActivity(comm, wait);
   }
   if (s.ok()) {
-    for (const std::unique_ptr<OriginOp>& o : ops) {
+    for (const std::shared_ptr<OriginOp>& o : ops) {
       if (!o->status.ok()) {
         s = o->status;
         break;
@@ -448,7 +462,7 @@ absl::Status WindowState::RunUntil(Done done) {
 
 absl::Status WindowState::TakeFinished(int target) {
   absl::Status first;
-  std::erase_if(ops, [&](const std::unique_ptr<OriginOp>& o) {
+  std::erase_if(ops, [&](const std::shared_ptr<OriginOp>& o) {
     if ((target >= 0 && o->target != target) || !OpMachine::IsFinal(*o)) return false;
     if (first.ok()) first = o->status;
     return true;
@@ -509,7 +523,7 @@ absl::Status WindowState::Flush(int target, bool local) {
         absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
   }
   const auto mine_final = [this, target] {
-    for (const std::unique_ptr<OriginOp>& o : ops) {
+    for (const std::shared_ptr<OriginOp>& o : ops) {
       if (o->target == target && !OpMachine::IsFinal(*o)) return false;
     }
     return true;
@@ -542,7 +556,7 @@ absl::Status WindowState::Unlock(int target) {
   if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
     st = RunUntil([&] {
       if (!a->answer_req.completed() || !a->control_req.completed()) return false;
-      for (const std::unique_ptr<OriginOp>& o : ops) {
+      for (const std::shared_ptr<OriginOp>& o : ops) {
         if (o->target == target && !OpMachine::IsFinal(*o)) return false;
       }
       return true;

@@ -164,10 +164,18 @@ const Datatype& Bytes() {
 
 }  // namespace
 
-absl::Status Window::Issue(const char* what, const rma::Access& a) {
+absl::Status Window::Issue(const char* what, const rma::Access& a, Request* req) {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status(what);
-  return state_->Issue(a);
+  if (req == nullptr) return state_->Issue(a);
+  if (req->active() || req->persistent()) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: r%s to rank %d: the request is %s", state_->Name(), what,
+                                                         a.target, req->active() ? "still active" : "persistent"));
+  }
+  std::shared_ptr<rma::OriginOp> op;
+  CARTAGE_RETURN_IF_ERROR(state_->Issue(a, &op));
+  return engine::Launch(state_->comm, std::make_shared<rma::OpDone>(state_, std::move(op)), /*persistent=*/false,
+                        req);
 }
 
 absl::Status Window::Put(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
@@ -233,6 +241,44 @@ absl::Status Window::CompareAndSwap(const void* origin, const void* compare, voi
   a.result_count = 1;
   a.result_type = &type;
   return Issue("compare_and_swap", a);
+}
+
+absl::Status Window::Rput(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                          uint64_t disp, int64_t target_count, const Datatype& target_type, Request* req) {
+  return Issue("put", Of(rma::OpKind::kPut, origin, origin_count, &origin_type, target, disp, target_count,
+                         target_type),
+               req);
+}
+
+absl::Status Window::Rget(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                          int64_t target_count, const Datatype& target_type, Request* req) {
+  rma::Access a = Of(rma::OpKind::kGet, nullptr, 0, &origin_type, target, disp, target_count, target_type);
+  a.result = origin;
+  a.result_count = origin_count;
+  a.result_type = &origin_type;
+  return Issue("get", a, req);
+}
+
+absl::Status Window::Raccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                                 uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op,
+                                 Request* req) {
+  rma::Access a =
+      Of(rma::OpKind::kAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
+  a.op = op.code();
+  return Issue("accumulate", a, req);
+}
+
+absl::Status Window::RgetAccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type,
+                                    void* result, int64_t result_count, const Datatype& result_type, int target,
+                                    uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op,
+                                    Request* req) {
+  rma::Access a =
+      Of(rma::OpKind::kGetAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
+  a.result = result;
+  a.result_count = result_count;
+  a.result_type = &result_type;
+  a.op = op.code();
+  return Issue("get_accumulate", a, req);
 }
 
 absl::Status Window::Fence() {

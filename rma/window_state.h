@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -180,7 +181,7 @@ class WindowState {
   // Origin side: the operations issued in the open epoch (or under locks,
   // until their target's flush or unlock), and how many to each rank in
   // the fence epoch; the locks held, by target (null: none).
-  std::vector<std::unique_ptr<OriginOp>> ops;
+  std::vector<std::shared_ptr<OriginOp>> ops;
   std::vector<uint64_t> sent_to;
   uint64_t issued = 0;
   std::vector<std::unique_ptr<LockAccess>> locks;
@@ -206,8 +207,9 @@ class WindowState {
 
   // The window, as errors name it: "window 2 (rank 1 of 4)".
   std::string Name() const;
-  // Issues one operation (rma_op).
-  absl::Status Issue(const Access& a);
+  // Issues one operation (rma_op); `issued` (if given) gets it, for a
+  // request that completes with it.
+  absl::Status Issue(const Access& a, std::shared_ptr<OriginOp>* issued = nullptr);
   absl::Status Fence();
   absl::Status Free();
   // Passive epochs: a lock on `target` (kLockShared or kLockExclusive),
@@ -240,6 +242,19 @@ class WindowState {
   void Settled(ServedOp& op);
   // After `op`'s header or turn moved it on from `from`: the lock's part.
   void AfterStep(ServedOp& op, ServeState from, int* work);
+};
+
+// A request-based operation's request: it completes as the operation
+// reaches its end here (a put's data sent, a get's arrived).
+class OpDone : public engine::Activity {
+ public:
+  OpDone(std::weak_ptr<WindowState> w, std::shared_ptr<OriginOp> op) : w_(std::move(w)), op_(std::move(op)) {}
+  absl::Status Begin() override { return absl::OkStatus(); }
+  std::optional<absl::Status> Poll(int* work) override;
+
+ private:
+  std::weak_ptr<WindowState> w_;  // a window destroyed first fails the request
+  std::shared_ptr<OriginOp> op_;  // a fence or unlock may drop it from the window first
 };
 
 // The service: polled by the agent's progress until the window is freed.

@@ -315,6 +315,20 @@ int Passive(const Comm& w, bool target_computes) {
     KIT_OK(x.Get(&back, 1, i64, (me + 1) % n, 1 + me, 1, i64));
     KIT_OK(x.FlushLocal((me + 1) % n));
     KIT_EXPECT(back == 1, "after the flush, rank %d's element %d reads %d", (me + 1) % n, 1 + me, back);
+    // Request-based: the put's request ends as its data left, the get's as
+    // its data came (after the flush that completed the put there).
+    cartage::Request put_req, get_req;
+    const int64_t val = 100 + me;
+    int64_t readback = -1;
+    KIT_OK(x.Rput(&val, 1, i64, (me + 1) % n, 40 + me, 1, i64, &put_req));
+    KIT_OK(put_req.Wait());
+    KIT_OK(x.Flush((me + 1) % n));
+    KIT_OK(x.Rget(&readback, 1, i64, (me + 1) % n, 40 + me, 1, i64, &get_req));
+    KIT_OK(get_req.Wait());
+    KIT_EXPECT(readback == 100 + me, "the request-based get read %d", readback);
+    const absl::Status busy = x.Rget(&readback, 1, i64, (me + 1) % n, 40 + me, 1, i64, &get_req);
+    KIT_OK(busy);  // a finished request is reused
+    KIT_OK(get_req.Wait());
     const absl::Status fence = x.Fence();
     KIT_EXPECT(fence.code() == absl::StatusCode::kFailedPrecondition, "a fence inside a lock: %s", fence.ToString());
     KIT_OK(x.UnlockAll());
@@ -333,6 +347,11 @@ int Passive(const Comm& w, bool target_computes) {
   for (int r = 0; r < n; ++r) {
     const int64_t want = target_computes && r == 0 ? 0 : 1;
     KIT_EXPECT(mine[1 + r] == want, "element %d (rank %d's accumulates) is %d", 1 + r, r, mine[1 + r]);
+  }
+  const int from = (me + n - 1) % n;
+  if (!(target_computes && from == 0)) {
+    KIT_EXPECT(mine[40 + from] == 100 + from, "element %d (rank %d's request-based put) is %d", 40 + from, from,
+               mine[40 + from]);
   }
   KIT_OK(x.Free());
   KIT_OK(cartage::Barrier(w));

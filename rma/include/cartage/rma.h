@@ -107,6 +107,20 @@ class Window {
   absl::Status CompareAndSwap(const void* origin, const void* compare, void* result, const Datatype& type,
                               int target, uint64_t disp);
 
+  // The same, each with a request that completes as the operation ends
+  // here (MPI's Rput, Rget, Raccumulate, Rget_accumulate): a put's or
+  // accumulate's origin buffer is free again, a get's data is in. Its
+  // completion at the target still takes a flush, an unlock or a fence.
+  absl::Status Rput(const void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                    int64_t target_count, const Datatype& target_type, Request* req);
+  absl::Status Rget(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
+                    int64_t target_count, const Datatype& target_type, Request* req);
+  absl::Status Raccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
+                           uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op, Request* req);
+  absl::Status RgetAccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, void* result,
+                              int64_t result_count, const Datatype& result_type, int target, uint64_t disp,
+                              int64_t target_count, const Datatype& target_type, RmaOp op, Request* req);
+
   // Closes the epoch (every operation this rank issued is done, and every
   // operation issued to it is applied) and opens the next (collective).
   // The first fence opens the first epoch. An operation that failed fails
@@ -146,7 +160,7 @@ class Window {
 
  private:
   explicit Window(std::shared_ptr<rma::WindowState> state);
-  absl::Status Issue(const char* what, const rma::Access& a);
+  absl::Status Issue(const char* what, const rma::Access& a, Request* req = nullptr);
   static absl::StatusOr<std::unique_ptr<Window>> Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
                                                       bool allocate);
   std::shared_ptr<rma::WindowState> state_;
