@@ -377,9 +377,9 @@ void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {
 }
 
 void WindowState::StartQueued(int origin, int* work) {
-  if (EpochMachine::StateOf(*this) == EpochState::kIdle) return;
   std::deque<ServedOp*>& q = queued[static_cast<std::size_t>(origin)];
-  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 && q.front()->h.epoch == epoch) {
+  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 &&
+         (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch)) {
     ServedOp& op = *q.front();
     q.pop_front();
     (void)ServeMachine::Dispatch(op, ServeEvent::kTurn);

@@ -277,7 +277,8 @@ int Passive(const Comm& w, bool target_computes) {
   const int me = w.rank();
   const int n = w.size();
   const Datatype i64 = Datatype::Basic(BasicType::kInt64);
-  auto made = Window::Allocate(w, 64 * sizeof(int64_t), sizeof(int64_t));
+  constexpr int64_t kApart = 2048;  // int64s: 16 KiB, data in a message of its own
+  auto made = Window::Allocate(w, (64 + kApart) * sizeof(int64_t), sizeof(int64_t));
   KIT_OK(made.status());
   Window& x = **made;
   auto* mine = static_cast<int64_t*>(x.base());
@@ -305,6 +306,14 @@ int Passive(const Comm& w, bool target_computes) {
       KIT_OK(x.Put(&v, 1, i64, 0, 0, 1, i64));
       KIT_OK(x.Unlock(0));
     }
+    // Data apart from its control message, under a lock on the right
+    // neighbour: the unlock waits for it to land there.
+    std::vector<int64_t> block(kApart);
+    for (int64_t i = 0; i < kApart; ++i) block[static_cast<std::size_t>(i)] = me * 1000000 + i;
+    KIT_OK(x.Lock((me + 1) % n, Window::LockType::kExclusive));
+    KIT_OK(x.Put(block.data(), kApart, i64, (me + 1) % n, 64, kApart, i64));
+    KIT_OK(x.Accumulate(block.data(), kApart, i64, (me + 1) % n, 64, kApart, i64, Op(OpKind::kSum)));
+    KIT_OK(x.Unlock((me + 1) % n));
     // Shared locks on every rank, an accumulate into each, flushed, then a
     // get that must see it.
     KIT_OK(x.LockAll());
@@ -350,6 +359,10 @@ int Passive(const Comm& w, bool target_computes) {
   }
   const int from = (me + n - 1) % n;
   if (!(target_computes && from == 0)) {
+    for (int64_t i = 0; i < kApart; ++i) {
+      KIT_EXPECT(mine[64 + i] == 2 * (from * 1000000 + i), "element %d (rank %d's put, then sum) is %d", 64 + i, from,
+                 mine[64 + i]);
+    }
     KIT_EXPECT(mine[40 + from] == 100 + from, "element %d (rank %d's request-based put) is %d", 40 + from, from,
                mine[40 + from]);
   }
