@@ -20,6 +20,11 @@
 //           every rank; per-call µs averaged over the ranks; bcast from rank
 //           0, allreduce a sum of doubles; sizes are bytes per rank; the
 //           iteration count is calibrated so a repetition takes --target_s
+// put_lat get_lat acc_lat
+//           one-sided, as OSU's osu_put_latency, osu_get_latency and
+//           osu_acc_latency with a lock: rank 0 locks rank 1's window, puts
+//           (gets, accumulates doubles) and unlocks (µs an epoch)
+// put_bw    the same with a window of 64 puts an epoch (MB/s)
 // exchange  the same loop over point-to-point: each rank an Irecv and an
 //           Isend with its partner (rank ^ 1), then waits for both: the
 //           floor of a one-round collective (2 ranks: barrier, allreduce)
@@ -55,6 +60,7 @@
 #include "bench/shared_page.h"
 #include "cartage/cartage.h"
 #include "cartage/collectives.h"
+#include "cartage/rma.h"
 
 ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (default: 0, 8, 64, 1 KiB ... 4 MiB)");
 ABSL_FLAG(int, reps, 7, "timed repetitions per size");
@@ -180,10 +186,18 @@ double CmaProbeMBps(const Comm& w, Buffer& buf, std::size_t bytes) {
 
 constexpr const char* kTests[] = {"pingpong",  "bw",        "bibw",      "rate",     "match_posted",
                                   "match_posted_any", "match_unexpected", "match_unexpected_any",
-                                  "barrier",   "bcast",     "allreduce", "allgather", "alltoall", "exchange"};
+                                  "barrier",   "bcast",     "allreduce", "allgather", "alltoall", "exchange",
+                                  "put_lat",   "get_lat",   "acc_lat",   "put_bw"};
 constexpr int kControlTag = 32000;
 
 bool IsMatching(const std::string& test) { return test.rfind("match_", 0) == 0; }
+bool IsRma(const std::string& test) {
+  return test == "put_lat" || test == "get_lat" || test == "acc_lat" || test == "put_bw";
+}
+
+// The window the one-sided tests use, made for each size (collectively, by
+// ranks 0 and 1) and freed after it.
+std::unique_ptr<cartage::Window> g_window;
 bool IsCollective(const std::string& test) {
   return test == "barrier" || test == "bcast" || test == "allreduce" || test == "allgather" || test == "alltoall" ||
          test == "exchange";
@@ -294,6 +308,7 @@ void BenchCollective(const Comm& w, const std::string& test, const std::vector<s
 
 int Iterations(const std::string& test, std::size_t bytes) {
   if (test == "pingpong") return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
+  if (IsRma(test) && test != "put_bw") return bytes <= 8192 ? 5000 : bytes <= 65536 ? 1000 : bytes <= (1 << 20) ? 100 : 30;
   return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;  // windows of 64
 }
 
@@ -305,7 +320,34 @@ double Run(const Comm& w, const std::string& test, Buffer& buf, char* rbuf, std:
   CARTAGE_CHECK_OK(w.Send(nullptr, 0, peer, 3));
   CARTAGE_CHECK_OK(w.Recv(nullptr, 0, peer, 3));
   const auto start = Clock::now();
-  if (test == "pingpong") {
+  if (IsRma(test)) {
+    // As OSU's osu_put_latency, osu_get_latency, osu_acc_latency and
+    // osu_put_bw with a lock: rank 0 locks rank 1's window, puts (gets,
+    // accumulates; a window of 64 puts for put_bw) and unlocks; rank 1
+    // makes progress in a receive until rank 0 is done.
+    static const cartage::Datatype kF64 = cartage::Datatype::Basic(cartage::datatype::BasicType::kDouble);
+    const cartage::datatype::Op sum(cartage::datatype::OpKind::kSum);
+    cartage::Window& win = *g_window;
+    if (w.rank() == 0) {
+      const int64_t doubles = static_cast<int64_t>(bytes / sizeof(double));
+      for (int i = 0; i < iters; ++i) {
+        CARTAGE_CHECK_OK(win.Lock(1));
+        if (test == "put_lat") {
+          CARTAGE_CHECK_OK(win.Put(buf.data(), bytes, 1, 0));
+        } else if (test == "get_lat") {
+          CARTAGE_CHECK_OK(win.Get(rbuf, bytes, 1, 0));
+        } else if (test == "acc_lat") {
+          CARTAGE_CHECK_OK(win.Accumulate(buf.data(), doubles, kF64, 1, 0, doubles, kF64, sum));
+        } else {
+          for (int k = 0; k < 64; ++k) CARTAGE_CHECK_OK(win.Put(buf.data(), bytes, 1, 0));
+        }
+        CARTAGE_CHECK_OK(win.Unlock(1));
+      }
+      CARTAGE_CHECK_OK(w.Send(nullptr, 0, 1, 6));
+    } else {
+      CARTAGE_CHECK_OK(w.Recv(nullptr, 0, 0, 6));
+    }
+  } else if (test == "pingpong") {
     for (int i = 0; i < iters; ++i) {
       if (w.rank() == 0) {
         CARTAGE_CHECK_OK(w.Send(buf.data(), bytes, 1, 0));
@@ -445,7 +487,7 @@ int main(int argc, char** argv) {
   if (world.rank() > 1) return 0;
   cartage::bench::SharedPage page(world);
   const std::string method = (*agent)->method_for(1 - (*agent)->rank());
-  const char* key = test == "pingpong" || IsMatching(test) ? "median_us"
+  const char* key = test == "pingpong" || IsMatching(test) || (IsRma(test) && test != "put_bw") ? "median_us"
                     : test == "rate"                       ? "median_msgs_per_s"
                                                            : "median_MBps";
   if (world.rank() == 0 && !json) {
@@ -456,7 +498,7 @@ int main(int argc, char** argv) {
   }
   for (std::size_t bytes : sizes) {
     Buffer buf(std::max<std::size_t>(bytes, 1), 'x');
-    Buffer rbuf(test == "bibw" || test == "pingpong" ? buf.size() : 0);
+    Buffer rbuf(test == "bibw" || test == "pingpong" || test == "get_lat" ? buf.size() : 0);
     const double handoff = HandOffNs(world, page);
     const double cma_probe = test == "bw" && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
     std::vector<double> values;
@@ -475,18 +517,31 @@ int main(int argc, char** argv) {
       ops = static_cast<uint64_t>(reps) * bytes;
     } else {
       const int iters = Iterations(test, bytes);
-      char* recv_into = test == "bibw" || test == "pingpong" ? rbuf.data() : buf.data();
+      if (IsRma(test)) {
+        auto made = cartage::Window::Allocate(world, std::max<std::size_t>(bytes, 8), 1);
+        CARTAGE_CHECK_OK(made.status());
+        g_window = *std::move(made);
+        CARTAGE_CHECK_OK(g_window->Fence());  // an epoch closed before the locks (its exchange made the window whole)
+        CARTAGE_CHECK_OK(g_window->Fence());
+      }
+      char* recv_into = test == "bibw" || test == "pingpong" || test == "get_lat" ? rbuf.data() : buf.data();
       (void)Run(world, test, buf, recv_into, bytes, std::max(1, iters / 5));  // warm-up
       allocs_before = g_allocations.load();
       for (int r = 0; r < reps; ++r) {
         const double secs = Run(world, test, buf, recv_into, bytes, iters);
         if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
+        else if (IsRma(test) && test != "put_bw") values.push_back(secs * 1e6 / iters);
+        else if (test == "put_bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else if (test == "bibw") values.push_back(2.0 * static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else values.push_back(64.0 * iters / secs);
       }
       ops = static_cast<uint64_t>(reps) * static_cast<uint64_t>(iters) *
-            (test == "pingpong" ? 2 : test == "bibw" ? 128 : 64);
+            (test == "pingpong" ? 2 : test == "bibw" ? 128 : IsRma(test) && test != "put_bw" ? 1 : 64);
+      if (g_window != nullptr) {
+        CARTAGE_CHECK_OK(g_window->Free());
+        g_window.reset();
+      }
     }
     const double allocs_per_op = static_cast<double>(g_allocations.load() - allocs_before) / static_cast<double>(ops);
     if (world.rank() != 0) continue;

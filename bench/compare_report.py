@@ -14,6 +14,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KiB, MiB = 1024, 1024 * 1024
 COLLECTIVES = ("barrier", "bcast", "allreduce", "allgather", "alltoall")
+P2P = ("pingpong", "bw", "bibw", "rate")
+RMA = ("put_lat", "get_lat", "acc_lat", "put_bw")
 SHORT = {"cartage": "cartage", "mpich": "MPICH", "openmpi": "Open MPI"}
 SYSTEMS = {
     "cartage": {"shm": "cartage (shm)", "tcp": "cartage (tcp)"},
@@ -227,8 +229,9 @@ def render_markdown(data):
             "slice). Each runtime places the ranks as it does by default: `cartage run` pins ranks that "
             "outnumber the CPUs round-robin, Open MPI runs with `--bind-to none` (its own choice when "
             "oversubscribed) and MPICH unbound (its default). With ranks that fit, all three pin them to cores."]
-    sections = [("Shared memory, 2 ranks", lambda c: c["transport"] == "shm" and c["test"] in ("pingpong", "bw", "bibw", "rate")),
-                ("TCP over loopback, 2 ranks", lambda c: c["transport"] == "tcp"),
+    sections = [("Shared memory, 2 ranks", lambda c: c["transport"] == "shm" and c["test"] in P2P),
+                ("TCP over loopback, 2 ranks", lambda c: c["transport"] == "tcp" and c["test"] in P2P),
+                ("One-sided (RMA), 2 ranks: a lock, the operation, the unlock", lambda c: c["test"] in RMA),
                 ("Collectives on shared memory", lambda c: c["test"] in COLLECTIVES),
                 ("Matching with long queues (shared memory, 8-byte messages)", lambda c: is_matching(c["test"]))]
     for name, pick in sections:
@@ -420,6 +423,14 @@ def render_summary(data):
         out += grid(name, [(size_label(z), z) for z in sizes], [(heads[t], t) for t in tests],
                     lambda z, t, tr=transport: (cases[f"{tr}-{t}-2"], z)
                     if z in cases[f"{tr}-{t}-2"]["sizes"] else None)
+    rma = [c for c in data["cases"] if c["test"] in RMA]
+    if rma:
+        sizes = sorted({z for c in rma for z in c["sizes"]})
+        heads = {"put_lat": "put µs", "get_lat": "get µs", "acc_lat": "accumulate µs", "put_bw": "put bandwidth MB/s"}
+        cols = [(f"{c['transport']} {heads[c['test']]}", c["id"]) for c in rma]
+        out += grid("One-sided, 2 ranks (an epoch: lock, the operation, unlock; bandwidth: 64 puts an epoch)",
+                    [(size_label(z), z) for z in sizes], cols,
+                    lambda z, cid: (cases[cid], z) if z in cases[cid]["sizes"] else None)
     coll = [c for c in data["cases"] if c["test"] in COLLECTIVES]
     if coll:
         sizes = sorted({z for c in coll for z in c["sizes"]})

@@ -14,6 +14,12 @@
  *   match_unexpected[_any]
  *              the sender sends tags 0..N-1 before any receive is posted;
  *              the receiver then receives tags N-1..0 (µs/message)
+ *   put_lat get_lat acc_lat
+ *              one-sided, as osu_put_latency, osu_get_latency and
+ *              osu_acc_latency with a lock: rank 0 locks rank 1's window
+ *              (MPI_Win_allocate), puts (gets, accumulates doubles) and
+ *              unlocks (µs an epoch)
+ *   put_bw     the same with a window of 64 puts an epoch (MB/s)
  *   barrier bcast allreduce allgather alltoall
  *              every rank; the per-call time of each rank averaged over the
  *              ranks (osu_* do the same); bcast from rank 0, allreduce is a
@@ -50,9 +56,16 @@ static int IsCollective(const char* t) {
 
 static int IsMatching(const char* t) { return strncmp(t, "match_", 6) == 0; }
 
+static int IsRma(const char* t) {
+  return IsTest(t, "put_lat") || IsTest(t, "get_lat") || IsTest(t, "acc_lat") || IsTest(t, "put_bw");
+}
+
 /* cartage-bench's Iterations(), so both sides run the same loops. */
 static int Iterations(const char* test, size_t bytes) {
   if (IsTest(test, "pingpong")) return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
+  if (IsRma(test) && !IsTest(test, "put_bw")) {
+    return bytes <= 8192 ? 5000 : bytes <= 65536 ? 1000 : bytes <= (1 << 20) ? 100 : 30;
+  }
   return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;
 }
 
@@ -123,6 +136,34 @@ static double RunP2p(const char* test, char* sbuf, char* rbuf, size_t bytes, int
 
 /* One repetition of a matching test with a queue of `depth`: µs per message,
  * on the receiver (rank 1); rank 0 returns 0. */
+/* One timed repetition of a one-sided test: rank 0 locks rank 1's window
+ * and puts (gets, accumulates) in each epoch; rank 1 makes progress in a
+ * receive until rank 0 is done. Seconds on this rank's clock. */
+static double RunRma(const char* test, MPI_Win win, char* sbuf, char* rbuf, size_t bytes, int iters) {
+  const int n = (int)bytes;
+  Sync();
+  const double start = MPI_Wtime();
+  if (g_rank == 0) {
+    for (int i = 0; i < iters; ++i) {
+      MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win);
+      if (IsTest(test, "put_lat")) {
+        MPI_Put(sbuf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, win);
+      } else if (IsTest(test, "get_lat")) {
+        MPI_Get(rbuf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, win);
+      } else if (IsTest(test, "acc_lat")) {
+        MPI_Accumulate(sbuf, n / 8, MPI_DOUBLE, 1, 0, n / 8, MPI_DOUBLE, MPI_SUM, win);
+      } else {
+        for (int w = 0; w < kWindow; ++w) MPI_Put(sbuf, n, MPI_BYTE, 1, 0, n, MPI_BYTE, win);
+      }
+      MPI_Win_unlock(1, win);
+    }
+    MPI_Send(NULL, 0, MPI_BYTE, 1, kControlTag + 3, MPI_COMM_WORLD);
+  } else {
+    MPI_Recv(NULL, 0, MPI_BYTE, 0, kControlTag + 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  }
+  return MPI_Wtime() - start;
+}
+
 static double RunMatching(const char* test, int depth, MPI_Request* reqs, double* bufs) {
   const int any = strstr(test, "_any") != NULL;
   const int source = any ? MPI_ANY_SOURCE : 0;
@@ -212,7 +253,7 @@ int main(int argc, char** argv) {
     else if (strcmp(argv[i], "-T") == 0) target = atof(argv[i + 1]);
   }
   const int known = IsTest(test, "pingpong") || IsTest(test, "bw") || IsTest(test, "bibw") || IsTest(test, "rate") ||
-                    IsMatching(test) || IsCollective(test);
+                    IsMatching(test) || IsCollective(test) || IsRma(test);
   if (!known || reps < 1 || (!IsCollective(test) && g_size < 2)) {
     if (g_rank == 0) fprintf(stderr, "usage: mpirun -n 2 osu-mpi TEST [-s sizes] [-r reps] [-T seconds]\n");
     MPI_Finalize();
@@ -275,6 +316,20 @@ int main(int argc, char** argv) {
       }
       free(reqs);
       free(bufs);
+    } else if (IsRma(test)) {
+      MPI_Win win;
+      void* base = NULL;
+      MPI_Win_allocate((MPI_Aint)(bytes > 8 ? bytes : 8), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+      const int iters = Iterations(test, bytes);
+      if (g_rank <= 1) {
+        (void)RunRma(test, win, sbuf, rbuf, bytes, iters / 5 > 0 ? iters / 5 : 1); /* warm-up */
+        for (int r = 0; r < reps; ++r) {
+          const double secs = RunRma(test, win, sbuf, rbuf, bytes, iters);
+          values[r] = IsTest(test, "put_bw") ? (double)bytes * kWindow * iters / secs / 1e6 : secs * 1e6 / iters;
+        }
+        if (g_rank == 0) Report(test, bytes, IsTest(test, "put_bw") ? "median_MBps" : "median_us", values, reps, iters);
+      }
+      MPI_Win_free(&win);
     } else if (g_rank <= 1) {
       const int iters = Iterations(test, bytes);
       (void)RunP2p(test, sbuf, rbuf, bytes, iters / 5 > 0 ? iters / 5 : 1); /* warm-up */
