@@ -78,12 +78,15 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   }
   const bool passive = st == EpochState::kPassive;
   if (passive) {
-    const LockAccess* held = locks[static_cast<std::size_t>(target)].get();
-    if (held == nullptr || AccessMachine::StateOf(const_cast<LockAccess&>(*held)) != AccessState::kLocked) {
+    LockAccess* held = locks[static_cast<std::size_t>(target)].get();
+    if (held == nullptr || AccessMachine::IsFinal(*held)) {
       return fail(absl::StatusCode::kFailedPrecondition,
                   absl::StrFormat("this rank holds no lock on rank %d (a passive epoch reaches the targets it locked)",
                                   target));
     }
+    // The lock's first use sends its request, which this operation follows.
+    if (AccessMachine::StateOf(*held) == AccessState::kPending) (void)AccessMachine::Dispatch(*held, AccessEvent::kUse);
+    if (AccessMachine::StateOf(*held) == AccessState::kFailed) return held->status;
   }
   if (a.origin_count < 0 || a.target_count < 0 || a.result_count < 0) {
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("invalid count (origin %d, result %d, target %d)",
@@ -400,16 +403,18 @@ void AccessDef::Subject(const LockAccess& a, const RmaSignal&, fsm::TraceRecord&
 
 namespace {
 
-// Sends `a`'s request of `kind` and posts the receive of its answer.
-void SendRequest(LockAccess& a, OpKind kind, AccessEvents& events) {
-  a.request = Header{};
-  a.request.magic = kMagic;
-  a.request.kind = static_cast<uint8_t>(kind);
-  a.request.op = a.type;
-  a.request.epoch = kPassiveEpoch;
+// Sends `msg`, a request of `kind`, posting first the receive of its
+// one-byte answer into `answer`.
+void SendRequest(LockAccess& a, OpKind kind, Header& msg, Request& send, Request& answer_req, std::byte& answer,
+                 AccessEvents& events) {
+  msg = Header{};
+  msg.magic = kMagic;
+  msg.kind = static_cast<uint8_t>(kind);
+  msg.op = a.type;
+  msg.epoch = kPassiveEpoch;
   const Comm& c = a.win->comm;
-  absl::Status st = c.Irecv(&a.answer, 1, a.target, kTagReply, &a.answer_req);
-  if (st.ok()) st = c.Isend(&a.request, sizeof(a.request), a.target, kTagControl, &a.control_req);
+  absl::Status st = c.Irecv(&answer, 1, a.target, kTagReply, &answer_req);
+  if (st.ok()) st = c.Isend(&msg, sizeof(msg), a.target, kTagControl, &send);
   if (st.ok()) return;
   RmaSignal err;
   err.error = st;
@@ -419,13 +424,13 @@ void SendRequest(LockAccess& a, OpKind kind, AccessEvents& events) {
 }  // namespace
 
 void AccessActions::SendLock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kLock, events);
+  SendRequest(a, OpKind::kLock, a.lock_msg, a.lock_req, a.grant_req, a.grant, events);
 }
 void AccessActions::SendFlush(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kFlush, events);
+  SendRequest(a, OpKind::kFlush, a.msg, a.msg_req, a.answer_req, a.answer, events);
 }
 void AccessActions::SendUnlock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kUnlock, events);
+  SendRequest(a, OpKind::kUnlock, a.msg, a.msg_req, a.answer_req, a.answer, events);
 }
 void AccessActions::Fail(LockAccess& a, const RmaSignal& x, AccessEvents&) {
   a.status = absl::Status(x.error.code(), absl::StrFormat("%s: lock on rank %d: %s", a.win->Name(), a.target,
@@ -452,6 +457,28 @@ class Until : public engine::Activity {
   Done done_;
 };
 
+// Whether the answers `a` waits for have come (the grant, if asked for,
+// and the flush's or unlock's, if one is on its way).
+bool Answered(const LockAccess& a) {
+  return (!a.grant_req.active() || (a.grant_req.completed() && a.lock_req.completed())) &&
+         (!a.answer_req.active() || (a.answer_req.completed() && a.msg_req.completed()));
+}
+
+// The answers that came, as `a`'s events, the grant first (it came first):
+// `done` for the flush's or unlock's.
+void TakeAnswers(LockAccess& a, AccessEvent done) {
+  const auto take = [&a](Request& send, Request& answer, AccessEvent ok) {
+    if (!answer.active() || !answer.completed() || !send.completed()) return;
+    absl::Status st = send.Wait();  // completed: at once
+    st.Update(answer.Wait());
+    RmaSignal x;
+    x.error = st;
+    if (!AccessMachine::IsFinal(a)) (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
+  };
+  take(a.lock_req, a.grant_req, AccessEvent::kGranted);
+  take(a.msg_req, a.answer_req, done);
+}
+
 }  // namespace
 
 template <class Done>
@@ -468,15 +495,6 @@ absl::Status WindowState::TakeFinished(int target) {
     return true;
   });
   return first;
-}
-
-// The answer to `a`'s request in flight, as its machine's event: `ok` if it came.
-static void TakeAnswer(LockAccess& a, AccessEvent ok) {
-  absl::Status st = a.control_req.Wait();  // completed: at once
-  st.Update(a.answer_req.Wait());
-  RmaSignal x;
-  x.error = st;
-  (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
 }
 
 absl::Status WindowState::Lock(int target, uint8_t type) {
@@ -505,12 +523,7 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
   a.win = this;
   a.target = target;
   a.type = type;
-  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);
-  if (AccessMachine::StateOf(a) == AccessState::kRequesting) {
-    CARTAGE_RETURN_IF_ERROR(RunUntil([&a] { return a.answer_req.completed() && a.control_req.completed(); }));
-    TakeAnswer(a, AccessEvent::kGranted);
-  }
-  if (AccessMachine::StateOf(a) != AccessState::kLocked) return a.status;
+  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);  // noted: asked for with its first use
   (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
   return absl::OkStatus();
 }
@@ -518,7 +531,7 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
 absl::Status WindowState::Flush(int target, bool local) {
   const char* what = local ? "flush_local" : "flush";
   LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
-  if (a == nullptr || AccessMachine::StateOf(*a) != AccessState::kLocked) {
+  if (a == nullptr || AccessMachine::IsFinal(*a)) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
   }
@@ -528,15 +541,15 @@ absl::Status WindowState::Flush(int target, bool local) {
     }
     return true;
   };
-  if (local) {
+  // Nothing was asked of the target yet: nothing to flush there.
+  if (local || AccessMachine::StateOf(*a) == AccessState::kPending) {
     CARTAGE_RETURN_IF_ERROR(RunUntil(mine_final));
     return TakeFinished(target);
   }
   (void)AccessMachine::Dispatch(*a, AccessEvent::kFlush);
   if (AccessMachine::StateOf(*a) == AccessState::kFlushing) {
-    CARTAGE_RETURN_IF_ERROR(
-        RunUntil([&] { return a->answer_req.completed() && a->control_req.completed() && mine_final(); }));
-    TakeAnswer(*a, AccessEvent::kFlushed);
+    CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return Answered(*a) && mine_final(); }));
+    TakeAnswers(*a, AccessEvent::kFlushed);
   }
   absl::Status st = TakeFinished(target);
   if (AccessMachine::StateOf(*a) != AccessState::kLocked) st.Update(a->status);
@@ -545,27 +558,28 @@ absl::Status WindowState::Flush(int target, bool local) {
 
 absl::Status WindowState::Unlock(int target) {
   LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
-  if (a == nullptr || AccessMachine::StateOf(*a) != AccessState::kLocked) {
+  if (a == nullptr || AccessMachine::IsFinal(*a)) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
   }
   // The unlock goes after every operation to the target, which serves them
-  // in order: its answer says they are all done there.
+  // in order: its answer says they are all done there. A lock never used
+  // asked nothing of the target, and is released with no message.
   (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
   absl::Status st;
   if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
     st = RunUntil([&] {
-      if (!a->answer_req.completed() || !a->control_req.completed()) return false;
+      if (!Answered(*a)) return false;
       for (const std::shared_ptr<OriginOp>& o : ops) {
         if (o->target == target && !OpMachine::IsFinal(*o)) return false;
       }
       return true;
     });
-    if (st.ok()) TakeAnswer(*a, AccessEvent::kReleased);
+    if (st.ok()) TakeAnswers(*a, AccessEvent::kReleased);
   }
   if (st.ok()) st = TakeFinished(target);
   if (st.ok() && AccessMachine::StateOf(*a) != AccessState::kReleased) st = a->status;
-  if (!st.ok() && AccessMachine::StateOf(*a) != AccessState::kFailed) {
+  if (!st.ok() && !AccessMachine::IsFinal(*a)) {
     RmaSignal x;
     x.error = st;
     (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);

@@ -172,19 +172,27 @@ struct AccessActions {
   static void Fail(LockAccess& a, const RmaSignal& x, AccessEvents& events);
 };
 
-// One lock this rank takes on one target (a passive access epoch): asked
-// for, granted, flushed any number of times, released.
+// One lock this rank takes on one target (a passive access epoch). Taken
+// lazily, as MPI allows: Lock only notes it (pending), and the request goes
+// with the first operation, flush or unlock, which follow it at once; the
+// target serves them only once it granted the lock, so a lock, a put and
+// an unlock cost one round trip. A lock nothing used is released with no
+// message. The grant's answer may come while a flush or the unlock is on
+// its way (granted in flushing or unlocking).
 struct AccessDef {
-  enum class State : uint8_t { kNew, kRequesting, kLocked, kFlushing, kUnlocking, kReleased, kFailed, kCount };
-  enum class Event : uint8_t { kLock, kGranted, kFlush, kFlushed, kUnlock, kReleased, kError, kCount };
+  enum class State : uint8_t {
+    kNew, kPending, kRequesting, kLocked, kFlushing, kUnlocking, kReleased, kFailed, kCount
+  };
+  enum class Event : uint8_t { kLock, kUse, kGranted, kFlush, kFlushed, kUnlock, kReleased, kError, kCount };
   using Context = LockAccess;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_access";
   static constexpr absl::string_view kSummary =
-      "a lock this rank takes on a target's window: asked for, granted, flushed, released";
-  static constexpr std::array<absl::string_view, 7> kStates = {"new",       "requesting", "locked", "flushing",
-                                                               "unlocking", "released",   "failed"};
-  static constexpr std::array<fsm::EventSpec, 7> kEvents = {{{"lock", fsm::EventKind::kUser},
+      "a lock this rank takes on a target's window: noted, asked for with its first use, granted, flushed, released";
+  static constexpr std::array<absl::string_view, 8> kStates = {"new",       "pending",   "requesting", "locked",
+                                                               "flushing",  "unlocking", "released",   "failed"};
+  static constexpr std::array<fsm::EventSpec, 8> kEvents = {{{"lock", fsm::EventKind::kUser},
+                                                             {"use", fsm::EventKind::kUser},
                                                              {"granted", fsm::EventKind::kWire},
                                                              {"flush", fsm::EventKind::kUser},
                                                              {"flushed", fsm::EventKind::kWire},
@@ -210,13 +218,19 @@ inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source            event         guard  action       target
-  {S::kNew,          E::kLock,     {},    kSendLock,   S::kRequesting},
+  {S::kNew,          E::kLock,     {},    {},          S::kPending},
+  {S::kPending,      E::kUse,      {},    kSendLock,   S::kRequesting},
+  {S::kPending,      E::kUnlock,   {},    {},          S::kReleased},
   {S::kRequesting,   E::kGranted,  {},    {},          S::kLocked},
+  {S::kRequesting,   E::kFlush,    {},    kSendFlush,  S::kFlushing},
+  {S::kRequesting,   E::kUnlock,   {},    kSendUnlock, S::kUnlocking},
   {S::kRequesting,   E::kError,    {},    kFail,       S::kFailed},
   {S::kLocked,       E::kFlush,    {},    kSendFlush,  S::kFlushing},
   {S::kLocked,       E::kUnlock,   {},    kSendUnlock, S::kUnlocking},
+  {S::kFlushing,     E::kGranted,  {},    {},          S::kFlushing},
   {S::kFlushing,     E::kFlushed,  {},    {},          S::kLocked},
   {S::kFlushing,     E::kError,    {},    kFail,       S::kFailed},
+  {S::kUnlocking,    E::kGranted,  {},    {},          S::kUnlocking},
   {S::kUnlocking,    E::kReleased, {},    {},          S::kReleased},
   {S::kUnlocking,    E::kError,    {},    kFail,       S::kFailed},
 });

@@ -24,14 +24,11 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
   if (h.magic != kMagic) return "a control message with a foreign header";
   if (h.kind >= static_cast<uint8_t>(OpKind::kCount)) return absl::StrFormat("an operation of kind %d", h.kind);
   if (h.runs > kMaxRuns) return absl::StrFormat("a layout of %d blocks", h.runs);
-  const uint8_t held = w.holders[static_cast<std::size_t>(op.origin)];
+  // Whether a passive epoch's request comes from an origin that holds the
+  // lock (or asks for it) is known only in its turn: ServeActions::Refused.
   if (h.epoch == kPassiveEpoch) {
-    const auto k = static_cast<OpKind>(h.kind);
-    if (k == OpKind::kLock) {
-      if (held != 0) return "a lock request from an origin that holds the lock";
-      if (h.op != kLockShared && h.op != kLockExclusive) return absl::StrFormat("a lock request of kind %d", h.op);
-    } else if (held == 0) {
-      return absl::StrFormat("%s from an origin that holds no lock on this window", OpKindName(k));
+    if (static_cast<OpKind>(h.kind) == OpKind::kLock && h.op != kLockShared && h.op != kLockExclusive) {
+      return absl::StrFormat("a lock request of kind %d", h.op);
     }
   } else if (h.epoch == 0 || (h.epoch != w.epoch && h.epoch != w.epoch + 1)) {
     return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
@@ -123,12 +120,24 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   const WindowState& w = *op.win;
   const auto o = static_cast<std::size_t>(op.origin);
   if (op.h.magic != kMagic || op.h.epoch == 0) return false;  // nothing of it can be trusted: refused
-  const bool in_order = w.landing[o] > 0 || !w.queued[o].empty();
+  const bool in_order = w.landing[o] > 0 || !w.queued[o].empty() || w.lock_pending[o] != 0;
   if (op.h.epoch == kPassiveEpoch) return in_order;  // under a lock: its epoch is the lock's
   if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
   return op.h.epoch != w.epoch || in_order;
 }
-bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty(); }
+namespace {
+// Why a passive epoch's request cannot be served in its turn: its origin
+// holds no lock here (or asks for one it holds). Empty if it can.
+std::string Unheld(const ServedOp& op) {
+  if (op.h.magic != kMagic || op.h.epoch != kPassiveEpoch) return "";
+  const bool held = op.win->holders[static_cast<std::size_t>(op.origin)] != 0;
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  if (kind == OpKind::kLock) return held ? "a lock request from an origin that holds the lock" : "";
+  return held ? "" : absl::StrFormat("%s from an origin that holds no lock on this window", OpKindName(kind));
+}
+}  // namespace
+
+bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty() || !Unheld(op).empty(); }
 namespace {
 // Its data is here (it came in the control message, or it has none).
 bool DataHere(const ServedOp& op) {
@@ -157,7 +166,10 @@ bool ServeActions::Answers(const ServedOp& op, const RmaSignal&) {
   return kind == OpKind::kFlush || kind == OpKind::kUnlock;
 }
 
-void ServeActions::AwaitLock(ServedOp& op, const RmaSignal&, ServeEvents&) { op.win->lock_waiters.push_back(&op); }
+void ServeActions::AwaitLock(ServedOp& op, const RmaSignal&, ServeEvents&) {
+  op.win->lock_waiters.push_back(&op);
+  op.win->lock_pending[static_cast<std::size_t>(op.origin)] = 1;  // what its origin sent after it waits for it
+}
 
 void ServeActions::Answer(ServedOp& op, const RmaSignal&, ServeEvents& events) {
   static const std::byte kYes{1};
@@ -185,11 +197,13 @@ void WindowState::GrantWaiting(int* work) {
     lock_waiters.pop_front();
     lock_origin = op.origin;
     holders[static_cast<std::size_t>(op.origin)] = op.h.op;
+    lock_pending[static_cast<std::size_t>(op.origin)] = 0;
     if (!exclusive) ++shared_holders;
     (void)LockMachine::Dispatch(*this, exclusive ? LockEvent::kAcquireExclusive : LockEvent::kAcquireShared);
     (void)ServeMachine::Dispatch(op, ServeEvent::kGranted);
     Settled(op);
     ++*work;
+    StartQueued(op.origin, work);  // what it sent after its lock request
   }
 }
 
@@ -214,6 +228,7 @@ void ServeActions::Queue(ServedOp& op, const RmaSignal&, ServeEvents&) {
 }
 
 void ServeActions::Refuse(ServedOp& op, const RmaSignal&, ServeEvents& events) {
+  if (op.refusal.empty()) op.refusal = Unheld(op);
   op.status = absl::InvalidArgumentError(
       absl::StrFormat("%s: refused an operation from rank %d: %s; nothing was written", op.win->Name(), op.origin,
                       op.refusal));
@@ -378,7 +393,7 @@ void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {
 
 void WindowState::StartQueued(int origin, int* work) {
   std::deque<ServedOp*>& q = queued[static_cast<std::size_t>(origin)];
-  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 &&
+  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 && lock_pending[static_cast<std::size_t>(origin)] == 0 &&
          (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch)) {
     ServedOp& op = *q.front();
     q.pop_front();

@@ -29,6 +29,7 @@ WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint
   queued.resize(ranks);
   landing.assign(ranks, 0);
   holders.assign(ranks, 0);
+  lock_pending.assign(ranks, 0);
   locks.resize(ranks);
   control_buf.resize(kControlMax);
 }
@@ -337,7 +338,7 @@ absl::Status Window::FlushAll() {
   absl::Status first;
   for (int r = 0; r < state_->comm.size(); ++r) {
     if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
-        rma::AccessMachine::StateOf(*state_->locks[static_cast<std::size_t>(r)]) == rma::AccessState::kLocked) {
+        !rma::AccessMachine::IsFinal(*state_->locks[static_cast<std::size_t>(r)])) {
       first.Update(state_->Flush(r, /*local=*/false));
     }
   }
@@ -350,7 +351,7 @@ absl::Status Window::FlushLocalAll() {
   absl::Status first;
   for (int r = 0; r < state_->comm.size(); ++r) {
     if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
-        rma::AccessMachine::StateOf(*state_->locks[static_cast<std::size_t>(r)]) == rma::AccessState::kLocked) {
+        !rma::AccessMachine::IsFinal(*state_->locks[static_cast<std::size_t>(r)])) {
       first.Update(state_->Flush(r, /*local=*/true));
     }
   }

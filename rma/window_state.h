@@ -133,8 +133,12 @@ struct LockAccess {
   WindowState* win = nullptr;
   int target = 0;
   uint8_t type = kLockShared;
-  Header request;        // the control message of the request in flight
-  Request control_req;   // it
+  Header lock_msg;       // the lock request, sent with the lock's first use
+  Request lock_req;      // its send
+  Request grant_req;     // the target's grant (one byte)
+  std::byte grant{};
+  Header msg;            // a flush or the unlock
+  Request msg_req;       // its send
   Request answer_req;    // and the target's answer (one byte)
   std::byte answer{};
   absl::Status status;
@@ -200,6 +204,7 @@ class WindowState {
   std::vector<uint8_t> holders;
   int shared_holders = 0;
   std::deque<ServedOp*> lock_waiters;
+  std::vector<uint8_t> lock_pending;  // by origin: its lock request waits in lock_waiters (its operations wait behind)
   int lock_origin = -1;
   uint64_t served = 0;
   absl::Status served_failure;  // the first operation of the open epoch that failed or was refused here
@@ -213,9 +218,9 @@ class WindowState {
   absl::Status Fence();
   absl::Status Free();
   // Passive epochs: a lock on `target` (kLockShared or kLockExclusive),
-  // granted before it returns; its flush (every operation to `target` done
-  // there); its release (flushed, then unlocked). `local`: only this side
-  // done (flush_local).
+  // asked for with its first use; its flush (every operation to `target`
+  // done there); its release (flushed, then unlocked). `local`: only this
+  // side done (flush_local).
   absl::Status Lock(int target, uint8_t type);
   absl::Status Flush(int target, bool local);
   absl::Status Unlock(int target);
