@@ -1,6 +1,7 @@
 // The origin side of one-sided communication: an operation's checks, its
-// control message, the CARs that carry it (rma_op), and the fence that
-// closes an epoch.
+// control message, the CARs that carry it (rma_op), the fence that closes
+// an epoch, and the locks, flushes and unlocks of passive epochs
+// (rma_access).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -554,6 +555,15 @@ absl::Status WindowState::Flush(int target, bool local) {
   absl::Status st = TakeFinished(target);
   if (AccessMachine::StateOf(*a) != AccessState::kLocked) st.Update(a->status);
   return st;
+}
+
+absl::Status WindowState::FlushAll(bool local) {
+  absl::Status first;
+  for (int r = 0; r < comm.size(); ++r) {
+    LockAccess* a = locks[static_cast<std::size_t>(r)].get();
+    if (a != nullptr && !AccessMachine::IsFinal(*a)) first.Update(Flush(r, local));
+  }
+  return first;
 }
 
 absl::Status WindowState::Unlock(int target) {

@@ -1,5 +1,6 @@
 // The target side of one-sided communication: the service that takes each
-// control message as it comes and serves its operation (rma_serve).
+// control message as it comes and serves its operation (rma_serve), and
+// the window's lock that passive epochs take (rma_lock).
 #include <algorithm>
 #include <atomic>
 #include <cstring>

@@ -335,27 +335,13 @@ absl::Status Window::FlushLocal(int target) {
 absl::Status Window::FlushAll() {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status("flush_all");
-  absl::Status first;
-  for (int r = 0; r < state_->comm.size(); ++r) {
-    if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
-        !rma::AccessMachine::IsFinal(*state_->locks[static_cast<std::size_t>(r)])) {
-      first.Update(state_->Flush(r, /*local=*/false));
-    }
-  }
-  return first;
+  return state_->FlushAll(/*local=*/false);
 }
 
 absl::Status Window::FlushLocalAll() {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status("flush_local_all");
-  absl::Status first;
-  for (int r = 0; r < state_->comm.size(); ++r) {
-    if (state_->locks[static_cast<std::size_t>(r)] != nullptr &&
-        !rma::AccessMachine::IsFinal(*state_->locks[static_cast<std::size_t>(r)])) {
-      first.Update(state_->Flush(r, /*local=*/true));
-    }
-  }
-  return first;
+  return state_->FlushAll(/*local=*/true);
 }
 
 absl::Status Window::Free() {

@@ -223,6 +223,7 @@ class WindowState {
   // side done (flush_local).
   absl::Status Lock(int target, uint8_t type);
   absl::Status Flush(int target, bool local);
+  absl::Status FlushAll(bool local);  // every target it holds a lock on
   absl::Status Unlock(int target);
   // Grants the waiting lock requests the lock now allows, in order.
   void GrantWaiting(int* work);

@@ -1,6 +1,7 @@
 // One-sided communication through real processes: tests/rma_ranks.cc under
 // `cartage run`, the whole matrix of operations in one launch per method and
-// rank count (2 to 4 ranks on 2 cores), and a target that dies.
+// rank count (2 to 4 ranks on 2 cores, over shm, tcp and ofi), passive
+// epochs, a target that computes, and a target that dies.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -23,13 +24,15 @@ TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnShm) {
   }
 }
 
-TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcp) {
-  for (int n : {2, 3}) {
-    const CommandResult r = RunCommand(
-        {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "matrix"},
-        {"CARTAGE_METHODS=tcp"});
-    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
-    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma matrix (%d ranks)", n))) << r.err;
+TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcpAndOfi) {
+  for (const char* method : {"tcp", "ofi"}) {
+    for (int n : {2, 3}) {
+      const CommandResult r = RunCommand(
+          {CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "matrix"},
+          {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"});
+      EXPECT_EQ(r.code, 0) << method << ", " << n << " ranks: " << r.err << r.out;
+      EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma matrix (%d ranks)", n))) << method << r.err;
+    }
   }
 }
 
