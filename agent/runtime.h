@@ -165,8 +165,8 @@ class Runtime : public methods::MethodHost {
   absl::Status Post(Request* req);
   // Create, then Post, in one call: a nonblocking send's or receive's.
   absl::Status CreateAndPost(const car::MessageSpec& m, int peer, Request* req);
-  // Rearm, then post: a schedule's step (engine::StartCounted), one call
-  // where its start made three.
+  // Rearm, then post: a schedule's step (engine::StartCounted) starts in
+  // this one call.
   absl::Status Restart(car::Car& car, int peer, base::Completion* counter);
   const std::atomic<bool>* life() const { return life_; }
   // Which method carries each peer (also: persistent requests' registrations).

@@ -2,7 +2,8 @@
 # The main job: installs what is missing, builds the release preset, and runs
 # multi-rank programs on the shared-memory method through the launcher:
 # hello (4 ranks), ring (4 ranks: a token 100 times around, then 1 MiB
-# blocks to both neighbours), and pingpong (2 ranks). It ends by showing the
+# blocks to both neighbours), collectives and rma (4 ranks), and pingpong
+# (2 ranks). It ends by showing the
 # build (`cartage info`) and regenerating the state diagrams from the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,8 @@ echo; echo "== CARTAGE_METHODS=tcp cartage run -n 4 hello (the same job over the
 CARTAGE_METHODS=tcp "${cartage}" run -n 4 --timeout 60 $b/examples/hello
 echo; echo "== cartage run -n 4 collectives (allreduce, bcast, allgather, persistent, a schedule by hand)"
 "${cartage}" run -n 4 --timeout 60 $b/examples/collectives
+echo; echo "== cartage run -n 4 rma (puts and an accumulate between fences, tickets from a counter under a lock)"
+"${cartage}" run -n 4 --timeout 60 $b/examples/rma
 echo; echo "== cartage schedule allreduce/recursive_doubling --ranks 2 --bytes 8 --format mermaid"
 "${cartage}" schedule allreduce/recursive_doubling --ranks 2 --bytes 8 --format mermaid
 echo; echo "== cartage run -n 2 pingpong 20000"
