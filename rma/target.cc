@@ -65,7 +65,8 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
                            : static_cast<int64_t>(datatype::SizeOf(static_cast<datatype::BasicType>(h.basic)));
   uint64_t total = 0;
   for (const Run& r : op.runs) {
-    if (r.length <= 0 || r.length % elem != 0 || r.offset < -(int64_t{1} << 56) || r.offset > (int64_t{1} << 56) ||
+    if (r.length <= 0 || r.length > (int64_t{1} << 56) || r.length % elem != 0 || r.offset < -(int64_t{1} << 56) ||
+        r.offset > (int64_t{1} << 56) ||
         at + r.offset < 0 || static_cast<uint64_t>(at + r.offset + r.length) > w.bytes) {
       return absl::StrFormat("%d bytes at byte %d, outside this window of %d bytes", r.length, at + r.offset,
                              w.bytes);
@@ -122,6 +123,10 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   const auto o = static_cast<std::size_t>(op.origin);
   if (op.h.magic != kMagic || op.h.epoch == 0) return false;  // nothing of it can be trusted: refused
   const bool in_order = w.landing[o] > 0 || !w.queued[o].empty() || w.lock_pending[o] != 0;
+  // A flush or unlock also waits for its origin's fetches to be sent back:
+  // once it is answered, another origin may write where they read.
+  const auto kind = static_cast<OpKind>(op.h.kind);
+  if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && w.replying[o] > 0) return true;
   if (op.h.epoch == kPassiveEpoch) return in_order;  // under a lock: its epoch is the lock's
   if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
   return op.h.epoch != w.epoch || in_order;
@@ -259,7 +264,8 @@ void ServeActions::Reply(ServedOp& op, const RmaSignal&, ServeEvents& events) {
              : op.win->comm.Isend(TargetOf(op) + (op.runs.empty() ? 0 : op.runs[0].offset),
                                   static_cast<std::size_t>(op.h.bytes), op.origin, kTagReply, &op.req);
   }
-  if (!st.ok()) RaiseError(op, st, events);
+  if (!st.ok()) return RaiseError(op, st, events);
+  ++op.win->replying[static_cast<std::size_t>(op.origin)];  // its data is read until the send ends
 }
 
 void ServeActions::PostData(ServedOp& op, const RmaSignal&, ServeEvents& events) {
@@ -317,7 +323,8 @@ void ServeActions::Exchange(ServedOp& op, const RmaSignal& x, ServeEvents& event
   }
   Land(op, x, events);
   const absl::Status st = op.win->comm.Isend(op.old.data(), op.old.size(), op.origin, kTagReply, &op.req);
-  if (!st.ok()) RaiseError(op, st, events);
+  if (!st.ok()) return RaiseError(op, st, events);
+  ++op.win->replying[static_cast<std::size_t>(op.origin)];
 }
 
 void ServeActions::Fail(ServedOp& op, const RmaSignal& x, ServeEvents&) {
@@ -375,11 +382,16 @@ void WindowState::Serve(int* work) {
       (void)ServeMachine::Dispatch(op, ServeEvent::kData);
     } else {
       if (op.status.ok()) op.status = st;
-      if (s == ServeState::kReceiving) --landing[static_cast<std::size_t>(op.origin)];
+      const auto o = static_cast<std::size_t>(op.origin);
+      const bool fetch = rma::Fetches(static_cast<OpKind>(op.h.kind));  // not a lock's, flush's or unlock's answer
+      if (s == ServeState::kReceiving) --landing[o];
+      if (s == ServeState::kReplying && fetch) --replying[o];
       (void)ServeMachine::Dispatch(op, s == ServeState::kReceiving ? ServeEvent::kData : ServeEvent::kReplied);
     }
     Settled(op);
-    if (s == ServeState::kReceiving) StartQueued(op.origin, work);
+    if (s == ServeState::kReceiving || (s == ServeState::kReplying && replying[static_cast<std::size_t>(op.origin)] == 0)) {
+      StartQueued(op.origin, work);
+    }
   }
   std::erase_if(serving, [](const std::unique_ptr<ServedOp>& op) { return ServeMachine::IsFinal(*op); });
 }
@@ -397,6 +409,8 @@ void WindowState::StartQueued(int origin, int* work) {
   while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 && lock_pending[static_cast<std::size_t>(origin)] == 0 &&
          (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch)) {
     ServedOp& op = *q.front();
+    const auto kind = static_cast<OpKind>(op.h.kind);
+    if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && replying[static_cast<std::size_t>(origin)] > 0) return;
     q.pop_front();
     (void)ServeMachine::Dispatch(op, ServeEvent::kTurn);
     Settled(op);

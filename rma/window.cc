@@ -28,6 +28,7 @@ WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint
   sent_to.assign(ranks, 0);
   queued.resize(ranks);
   landing.assign(ranks, 0);
+  replying.assign(ranks, 0);
   holders.assign(ranks, 0);
   lock_pending.assign(ranks, 0);
   locks.resize(ranks);

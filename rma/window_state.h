@@ -196,6 +196,7 @@ class WindowState {
   std::vector<std::unique_ptr<ServedOp>> serving;  // not final yet
   std::vector<std::deque<ServedOp*>> queued;       // by origin, in arrival order
   std::vector<int> landing;                        // by origin: operations whose data is being received
+  std::vector<int> replying;                       // by origin: fetches whose data is being sent back
   uint64_t served_in_epoch = 0;   // operations of the fence epoch open here
   // The lock on this window (rma_lock): each origin's hold (0 none, or
   // kLockShared / kLockExclusive), the lock requests waiting in order, and

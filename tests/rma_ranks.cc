@@ -7,7 +7,7 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|passive|computing|dead
+// usage: rma_ranks matrix|passive|computing|torn|dead
 #include <unistd.h>
 
 #include <algorithm>
@@ -372,6 +372,41 @@ int Passive(const Comm& w, bool target_computes) {
   return 0;
 }
 
+// Readers and one writer of a 64 KiB block on rank 0 (its data goes by
+// rendezvous both ways): the writer fills it with one value under an
+// exclusive lock, each reader gets it under a shared lock and must see one
+// value throughout, never a block half written.
+int Torn(const Comm& w) {
+  const int me = w.rank();
+  constexpr int64_t kBlockElems = 8192;
+  constexpr int kRounds = 300;
+  const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+  auto made = Window::Allocate(w, kBlockElems * sizeof(int64_t), sizeof(int64_t));
+  KIT_OK(made.status());
+  Window& x = **made;
+  std::vector<int64_t> block(kBlockElems);
+  for (int k = 1; k <= kRounds && me > 0; ++k) {
+    if (me == 1) {
+      std::fill(block.begin(), block.end(), k);
+      KIT_OK(x.Lock(0, Window::LockType::kExclusive));
+      KIT_OK(x.Put(block.data(), kBlockElems, i64, 0, 0, kBlockElems, i64));
+      KIT_OK(x.Unlock(0));
+    } else {
+      KIT_OK(x.Lock(0, Window::LockType::kShared));
+      KIT_OK(x.Get(block.data(), kBlockElems, i64, 0, 0, kBlockElems, i64));
+      KIT_OK(x.Unlock(0));
+      for (int64_t i = 1; i < kBlockElems; ++i) {
+        KIT_EXPECT(block[static_cast<std::size_t>(i)] == block[0], "read %d: element %d is %d, element 0 %d", k, i,
+                   block[static_cast<std::size_t>(i)], block[0]);
+      }
+    }
+  }
+  KIT_OK(cartage::Barrier(w));
+  KIT_OK(x.Free());
+  if (me == 0) std::printf("PASS rma torn (%d ranks)\n", w.size());
+  return 0;
+}
+
 // The last rank leaves after the first fence; the others' operations to it
 // and their next fence fail, naming it, and none hangs.
 int Dead(const Comm& w) {
@@ -413,6 +448,7 @@ int main(int argc, char** argv) {
   if (mode == "dead") return Dead(w);
   if (mode == "passive") return Passive(w, false);
   if (mode == "computing") return Passive(w, true);
-  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|dead\n");
+  if (mode == "torn") return Torn(w);
+  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|torn|dead\n");
   return 2;
 }

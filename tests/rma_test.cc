@@ -51,6 +51,18 @@ TEST(RmaRanks, PassiveEpochsKeepExclusionAndFlushOnShmAndTcp) {
   EXPECT_THAT(tcp.out, HasSubstr("PASS rma passive (3 ranks)")) << tcp.err;
 }
 
+// A writer under exclusive locks and readers under shared ones, 300 rounds
+// of a 64 KiB block that goes by rendezvous both ways: no reader sees a
+// block half written.
+TEST(RmaRanks, ReadersUnderSharedLocksNeverSeeAHalfWrittenBlock) {
+  for (int n : {3, 4}) {
+    const CommandResult r =
+        RunCommand({CARTAGE_BIN, "run", "-n", std::to_string(n), "--timeout", "120", RANKS_BIN, "torn"});
+    EXPECT_EQ(r.code, 0) << n << " ranks: " << r.err << r.out;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrFormat("PASS rma torn (%d ranks)", n))) << r.err;
+  }
+}
+
 // A target that computes for 3 s and never calls cartage: with a progress
 // thread, the others' locks, operations and unlocks on it complete
 // meanwhile (the ranks fail where they took 2.5 s or more).
