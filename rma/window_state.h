@@ -1,7 +1,8 @@
 // A window's state on one rank: its memory and every rank's window size,
-// the open epoch, the operations this rank issued in it (rma_op), and the
-// service that serves the operations issued to it (rma_serve), polled by
-// every round of the agent's progress while the window lives.
+// the open epoch, the operations this rank issued (rma_op) and the locks it
+// holds on other ranks (rma_access), the lock on its own window (rma_lock),
+// and the service that serves the operations issued to it (rma_serve),
+// polled by every round of the agent's progress while the window lives.
 #ifndef CARTAGE_RMA_WINDOW_STATE_H_
 #define CARTAGE_RMA_WINDOW_STATE_H_
 
@@ -40,8 +41,8 @@ inline constexpr uint8_t kOpNoOp = 0xf1;
 struct Header {
   uint32_t magic = 0;
   uint8_t kind = 0;       // OpKind
-  uint8_t op = 0;         // datatype::OpKind (accumulate)
-  uint8_t basic = 0;      // datatype::BasicType (accumulate)
+  uint8_t op = 0;         // a reduction's datatype::OpKind, kOpReplace or kOpNoOp; a lock request's kLock*
+  uint8_t basic = 0;      // datatype::BasicType (accumulate, the fetches)
   uint8_t inline_data = 0;  // 1: the data follows the layout
   uint32_t epoch = 0;     // the origin's epoch it was issued in
   uint32_t runs = 0;
