@@ -182,8 +182,7 @@ absl::Status Window::Issue(const char* what, const rma::Access& a, Request* req)
 
 absl::Status Window::Put(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
                          uint64_t disp, int64_t target_count, const Datatype& target_type) {
-  return Issue("put", Of(rma::OpKind::kPut, origin, origin_count, &origin_type, target, disp, target_count,
-                         target_type));
+  return Rput(origin, origin_count, origin_type, target, disp, target_count, target_type, nullptr);
 }
 
 absl::Status Window::Put(const void* origin, std::size_t bytes, int target, uint64_t disp) {
@@ -193,11 +192,7 @@ absl::Status Window::Put(const void* origin, std::size_t bytes, int target, uint
 
 absl::Status Window::Get(void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
                          int64_t target_count, const Datatype& target_type) {
-  rma::Access a = Of(rma::OpKind::kGet, nullptr, 0, &origin_type, target, disp, target_count, target_type);
-  a.result = origin;
-  a.result_count = origin_count;
-  a.result_type = &origin_type;
-  return Issue("get", a);
+  return Rget(origin, origin_count, origin_type, target, disp, target_count, target_type, nullptr);
 }
 
 absl::Status Window::Get(void* origin, std::size_t bytes, int target, uint64_t disp) {
@@ -207,27 +202,14 @@ absl::Status Window::Get(void* origin, std::size_t bytes, int target, uint64_t d
 
 absl::Status Window::Accumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
                                 uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op) {
-  if (op.code() == RmaOp::NoOp().code()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: accumulate to rank %d: NoOp only fetches (GetAccumulate, FetchAndOp)", state_->Name(),
-                        target));
-  }
-  rma::Access a =
-      Of(rma::OpKind::kAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
-  a.op = op.code();
-  return Issue("accumulate", a);
+  return Raccumulate(origin, origin_count, origin_type, target, disp, target_count, target_type, op, nullptr);
 }
 
 absl::Status Window::GetAccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type,
                                    void* result, int64_t result_count, const Datatype& result_type, int target,
                                    uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op) {
-  rma::Access a =
-      Of(rma::OpKind::kGetAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
-  a.result = result;
-  a.result_count = result_count;
-  a.result_type = &result_type;
-  a.op = op.code();
-  return Issue("get_accumulate", a);
+  return RgetAccumulate(origin, origin_count, origin_type, result, result_count, result_type, target, disp,
+                        target_count, target_type, op, nullptr);
 }
 
 absl::Status Window::FetchAndOp(const void* origin, void* result, const Datatype& type, int target, uint64_t disp,
@@ -264,6 +246,11 @@ absl::Status Window::Rget(void* origin, int64_t origin_count, const Datatype& or
 absl::Status Window::Raccumulate(const void* origin, int64_t origin_count, const Datatype& origin_type, int target,
                                  uint64_t disp, int64_t target_count, const Datatype& target_type, RmaOp op,
                                  Request* req) {
+  if (op.code() == RmaOp::NoOp().code()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: accumulate to rank %d: NoOp only fetches (GetAccumulate, FetchAndOp)", state_->Name(),
+                        target));
+  }
   rma::Access a =
       Of(rma::OpKind::kAccumulate, origin, origin_count, &origin_type, target, disp, target_count, target_type);
   a.op = op.code();

@@ -177,6 +177,10 @@ int Matrix(const Comm& w) {
   const absl::Status user_op = x.Accumulate(src.data(), 1, kF64, right, 0, 1, kF64,
                                             Op::User([](const void*, void*, int64_t, const Datatype&, void*) {}, true));
   KIT_EXPECT(user_op.code() == absl::StatusCode::kInvalidArgument, "a user operator: %s", user_op.ToString());
+  cartage::Request no_op_req;
+  const absl::Status no_op = x.Raccumulate(src.data(), 1, kF64, right, 0, 1, kF64, cartage::RmaOp::NoOp(), &no_op_req);
+  KIT_EXPECT(no_op.code() == absl::StatusCode::kInvalidArgument && !no_op_req.active(), "an accumulate of NoOp: %s",
+             no_op.ToString());
   KIT_OK(x.Fence());
   ExpectWindow(mem, ref, "after the refused operations (unchanged)");
   KIT_EXPECT(x.issued() == 6 + 5 + 5, "issued %d operations", x.issued());

@@ -108,7 +108,8 @@ class Window {
                               int target, uint64_t disp);
 
   // The same, each with a request that completes as the operation ends
-  // here (MPI's Rput, Rget, Raccumulate, Rget_accumulate): a put's or
+  // here (MPI's Rput, Rget, Raccumulate, Rget_accumulate; a null `req`: as
+  // the calls above, with no request): a put's or
   // accumulate's origin buffer is free again, a get's data is in. Its
   // completion at the target still takes a flush, an unlock or a fence.
   absl::Status Rput(const void* origin, int64_t origin_count, const Datatype& origin_type, int target, uint64_t disp,
