@@ -194,6 +194,7 @@ bool IsMatching(const std::string& test) { return test.rfind("match_", 0) == 0; 
 bool IsRma(const std::string& test) {
   return test == "put_lat" || test == "get_lat" || test == "acc_lat" || test == "put_bw";
 }
+bool IsRmaLatency(const std::string& test) { return IsRma(test) && test != "put_bw"; }
 
 // The window the one-sided tests use, made for each size (collectively, by
 // ranks 0 and 1) and freed after it.
@@ -308,7 +309,7 @@ void BenchCollective(const Comm& w, const std::string& test, const std::vector<s
 
 int Iterations(const std::string& test, std::size_t bytes) {
   if (test == "pingpong") return bytes <= 8192 ? 20000 : bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 300 : 60;
-  if (IsRma(test) && test != "put_bw") return bytes <= 8192 ? 5000 : bytes <= 65536 ? 1000 : bytes <= (1 << 20) ? 100 : 30;
+  if (IsRmaLatency(test)) return bytes <= 8192 ? 5000 : bytes <= 65536 ? 1000 : bytes <= (1 << 20) ? 100 : 30;
   return bytes <= 8192 ? 300 : bytes <= 65536 ? 60 : bytes <= (1 << 20) ? 10 : 4;  // windows of 64
 }
 
@@ -487,7 +488,7 @@ int main(int argc, char** argv) {
   if (world.rank() > 1) return 0;
   cartage::bench::SharedPage page(world);
   const std::string method = (*agent)->method_for(1 - (*agent)->rank());
-  const char* key = test == "pingpong" || IsMatching(test) || (IsRma(test) && test != "put_bw") ? "median_us"
+  const char* key = test == "pingpong" || IsMatching(test) || IsRmaLatency(test) ? "median_us"
                     : test == "rate"                       ? "median_msgs_per_s"
                                                            : "median_MBps";
   if (world.rank() == 0 && !json) {
@@ -530,14 +531,14 @@ int main(int argc, char** argv) {
       for (int r = 0; r < reps; ++r) {
         const double secs = Run(world, test, buf, recv_into, bytes, iters);
         if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
-        else if (IsRma(test) && test != "put_bw") values.push_back(secs * 1e6 / iters);
+        else if (IsRmaLatency(test)) values.push_back(secs * 1e6 / iters);
         else if (test == "put_bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else if (test == "bibw") values.push_back(2.0 * static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else values.push_back(64.0 * iters / secs);
       }
       ops = static_cast<uint64_t>(reps) * static_cast<uint64_t>(iters) *
-            (test == "pingpong" ? 2 : test == "bibw" ? 128 : IsRma(test) && test != "put_bw" ? 1 : 64);
+            (test == "pingpong" ? 2 : test == "bibw" ? 128 : IsRmaLatency(test) ? 1 : 64);
       if (g_window != nullptr) {
         CARTAGE_CHECK_OK(g_window->Free());
         g_window.reset();

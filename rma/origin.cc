@@ -1,7 +1,6 @@
 // The origin side of one-sided communication: an operation's checks, its
-// control message, the CARs that carry it (rma_op), the fence that closes
-// an epoch, and the locks, flushes and unlocks of passive epochs
-// (rma_access).
+// control message, the CARs that carry it (rma_op), and the fence that
+// closes an epoch (rma_epoch). Passive epochs are in passive.cc.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -292,28 +291,14 @@ std::size_t WindowState::AdvanceOps(int* work) {
   return left;
 }
 
-// ---- fence ---------------------------------------------------------------------------
-
-namespace {
-
-// A fence's wait: until this rank's operations are done and every
-// operation issued to it in the epoch is served.
-class FenceWait : public engine::Activity {
- public:
-  FenceWait(WindowState* w, uint64_t expected) : w_(w), expected_(expected) {}
-  absl::Status Begin() override { return absl::OkStatus(); }
-  std::optional<absl::Status> Poll(int* work) override {
-    w_->Serve(work);
-    if (w_->AdvanceOps(work) > 0 || w_->served_in_epoch < expected_) return std::nullopt;
-    return absl::OkStatus();
+bool WindowState::OpsFinal(int target) const {
+  for (const std::shared_ptr<OriginOp>& o : ops) {
+    if ((target < 0 || o->target == target) && !OpMachine::IsFinal(*o)) return false;
   }
+  return true;
+}
 
- private:
-  WindowState* w_;
-  uint64_t expected_;
-};
-
-}  // namespace
+// ---- fence ---------------------------------------------------------------------------
 
 absl::Status WindowState::Fence() {
   const EpochState st = EpochMachine::StateOf(*this);
@@ -334,8 +319,10 @@ absl::Status WindowState::Fence() {
   static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
   absl::Status s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
   if (s.ok()) {
-    FenceWait wait(this, std::accumulate(expect.begin(), expect.end(), uint64_t{0}));
-    s = engine::RunActivity(comm, wait);
+    // Until this rank's operations are done and every operation issued to
+    // it in the epoch is served.
+    const uint64_t expected = std::accumulate(expect.begin(), expect.end(), uint64_t{0});
+    s = RunUntil([this, expected] { return OpsFinal(-1) && served_in_epoch >= expected; });
   }
   if (s.ok()) {
     for (const std::shared_ptr<OriginOp>& o : ops) {
@@ -378,224 +365,6 @@ void EpochActions::OpenEpoch(WindowState& w, const RmaSignal&, fsm::EventQueue<W
 
 void EpochActions::NameFailure(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>&) {
   w.failure = x.error;
-}
-
-namespace {
-bool AnyLockHeld(const WindowState& w) {
-  for (const std::unique_ptr<LockAccess>& a : w.locks) {
-    if (a != nullptr && !AccessMachine::IsFinal(*a)) return true;
-  }
-  return false;
-}
-}  // namespace
-
-bool EpochActions::LastLockFenced(const WindowState& w, const RmaSignal& x) { return LastLock(w, x) && w.epoch > 0; }
-bool EpochActions::LastLock(const WindowState& w, const RmaSignal&) { return !AnyLockHeld(w); }
-
-// ---- passive epochs: rma_access ------------------------------------------------------------
-
-fsm::StateWord& AccessDef::Cell(LockAccess& a) { return a.state; }
-uint64_t AccessDef::IdOf(const LockAccess& a) { return a.id; }
-void AccessDef::Subject(const LockAccess& a, const RmaSignal&, fsm::TraceRecord& r) {
-  r.context = a.win->comm.context();
-  r.peer = a.target;
-  r.tag = a.type;
-}
-
-namespace {
-
-// Sends `msg`, a request of `kind`, posting first the receive of its
-// one-byte answer into `answer`.
-void SendRequest(LockAccess& a, OpKind kind, Header& msg, Request& send, Request& answer_req, std::byte& answer,
-                 AccessEvents& events) {
-  msg = Header{};
-  msg.magic = kMagic;
-  msg.kind = static_cast<uint8_t>(kind);
-  msg.op = a.type;
-  msg.epoch = kPassiveEpoch;
-  const Comm& c = a.win->comm;
-  absl::Status st = c.Irecv(&answer, 1, a.target, kTagReply, &answer_req);
-  if (st.ok()) st = c.Isend(&msg, sizeof(msg), a.target, kTagControl, &send);
-  if (st.ok()) return;
-  RmaSignal err;
-  err.error = st;
-  events.Raise<AccessMachine>(a, AccessEvent::kError, err);
-}
-
-}  // namespace
-
-void AccessActions::SendLock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kLock, a.lock_msg, a.lock_req, a.grant_req, a.grant, events);
-}
-void AccessActions::SendFlush(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kFlush, a.msg, a.msg_req, a.answer_req, a.answer, events);
-}
-void AccessActions::SendUnlock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
-  SendRequest(a, OpKind::kUnlock, a.msg, a.msg_req, a.answer_req, a.answer, events);
-}
-void AccessActions::Fail(LockAccess& a, const RmaSignal& x, AccessEvents&) {
-  a.status = absl::Status(x.error.code(), absl::StrFormat("%s: lock on rank %d: %s", a.win->Name(), a.target,
-                                                          x.error.message()));
-}
-
-namespace {
-
-// Rounds of progress (serving, this rank's operations) until `done()`.
-template <class Done>
-class Until : public engine::Activity {
- public:
-  Until(WindowState* w, Done done) : w_(w), done_(std::move(done)) {}
-  absl::Status Begin() override { return absl::OkStatus(); }
-  std::optional<absl::Status> Poll(int* work) override {
-    w_->Serve(work);
-    w_->AdvanceOps(work);
-    if (!done_()) return std::nullopt;
-    return absl::OkStatus();
-  }
-
- private:
-  WindowState* w_;
-  Done done_;
-};
-
-// Whether the answers `a` waits for have come (the grant, if asked for,
-// and the flush's or unlock's, if one is on its way).
-bool Answered(const LockAccess& a) {
-  return (!a.grant_req.active() || (a.grant_req.completed() && a.lock_req.completed())) &&
-         (!a.answer_req.active() || (a.answer_req.completed() && a.msg_req.completed()));
-}
-
-// The answers that came, as `a`'s events, the grant first (it came first):
-// `done` for the flush's or unlock's.
-void TakeAnswers(LockAccess& a, AccessEvent done) {
-  const auto take = [&a](Request& send, Request& answer, AccessEvent ok) {
-    if (!answer.active() || !answer.completed() || !send.completed()) return;
-    absl::Status st = send.Wait();  // completed: at once
-    st.Update(answer.Wait());
-    RmaSignal x;
-    x.error = st;
-    if (!AccessMachine::IsFinal(a)) (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
-  };
-  take(a.lock_req, a.grant_req, AccessEvent::kGranted);
-  take(a.msg_req, a.answer_req, done);
-}
-
-}  // namespace
-
-template <class Done>
-absl::Status WindowState::RunUntil(Done done) {
-  Until<Done> until(this, std::move(done));
-  return engine::RunActivity(comm, until);
-}
-
-absl::Status WindowState::TakeFinished(int target) {
-  absl::Status first;
-  std::erase_if(ops, [&](const std::shared_ptr<OriginOp>& o) {
-    if ((target >= 0 && o->target != target) || !OpMachine::IsFinal(*o)) return false;
-    if (first.ok()) first = o->status;
-    return true;
-  });
-  return first;
-}
-
-absl::Status WindowState::Lock(int target, uint8_t type) {
-  const char* what = type == kLockExclusive ? "lock (exclusive)" : "lock (shared)";
-  const EpochState st = EpochMachine::StateOf(*this);
-  const auto fail = [&](absl::StatusCode code, const std::string& why) {
-    return absl::Status(code, absl::StrFormat("%s: %s on rank %d: %s", Name(), what, target, why));
-  };
-  if (target < 0 || target >= comm.size()) {
-    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
-  }
-  if (st == EpochState::kFencing || st == EpochState::kFailed || st == EpochState::kFreed ||
-      (st == EpochState::kOpen && !ops.empty())) {
-    return fail(absl::StatusCode::kFailedPrecondition,
-                st == EpochState::kOpen ? "the fence epoch has operations (a fence completes them first)"
-                                        : absl::StrFormat("the window is %s", EpochDef::kStates[state.value()]));
-  }
-  std::unique_ptr<LockAccess>& slot = locks[static_cast<std::size_t>(target)];
-  if (slot != nullptr && !AccessMachine::IsFinal(*slot)) {
-    return fail(absl::StatusCode::kFailedPrecondition, "this rank holds a lock on it already");
-  }
-  static std::atomic<uint64_t> ids{1};
-  slot = std::make_unique<LockAccess>();
-  LockAccess& a = *slot;
-  a.id = ids.fetch_add(1, std::memory_order_relaxed);
-  a.win = this;
-  a.target = target;
-  a.type = type;
-  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);  // noted: asked for with its first use
-  (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
-  return absl::OkStatus();
-}
-
-absl::Status WindowState::Flush(int target, bool local) {
-  const char* what = local ? "flush_local" : "flush";
-  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
-  if (a == nullptr || AccessMachine::IsFinal(*a)) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
-  }
-  const auto mine_final = [this, target] {
-    for (const std::shared_ptr<OriginOp>& o : ops) {
-      if (o->target == target && !OpMachine::IsFinal(*o)) return false;
-    }
-    return true;
-  };
-  // Nothing was asked of the target yet: nothing to flush there.
-  if (local || AccessMachine::StateOf(*a) == AccessState::kPending) {
-    CARTAGE_RETURN_IF_ERROR(RunUntil(mine_final));
-    return TakeFinished(target);
-  }
-  (void)AccessMachine::Dispatch(*a, AccessEvent::kFlush);
-  if (AccessMachine::StateOf(*a) == AccessState::kFlushing) {
-    CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return Answered(*a) && mine_final(); }));
-    TakeAnswers(*a, AccessEvent::kFlushed);
-  }
-  absl::Status st = TakeFinished(target);
-  if (AccessMachine::StateOf(*a) != AccessState::kLocked) st.Update(a->status);
-  return st;
-}
-
-absl::Status WindowState::FlushAll(bool local) {
-  absl::Status first;
-  for (int r = 0; r < comm.size(); ++r) {
-    LockAccess* a = locks[static_cast<std::size_t>(r)].get();
-    if (a != nullptr && !AccessMachine::IsFinal(*a)) first.Update(Flush(r, local));
-  }
-  return first;
-}
-
-absl::Status WindowState::Unlock(int target) {
-  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
-  if (a == nullptr || AccessMachine::IsFinal(*a)) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
-  }
-  // The unlock goes after every operation to the target, which serves them
-  // in order: its answer says they are all done there. A lock never used
-  // asked nothing of the target, and is released with no message.
-  (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
-  absl::Status st;
-  if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
-    st = RunUntil([&] {
-      if (!Answered(*a)) return false;
-      for (const std::shared_ptr<OriginOp>& o : ops) {
-        if (o->target == target && !OpMachine::IsFinal(*o)) return false;
-      }
-      return true;
-    });
-    if (st.ok()) TakeAnswers(*a, AccessEvent::kReleased);
-  }
-  if (st.ok()) st = TakeFinished(target);
-  if (st.ok() && AccessMachine::StateOf(*a) != AccessState::kReleased) st = a->status;
-  if (!st.ok() && !AccessMachine::IsFinal(*a)) {
-    RmaSignal x;
-    x.error = st;
-    (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);
-  }
-  (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);
-  return st;
 }
 
 }  // namespace cartage::rma

@@ -315,10 +315,11 @@ struct ServeActions {
   static bool Failed(const ServedOp& op, const RmaSignal& x);       // its data's receive failed
   static void Queue(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void Refuse(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // names it; drains its data
-  static void Apply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // the control message's data
   static void Reply(ServedOp& op, const RmaSignal& x, ServeEvents& events);   // a get's data, sent back
   static void PostData(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // into the window, or a temporary
-  static void Land(ServedOp& op, const RmaSignal& x, ServeEvents& events);    // an accumulate's reduction
+  // The data in place: copied or reduced into the window (a put's that
+  // came in the control message, an accumulate's), or landed already.
+  static void Land(ServedOp& op, const RmaSignal& x, ServeEvents& events);
   static void AwaitLock(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // joins the lock's queue
   static void Answer(ServedOp& op, const RmaSignal& x, ServeEvents& events);  // a lock granted, a flush or unlock done
   // A fetch: the target's data kept, the operation applied, the kept data sent back.
@@ -369,7 +370,6 @@ inline constexpr fsm::Action<D> kAwaitLock{"AwaitLock", &A::AwaitLock};
 inline constexpr fsm::Action<D> kAnswer{"Answer", &A::Answer};
 inline constexpr fsm::Action<D> kQueue{"Queue", &A::Queue};
 inline constexpr fsm::Action<D> kRefuse{"Refuse", &A::Refuse};
-inline constexpr fsm::Action<D> kApply{"Apply", &A::Apply};
 inline constexpr fsm::Action<D> kReply{"Reply", &A::Reply};
 inline constexpr fsm::Action<D> kPostData{"PostData", &A::PostData};
 inline constexpr fsm::Action<D> kLand{"Land", &A::Land};
@@ -382,14 +382,14 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kNew,          E::kHeader,  kRefused, kRefuse,   S::kDraining},
   {S::kNew,          E::kHeader,  kIsLock,  kAwaitLock, S::kLocking},
   {S::kNew,          E::kHeader,  kAnswers, kAnswer,   S::kReplying},
-  {S::kNew,          E::kHeader,  kInline,  kApply,    S::kDone},
+  {S::kNew,          E::kHeader,  kInline,  kLand,     S::kDone},
   {S::kNew,          E::kHeader,  kExchangesNow, kExchange, S::kReplying},
   {S::kNew,          E::kHeader,  kIsGet,   kReply,    S::kReplying},
   {S::kNew,          E::kHeader,  {},       kPostData, S::kReceiving},
   {S::kQueued,       E::kTurn,    kRefused, kRefuse,   S::kDraining},
   {S::kQueued,       E::kTurn,    kIsLock,  kAwaitLock, S::kLocking},
   {S::kQueued,       E::kTurn,    kAnswers, kAnswer,   S::kReplying},
-  {S::kQueued,       E::kTurn,    kInline,  kApply,    S::kDone},
+  {S::kQueued,       E::kTurn,    kInline,  kLand,     S::kDone},
   {S::kQueued,       E::kTurn,    kExchangesNow, kExchange, S::kReplying},
   {S::kQueued,       E::kTurn,    kIsGet,   kReply,    S::kReplying},
   {S::kQueued,       E::kTurn,    {},       kPostData, S::kReceiving},

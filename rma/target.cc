@@ -252,10 +252,6 @@ void ServeActions::Refuse(ServedOp& op, const RmaSignal&, ServeEvents& events) {
   if (!st.ok()) RaiseError(op, st, events);
 }
 
-void ServeActions::Apply(ServedOp& op, const RmaSignal& x, ServeEvents& events) {
-  Land(op, x, events);
-}
-
 void ServeActions::Reply(ServedOp& op, const RmaSignal&, ServeEvents& events) {
   absl::Status st = MakeLayout(op);
   if (st.ok()) {

@@ -127,6 +127,17 @@ struct OriginOp {
   absl::Status status;
 };
 
+// A request of a passive epoch: its control message, the send of it, and
+// the receive of the target's one-byte answer.
+struct Asked {
+  Header msg;
+  Request send;
+  Request answer_req;
+  std::byte answer{};
+  // Both ended (or it was never asked).
+  bool answered() const { return !answer_req.active() || (answer_req.completed() && send.completed()); }
+};
+
 // A lock this rank holds (or asks for) on one target (rma_access).
 struct LockAccess {
   fsm::StateWord state;
@@ -134,14 +145,8 @@ struct LockAccess {
   WindowState* win = nullptr;
   int target = 0;
   uint8_t type = kLockShared;
-  Header lock_msg;       // the lock request, sent with the lock's first use
-  Request lock_req;      // its send
-  Request grant_req;     // the target's grant (one byte)
-  std::byte grant{};
-  Header msg;            // a flush or the unlock
-  Request msg_req;       // its send
-  Request answer_req;    // and the target's answer (one byte)
-  std::byte answer{};
+  Asked lock;            // the lock request, sent with the lock's first use; its answer the grant
+  Asked closing;         // a flush or the unlock
   absl::Status status;
 };
 
@@ -243,6 +248,8 @@ class WindowState {
   // operations to a target).
   template <class Done>
   absl::Status RunUntil(Done done);
+  // Whether every operation of this rank's to `target` (-1: any) is final.
+  bool OpsFinal(int target) const;
   // The operations to `target` (-1: all) are final: their first failure.
   absl::Status TakeFinished(int target);
   void Take(std::unique_ptr<ServedOp> op, int* work);
@@ -251,6 +258,30 @@ class WindowState {
   // After `op`'s header or turn moved it on from `from`: the lock's part.
   void AfterStep(ServedOp& op, ServeState from, int* work);
 };
+
+// Rounds of progress (serving, this rank's operations) until `done()`.
+template <class Done>
+class Until : public engine::Activity {
+ public:
+  Until(WindowState* w, Done done) : w_(w), done_(std::move(done)) {}
+  absl::Status Begin() override { return absl::OkStatus(); }
+  std::optional<absl::Status> Poll(int* work) override {
+    w_->Serve(work);
+    w_->AdvanceOps(work);
+    if (!done_()) return std::nullopt;
+    return absl::OkStatus();
+  }
+
+ private:
+  WindowState* w_;
+  Done done_;
+};
+
+template <class Done>
+absl::Status WindowState::RunUntil(Done done) {
+  Until<Done> until(this, std::move(done));
+  return engine::RunActivity(comm, until);
+}
 
 // A request-based operation's request: it completes as the operation
 // reaches its end here (a put's data sent, a get's arrived).

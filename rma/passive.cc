@@ -1,0 +1,189 @@
+// Passive epochs at the origin: the locks this rank takes on other ranks'
+// windows (rma_access), their flushes and unlocks.
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "rma/window_state.h"
+
+namespace cartage::rma {
+
+namespace {
+bool AnyLockHeld(const WindowState& w) {
+  for (const std::unique_ptr<LockAccess>& a : w.locks) {
+    if (a != nullptr && !AccessMachine::IsFinal(*a)) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool EpochActions::LastLockFenced(const WindowState& w, const RmaSignal& x) { return LastLock(w, x) && w.epoch > 0; }
+bool EpochActions::LastLock(const WindowState& w, const RmaSignal&) { return !AnyLockHeld(w); }
+
+// ---- passive epochs: rma_access ------------------------------------------------------------
+
+fsm::StateWord& AccessDef::Cell(LockAccess& a) { return a.state; }
+uint64_t AccessDef::IdOf(const LockAccess& a) { return a.id; }
+void AccessDef::Subject(const LockAccess& a, const RmaSignal&, fsm::TraceRecord& r) {
+  r.context = a.win->comm.context();
+  r.peer = a.target;
+  r.tag = a.type;
+}
+
+namespace {
+
+// Sends `asked`, a request of `kind`, posting first the receive of its
+// one-byte answer.
+void SendRequest(LockAccess& a, OpKind kind, Asked& asked, AccessEvents& events) {
+  asked.msg = Header{};
+  asked.msg.magic = kMagic;
+  asked.msg.kind = static_cast<uint8_t>(kind);
+  asked.msg.op = a.type;
+  asked.msg.epoch = kPassiveEpoch;
+  const Comm& c = a.win->comm;
+  absl::Status st = c.Irecv(&asked.answer, 1, a.target, kTagReply, &asked.answer_req);
+  if (st.ok()) st = c.Isend(&asked.msg, sizeof(asked.msg), a.target, kTagControl, &asked.send);
+  if (st.ok()) return;
+  RmaSignal err;
+  err.error = st;
+  events.Raise<AccessMachine>(a, AccessEvent::kError, err);
+}
+
+}  // namespace
+
+void AccessActions::SendLock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kLock, a.lock, events);
+}
+void AccessActions::SendFlush(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kFlush, a.closing, events);
+}
+void AccessActions::SendUnlock(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  SendRequest(a, OpKind::kUnlock, a.closing, events);
+}
+void AccessActions::Fail(LockAccess& a, const RmaSignal& x, AccessEvents&) {
+  a.status = absl::Status(x.error.code(), absl::StrFormat("%s: lock on rank %d: %s", a.win->Name(), a.target,
+                                                          x.error.message()));
+}
+
+namespace {
+
+// The answers that came, as `a`'s events, the grant first (it came first):
+// `done` for the flush's or unlock's.
+void TakeAnswers(LockAccess& a, AccessEvent done) {
+  const auto take = [&a](Asked& asked, AccessEvent ok) {
+    if (!asked.answer_req.active() || !asked.answered()) return;
+    absl::Status st = asked.send.Wait();  // completed: at once
+    st.Update(asked.answer_req.Wait());
+    RmaSignal x;
+    x.error = st;
+    if (!AccessMachine::IsFinal(a)) (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
+  };
+  take(a.lock, AccessEvent::kGranted);
+  take(a.closing, done);
+}
+
+}  // namespace
+
+absl::Status WindowState::TakeFinished(int target) {
+  absl::Status first;
+  std::erase_if(ops, [&](const std::shared_ptr<OriginOp>& o) {
+    if ((target >= 0 && o->target != target) || !OpMachine::IsFinal(*o)) return false;
+    if (first.ok()) first = o->status;
+    return true;
+  });
+  return first;
+}
+
+absl::Status WindowState::Lock(int target, uint8_t type) {
+  const char* what = type == kLockExclusive ? "lock (exclusive)" : "lock (shared)";
+  const EpochState st = EpochMachine::StateOf(*this);
+  const auto fail = [&](absl::StatusCode code, const std::string& why) {
+    return absl::Status(code, absl::StrFormat("%s: %s on rank %d: %s", Name(), what, target, why));
+  };
+  if (target < 0 || target >= comm.size()) {
+    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
+  }
+  if (st == EpochState::kFencing || st == EpochState::kFailed || st == EpochState::kFreed ||
+      (st == EpochState::kOpen && !ops.empty())) {
+    return fail(absl::StatusCode::kFailedPrecondition,
+                st == EpochState::kOpen ? "the fence epoch has operations (a fence completes them first)"
+                                        : absl::StrFormat("the window is %s", EpochDef::kStates[state.value()]));
+  }
+  std::unique_ptr<LockAccess>& slot = locks[static_cast<std::size_t>(target)];
+  if (slot != nullptr && !AccessMachine::IsFinal(*slot)) {
+    return fail(absl::StatusCode::kFailedPrecondition, "this rank holds a lock on it already");
+  }
+  static std::atomic<uint64_t> ids{1};
+  slot = std::make_unique<LockAccess>();
+  LockAccess& a = *slot;
+  a.id = ids.fetch_add(1, std::memory_order_relaxed);
+  a.win = this;
+  a.target = target;
+  a.type = type;
+  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);  // noted: asked for with its first use
+  (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
+  return absl::OkStatus();
+}
+
+absl::Status WindowState::Flush(int target, bool local) {
+  const char* what = local ? "flush_local" : "flush";
+  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
+  if (a == nullptr || AccessMachine::IsFinal(*a)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
+  }
+  const auto mine_final = [this, target] { return OpsFinal(target); };
+  // Nothing was asked of the target yet: nothing to flush there.
+  if (local || AccessMachine::StateOf(*a) == AccessState::kPending) {
+    CARTAGE_RETURN_IF_ERROR(RunUntil(mine_final));
+    return TakeFinished(target);
+  }
+  (void)AccessMachine::Dispatch(*a, AccessEvent::kFlush);
+  if (AccessMachine::StateOf(*a) == AccessState::kFlushing) {
+    CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return a->lock.answered() && a->closing.answered() && mine_final(); }));
+    TakeAnswers(*a, AccessEvent::kFlushed);
+  }
+  absl::Status st = TakeFinished(target);
+  if (AccessMachine::StateOf(*a) != AccessState::kLocked) st.Update(a->status);
+  return st;
+}
+
+absl::Status WindowState::FlushAll(bool local) {
+  absl::Status first;
+  for (int r = 0; r < comm.size(); ++r) {
+    LockAccess* a = locks[static_cast<std::size_t>(r)].get();
+    if (a != nullptr && !AccessMachine::IsFinal(*a)) first.Update(Flush(r, local));
+  }
+  return first;
+}
+
+absl::Status WindowState::Unlock(int target) {
+  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
+  if (a == nullptr || AccessMachine::IsFinal(*a)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
+  }
+  // The unlock goes after every operation to the target, which serves them
+  // in order: its answer says they are all done there. A lock never used
+  // asked nothing of the target, and is released with no message.
+  (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
+  absl::Status st;
+  if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
+    st = RunUntil([&] {
+      return a->lock.answered() && a->closing.answered() && OpsFinal(target);
+    });
+    if (st.ok()) TakeAnswers(*a, AccessEvent::kReleased);
+  }
+  if (st.ok()) st = TakeFinished(target);
+  if (st.ok() && AccessMachine::StateOf(*a) != AccessState::kReleased) st = a->status;
+  if (!st.ok() && !AccessMachine::IsFinal(*a)) {
+    RmaSignal x;
+    x.error = st;
+    (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);
+  }
+  (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);
+  return st;
+}
+
+}  // namespace cartage::rma
