@@ -23,8 +23,12 @@ std::atomic<uint64_t> g_next_op{1};
 // The blocks `count` elements of `type` cover, as offsets from where the
 // first element starts, in the order of the packed data; adjacent ones
 // merged.
-std::vector<Run> LayoutOf(int64_t count, const Datatype& type) {
-  std::vector<Run> runs;
+Layout LayoutOf(int64_t count, const Datatype& type) {
+  Layout runs;
+  if (type.contiguous()) {  // one block (none for no bytes)
+    if (count > 0 && type.size() > 0) runs.push_back({0, count * type.size()});
+    return runs;
+  }
   // Offsets only: the walk is over an address no data is at, far from 0 on
   // both sides, and read back relative to it.
   const uintptr_t anchor = uintptr_t{1} << 62;
@@ -98,18 +102,20 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   const bool sends_origin = kind == OpKind::kPut || kind == OpKind::kAccumulate || kind == OpKind::kCompareAndSwap ||
                             (kind == OpKind::kGetAccumulate && a.op != kOpNoOp);
   // Both sides of every buffer hold the same number of bytes.
-  const auto same = [&](const char* side, int64_t count, const Datatype* type) -> absl::Status {
-    const int64_t held = count * type->size();
-    if (held == layout_bytes) return absl::OkStatus();
+  const auto differs = [&](int64_t count, const Datatype* type) { return count * type->size() != layout_bytes; };
+  const auto mismatch = [&](const char* side, int64_t count, const Datatype* type) {
     return fail(absl::StatusCode::kInvalidArgument,
-                absl::StrFormat("the %s holds %d bytes (%d of %s), the target %d (%d of %s)", side, held, count,
-                                type->name(), layout_bytes, a.target_count, ttype.name()));
+                absl::StrFormat("the %s holds %d bytes (%d of %s), the target %d (%d of %s)", side,
+                                count * type->size(), count, type->name(), layout_bytes, a.target_count,
+                                ttype.name()));
   };
   if (kind == OpKind::kGet) {
-    CARTAGE_RETURN_IF_ERROR(same("origin", a.result_count, a.result_type));
+    if (differs(a.result_count, a.result_type)) return mismatch("origin", a.result_count, a.result_type);
   } else {
-    if (sends_origin) CARTAGE_RETURN_IF_ERROR(same("origin", a.origin_count, a.origin_type));
-    if (fetches) CARTAGE_RETURN_IF_ERROR(same("result", a.result_count, a.result_type));
+    if (sends_origin && differs(a.origin_count, a.origin_type)) {
+      return mismatch("origin", a.origin_count, a.origin_type);
+    }
+    if (fetches && differs(a.result_count, a.result_type)) return mismatch("result", a.result_count, a.result_type);
   }
   if (layout_bytes > 0 && ((sends_origin && a.origin == nullptr) ||
                            (fetches && a.result == nullptr) || (kind == OpKind::kCompareAndSwap && a.compare == nullptr))) {
@@ -145,7 +151,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   }
   // Checked here against the window every rank announced: nothing moves
   // for an access outside it (the target checks again).
-  std::vector<Run> runs = LayoutOf(a.target_count, ttype);
+  Layout runs = LayoutOf(a.target_count, ttype);
   const auto t = static_cast<std::size_t>(target);
   const uint64_t unit = static_cast<uint64_t>(units[t]);
   if (unit != 0 && a.disp > std::numeric_limits<uint64_t>::max() / 2 / unit) {
@@ -166,6 +172,28 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
                                 runs.size(), kMaxRuns));
   }
 
+  if (direct()) {
+    // Done as it is issued: on the stack unless a request follows it.
+    OriginOp here;
+    std::shared_ptr<OriginOp> held = issued_op != nullptr ? std::make_shared<OriginOp>() : nullptr;
+    OriginOp& d = held != nullptr ? *held : here;
+    d.id = g_next_op.fetch_add(1, std::memory_order_relaxed);
+    d.win = this;
+    d.kind = kind;
+    d.target = target;
+    d.disp = a.disp;
+    d.bytes = static_cast<uint64_t>(layout_bytes);
+    d.access = &a;
+    d.runs = &runs;
+    // The table's rows idle -issue-> issued -stored-> done, compiled in
+    // line (a failure takes the table's own dispatch).
+    (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
+    d.access = nullptr;
+    d.runs = nullptr;
+    ++issued;
+    if (issued_op != nullptr) *issued_op = std::move(held);
+    return d.status;
+  }
   auto o = std::make_shared<OriginOp>();
   o->id = g_next_op.fetch_add(1, std::memory_order_relaxed);
   o->win = this;
@@ -173,20 +201,21 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   o->target = target;
   o->disp = a.disp;
   o->bytes = static_cast<uint64_t>(layout_bytes);
+  OpMessages& m = o->msg.emplace();
   const uint64_t data_bytes = DataBytes(kind, a.op, static_cast<uint64_t>(layout_bytes));
   const std::size_t layout_size = sizeof(Header) + runs.size() * sizeof(Run);
   const bool inline_data = kind == OpKind::kCompareAndSwap ||
                            (data_bytes <= kInlineMax && layout_size + data_bytes <= kControlMax);
   if (!inline_data && data_bytes > 0) {
-    o->data_apart = true;
-    o->origin = a.origin;
-    o->count = a.origin_count;
-    o->type = *a.origin_type;
+    m.data_apart = true;
+    m.origin = a.origin;
+    m.count = a.origin_count;
+    m.type = *a.origin_type;
   }
   if (fetches) {
-    o->into = a.result;
-    o->into_count = a.result_count;
-    o->into_type = *a.result_type;
+    m.into = a.result;
+    m.into_count = a.result_count;
+    m.into_type = *a.result_type;
   }
   Header h;
   h.magic = kMagic;
@@ -198,11 +227,11 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   h.runs = static_cast<uint32_t>(runs.size());
   h.disp = a.disp;
   h.bytes = static_cast<uint64_t>(layout_bytes);
-  o->control.resize(layout_size + (inline_data ? static_cast<std::size_t>(data_bytes) : 0));
-  std::memcpy(o->control.data(), &h, sizeof(h));
-  if (!runs.empty()) std::memcpy(o->control.data() + sizeof(h), runs.data(), runs.size() * sizeof(Run));
+  m.control.resize(layout_size + (inline_data ? static_cast<std::size_t>(data_bytes) : 0));
+  std::memcpy(m.control.data(), &h, sizeof(h));
+  if (!runs.empty()) std::memcpy(m.control.data() + sizeof(h), runs.data(), runs.size() * sizeof(Run));
   if (inline_data && data_bytes > 0) {
-    std::byte* out = o->control.data() + layout_size;
+    std::byte* out = m.control.data() + layout_size;
     datatype::Pack(a.origin, a.origin_count, *a.origin_type, 0, layout_bytes, out);
     if (kind == OpKind::kCompareAndSwap) datatype::Pack(a.compare, 1, *a.origin_type, 0, layout_bytes, out + layout_bytes);
   }
@@ -210,7 +239,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   OriginOp& ref = *o;
   ops.push_back(std::move(o));
   (void)OpMachine::Dispatch(ref, OpEvent::kIssue);
-  if (OpMachine::StateOf(ref) == OpState::kFailed && !ref.control_req.active()) {
+  if (OpMachine::StateOf(ref) == OpState::kFailed && !ref.msg->control_req.active()) {
     const absl::Status why = ref.status;
     ops.pop_back();  // its control message never left: the target counts nothing of it
     return why;
@@ -249,12 +278,13 @@ bool OpActions::Fetches(const OriginOp& op, const RmaSignal&) { return rma::Fetc
 
 void OpActions::Post(OriginOp& op, const RmaSignal&, OpEvents& events) {
   const Comm& c = op.win->comm;
+  OpMessages& m = *op.msg;
   absl::Status st;
   // What it fetches may come back as soon as its control message is
   // there: its receive is posted first.
-  if (rma::Fetches(op.kind)) st = c.Irecv(op.into, op.into_count, *op.into_type, op.target, kTagReply, &op.reply_req);
-  if (st.ok()) st = c.Isend(op.control.data(), op.control.size(), op.target, kTagControl, &op.control_req);
-  if (st.ok() && op.data_apart) st = c.Isend(op.origin, op.count, *op.type, op.target, kTagData, &op.data_req);
+  if (rma::Fetches(op.kind)) st = c.Irecv(m.into, m.into_count, *m.into_type, op.target, kTagReply, &m.reply_req);
+  if (st.ok()) st = c.Isend(m.control.data(), m.control.size(), op.target, kTagControl, &m.control_req);
+  if (st.ok() && m.data_apart) st = c.Isend(m.origin, m.count, *m.type, op.target, kTagData, &m.data_req);
   if (st.ok()) return;
   RmaSignal err;
   err.error = st;
@@ -271,16 +301,18 @@ std::size_t WindowState::AdvanceOps(int* work) {
   std::size_t left = 0;
   for (const std::shared_ptr<OriginOp>& o : ops) {
     OriginOp& op = *o;
-    if (OpMachine::StateOf(op) == OpState::kIssued && op.control_req.completed() && op.data_req.completed()) {
-      absl::Status st = op.control_req.Wait();  // completed: at once
-      st.Update(op.data_req.Wait());
+    if (!op.msg.has_value()) continue;  // a shared window's: final as it was issued
+    OpMessages& m = *op.msg;
+    if (OpMachine::StateOf(op) == OpState::kIssued && m.control_req.completed() && m.data_req.completed()) {
+      absl::Status st = m.control_req.Wait();  // completed: at once
+      st.Update(m.data_req.Wait());
       RmaSignal x;
       x.error = st;
       (void)OpMachine::Dispatch(op, st.ok() ? OpEvent::kSent : OpEvent::kError, x);
       ++*work;
     }
-    if (OpMachine::StateOf(op) == OpState::kAwaitingData && op.reply_req.completed()) {
-      const absl::Status st = op.reply_req.Wait();
+    if (OpMachine::StateOf(op) == OpState::kAwaitingData && m.reply_req.completed()) {
+      const absl::Status st = m.reply_req.Wait();
       RmaSignal x;
       x.error = st;
       (void)OpMachine::Dispatch(op, st.ok() ? OpEvent::kData : OpEvent::kError, x);
@@ -308,17 +340,33 @@ absl::Status WindowState::Fence() {
     return absl::FailedPreconditionError(absl::StrFormat("%s: fence: this rank holds locks (unlock them first)", Name()));
   }
   if (st == EpochState::kIdle) {  // the first: nothing to close
+    // On a shared window it orders the program's own stores before every
+    // rank's loads of the epoch it opens.
+    if (direct()) {
+      MemoryBarrier();
+      if (absl::Status s = Barrier(comm); !s.ok()) {
+        return absl::Status(s.code(), absl::StrFormat("%s: fence opening the first epoch: %s", Name(), s.message()));
+      }
+    }
     (void)EpochMachine::Dispatch(*this, EpochEvent::kFence);
     int work = 0;
     for (int r = 0; r < comm.size(); ++r) StartQueued(r, &work);
     return absl::OkStatus();
   }
   (void)EpochMachine::Dispatch(*this, EpochEvent::kFence);
-  // How many operations each rank issued to each other one in this epoch.
+  absl::Status s;
   std::vector<uint64_t> expect(sent_to.size());
-  static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
-  absl::Status s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
-  if (s.ok()) {
+  if (direct()) {
+    // Every operation was done as it was issued: once every rank is here,
+    // every load and store of the epoch is.
+    MemoryBarrier();
+    s = Barrier(comm);
+  } else {
+    // How many operations each rank issued to each other one in this epoch.
+    static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
+    s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
+  }
+  if (s.ok() && !direct()) {
     // Until this rank's operations are done and every operation issued to
     // it in the epoch is served.
     const uint64_t expected = std::accumulate(expect.begin(), expect.end(), uint64_t{0});

@@ -1,6 +1,7 @@
 // Passive epochs at the origin: the locks this rank takes on other ranks'
 // windows (rma_access), their flushes and unlocks.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -115,15 +116,38 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
     return fail(absl::StatusCode::kFailedPrecondition, "this rank holds a lock on it already");
   }
   static std::atomic<uint64_t> ids{1};
-  slot = std::make_unique<LockAccess>();
+  if (slot == nullptr) {
+    slot = std::make_unique<LockAccess>();
+  } else {  // the last lock on this target is over: its storage takes the next
+    std::destroy_at(slot.get());
+    std::construct_at(slot.get());
+  }
   LockAccess& a = *slot;
   a.id = ids.fetch_add(1, std::memory_order_relaxed);
   a.win = this;
   a.target = target;
   a.type = type;
-  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);  // noted: asked for with its first use
+  // Noted, to be asked for with its first use; on a shared window, taken.
+  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);
   (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
-  return absl::OkStatus();
+  if (AccessMachine::StateOf(a) != AccessState::kRequesting) return absl::OkStatus();
+  // A shared window's word another rank holds: rounds of progress (this
+  // rank may still have to serve or answer others meanwhile) until it is
+  // free, or a member of the window is gone (it may hold it for ever).
+  absl::Status gone;
+  auto last_check = std::chrono::steady_clock::now();
+  absl::Status waited = RunUntil([&] {
+    if (TakeLockWord(a)) return true;
+    gone = Waiting(last_check);
+    return !gone.ok();
+  });
+  waited.Update(gone);
+  RmaSignal x;
+  x.error = waited;
+  (void)AccessMachine::Dispatch(a, waited.ok() ? AccessEvent::kGranted : AccessEvent::kError, x);
+  if (waited.ok()) return waited;
+  (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);  // this lock is no part of the epoch
+  return a.status;
 }
 
 absl::Status WindowState::Flush(int target, bool local) {
@@ -133,6 +157,8 @@ absl::Status WindowState::Flush(int target, bool local) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
   }
+  // A shared window's operations were done as they were issued.
+  if (local && direct()) return absl::OkStatus();
   const auto mine_final = [this, target] { return OpsFinal(target); };
   // Nothing was asked of the target yet: nothing to flush there.
   if (local || AccessMachine::StateOf(*a) == AccessState::kPending) {

@@ -112,23 +112,29 @@ using OpEvents = fsm::EventQueue<OriginOp, RmaSignal>;
 
 struct OpActions {
   static bool Fetches(const OriginOp& op, const RmaSignal& x);  // the target sends data back
+  // The window is shared (every rank's memory mapped here): the origin
+  // itself stores, loads or accumulates, and raises stored (or error).
+  static bool Direct(const OriginOp& op, const RmaSignal& x);
+  static void Store(OriginOp& op, const RmaSignal& x, OpEvents& events);
   static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
   static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
 };
 
 struct OpDef {
   enum class State : uint8_t { kIdle, kIssued, kAwaitingData, kDone, kFailed, kCount };
-  enum class Event : uint8_t { kIssue, kSent, kData, kError, kCount };
+  enum class Event : uint8_t { kIssue, kSent, kData, kError, kStored, kCount };
   using Context = OriginOp;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_op";
   static constexpr absl::string_view kSummary =
-      "an operation at its origin: its control message and data sent, what it fetches received back";
+      "an operation at its origin: its control message and data sent, what it fetches received back; on a shared "
+      "window the origin's own loads and stores";
   static constexpr std::array<absl::string_view, 5> kStates = {"idle", "issued", "awaiting_data", "done", "failed"};
-  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"issue", fsm::EventKind::kUser},
+  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{{"issue", fsm::EventKind::kUser},
                                                              {"sent", fsm::EventKind::kProgress},
                                                              {"data", fsm::EventKind::kWire},
-                                                             {"error", fsm::EventKind::kProgress}}};
+                                                             {"error", fsm::EventKind::kProgress},
+                                                             {"stored", fsm::EventKind::kProgress}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kDone, State::kFailed};
   static fsm::StateWord& Cell(OriginOp& op);
@@ -141,12 +147,16 @@ using D = OpDef;
 using S = OpDef::State;
 using E = OpDef::Event;
 inline constexpr fsm::Guard<D> kFetches{"Fetches", &OpActions::Fetches};
+inline constexpr fsm::Guard<D> kDirect{"Direct", &OpActions::Direct};
+inline constexpr fsm::Action<D> kStore{"Store", &OpActions::Store};
 inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source              event       guard   action  target
+  {S::kIdle,           E::kIssue,  kDirect, kStore, S::kIssued},
   {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
+  {S::kIssued,         E::kStored, {},     {},     S::kDone},
   {S::kIssued,         E::kSent,   kFetches, {},   S::kAwaitingData},
   {S::kIssued,         E::kSent,   {},     {},     S::kDone},
   {S::kIssued,         E::kError,  {},     kFail,  S::kFailed},
@@ -170,6 +180,13 @@ struct AccessActions {
   static void SendFlush(LockAccess& a, const RmaSignal& x, AccessEvents& events);
   static void SendUnlock(LockAccess& a, const RmaSignal& x, AccessEvents& events);
   static void Fail(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  // A shared window: the target's lock is a word in the shared segment,
+  // which the origin takes (raising granted once it has it), orders its
+  // stores against (a flush) and drops, itself.
+  static bool Direct(const LockAccess& a, const RmaSignal& x);
+  static void TakeWord(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  static void Sync(LockAccess& a, const RmaSignal& x, AccessEvents& events);
+  static void DropWord(LockAccess& a, const RmaSignal& x, AccessEvents& events);
 };
 
 // One lock this rank takes on one target (a passive access epoch). Taken
@@ -178,7 +195,9 @@ struct AccessActions {
 // target serves them only once it granted the lock, so a lock, a put and
 // an unlock cost one round trip. A lock nothing used is released with no
 // message. The grant's answer may come while a flush or the unlock is on
-// its way (granted in flushing or unlocking).
+// its way (granted in flushing or unlocking). On a shared window the lock
+// is taken at once (the program's own loads and stores need it), from a
+// word in the shared segment; requesting is then the wait for that word.
 struct AccessDef {
   enum class State : uint8_t {
     kNew, kPending, kRequesting, kLocked, kFlushing, kUnlocking, kReleased, kFailed, kCount
@@ -215,9 +234,14 @@ inline constexpr fsm::Action<D> kSendLock{"SendLock", &A::SendLock};
 inline constexpr fsm::Action<D> kSendFlush{"SendFlush", &A::SendFlush};
 inline constexpr fsm::Action<D> kSendUnlock{"SendUnlock", &A::SendUnlock};
 inline constexpr fsm::Action<D> kFail{"Fail", &A::Fail};
+inline constexpr fsm::Guard<D> kDirect{"Direct", &A::Direct};
+inline constexpr fsm::Action<D> kTakeWord{"TakeWord", &A::TakeWord};
+inline constexpr fsm::Action<D> kSync{"Sync", &A::Sync};
+inline constexpr fsm::Action<D> kDropWord{"DropWord", &A::DropWord};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source            event         guard  action       target
+  {S::kNew,          E::kLock,     kDirect, kTakeWord, S::kRequesting},
   {S::kNew,          E::kLock,     {},    {},          S::kPending},
   {S::kPending,      E::kUse,      {},    kSendLock,   S::kRequesting},
   {S::kPending,      E::kUnlock,   {},    {},          S::kReleased},
@@ -225,7 +249,9 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kRequesting,   E::kFlush,    {},    kSendFlush,  S::kFlushing},
   {S::kRequesting,   E::kUnlock,   {},    kSendUnlock, S::kUnlocking},
   {S::kRequesting,   E::kError,    {},    kFail,       S::kFailed},
+  {S::kLocked,       E::kFlush,    kDirect, kSync,     S::kLocked},
   {S::kLocked,       E::kFlush,    {},    kSendFlush,  S::kFlushing},
+  {S::kLocked,       E::kUnlock,   kDirect, kDropWord, S::kReleased},
   {S::kLocked,       E::kUnlock,   {},    kSendUnlock, S::kUnlocking},
   {S::kFlushing,     E::kGranted,  {},    {},          S::kFlushing},
   {S::kFlushing,     E::kFlushed,  {},    {},          S::kLocked},

@@ -1,9 +1,14 @@
 // Window: its making (every rank's size and unit exchanged, the service
 // launched), its calls, and its freeing.
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -70,6 +75,10 @@ absl::Status WindowState::Free() {
   // Every rank is here: nobody sends this window anything more.
   absl::Status st = Barrier(comm);
   StopService();
+  if (shared != nullptr) {  // nobody loads or stores any more
+    shared.reset();
+    base = nullptr;
+  }
   if (st.ok() && locked > 0) {
     st = absl::FailedPreconditionError(
         absl::StrFormat("%s: freed with locks on %d ranks held (unlock them first)", Name(), locked));
@@ -92,53 +101,114 @@ Window::~Window() = default;
 
 absl::StatusOr<std::unique_ptr<Window>> Window::Create(const Comm& comm, void* base, uint64_t bytes,
                                                        int disp_unit) {
-  return Make(comm, base, bytes, disp_unit, /*allocate=*/false);
+  return Make(comm, base, bytes, disp_unit, Memory::kCallers);
 }
 
 absl::StatusOr<std::unique_ptr<Window>> Window::Allocate(const Comm& comm, uint64_t bytes, int disp_unit) {
-  return Make(comm, nullptr, bytes, disp_unit, /*allocate=*/true);
+  return Make(comm, nullptr, bytes, disp_unit, Memory::kAllocated);
 }
 
+absl::StatusOr<std::unique_ptr<Window>> Window::AllocateShared(const Comm& comm, uint64_t bytes, int disp_unit) {
+  return Make(comm, nullptr, bytes, disp_unit, Memory::kShared);
+}
+
+namespace {
+
+// Equal for two processes that can map one POSIX shared-memory segment:
+// one boot of one machine, one mount namespace (/dev/shm), and the same
+// CARTAGE_HOST_TAG (ranks with different tags count as on different
+// hosts). 0: windows are never shared here (CARTAGE_RMA_SHARED=0).
+uint64_t HostKey() {
+  const char* env = std::getenv("CARTAGE_RMA_SHARED");
+  if (env != nullptr && std::string_view(env) == "0") return 0;
+  std::string key;
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char line[64] = {};
+    if (std::fgets(line, sizeof(line), f) != nullptr) key += line;
+    std::fclose(f);
+  }
+  struct stat ns {};
+  if (::stat("/proc/self/ns/mnt", &ns) == 0) key += std::to_string(ns.st_ino);
+  if (const char* tag = std::getenv("CARTAGE_HOST_TAG")) key += std::string(":") + tag;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: the same in every process
+  for (const char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h | 1;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
-                                                     bool allocate) {
+                                                     Memory memory) {
   CARTAGE_RETURN_IF_ERROR(engine::Alive(comm, "window"));
   // Checked before any collective call: a bad argument is named on the
   // rank that passed it, which then takes no part in the exchange below
   // (as with any collective call one rank did not make).
   if (disp_unit <= 0) return absl::InvalidArgumentError(absl::StrFormat("window: displacement unit %d", disp_unit));
-  if (!allocate && base == nullptr && bytes > 0) {
+  if (memory == Memory::kCallers && base == nullptr && bytes > 0) {
     return absl::InvalidArgumentError(absl::StrFormat("window: null base for %d bytes", bytes));
   }
   if (bytes > (uint64_t{1} << 48)) return absl::InvalidArgumentError(absl::StrFormat("window: %d bytes", bytes));
   Comm own = comm.Dup();
   const uint32_t number = rma::g_windows.fetch_add(1, std::memory_order_relaxed) + 1;
-  std::unique_ptr<std::byte, WindowState::FreeMemory> memory;
-  if (allocate) {
-    const std::size_t rounded = static_cast<std::size_t>((std::max<uint64_t>(bytes, 1) + 63) / 64 * 64);
-    memory.reset(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
-    if (memory == nullptr) return absl::ResourceExhaustedError(absl::StrFormat("window: allocating %d bytes", bytes));
-    std::memset(memory.get(), 0, rounded);
-    base = memory.get();
-  }
-  auto state = std::make_shared<WindowState>(own, static_cast<std::byte*>(base), bytes, disp_unit, number);
-  state->owned = std::move(memory);
-  // Every rank's window, so that an origin checks its accesses itself.
+  // Every rank's window, so that an origin checks its accesses itself, and
+  // its host: where all are on one, every rank maps every other's memory
+  // (whatever method carries their messages, as Open MPI's osc/sm).
   struct Shape {
     uint64_t bytes;
     int64_t unit;
+    uint64_t host;
   };
-  const Shape mine{bytes, disp_unit};
+  const Shape mine{bytes, disp_unit, memory != Memory::kCallers ? HostKey() : 0};
   std::vector<Shape> all(static_cast<std::size_t>(own.size()));
   static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
-  CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 2, kU64));
-  for (const Shape& s : all) {
-    state->sizes.push_back(s.bytes);
-    state->units.push_back(static_cast<int>(s.unit));
+  CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 3, kU64));
+  std::vector<uint64_t> sizes;
+  std::vector<int> units;
+  int apart = -1;  // a rank that cannot map the others' memory
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    sizes.push_back(all[r].bytes);
+    units.push_back(static_cast<int>(all[r].unit));
+    if ((all[r].host == 0 || all[r].host != all[0].host) && apart < 0) apart = static_cast<int>(r);
   }
-  CARTAGE_RETURN_IF_ERROR(own.Irecv(state->control_buf.data(), state->control_buf.size(), kAnySource,
-                                    rma::kTagControl, &state->control_req));
-  CARTAGE_RETURN_IF_ERROR(
-      engine::Launch(own, std::make_shared<rma::Service>(state.get()), /*persistent=*/false, &state->service_req));
+  if (memory == Memory::kShared && apart >= 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "window: allocate_shared over %d ranks: rank %d cannot map every other rank's memory (it is not on rank "
+        "0's host, or CARTAGE_RMA_SHARED=0 there)",
+        own.size(), apart));
+  }
+  std::unique_ptr<rma::SharedSegment> shared;
+  std::unique_ptr<std::byte, WindowState::FreeMemory> owned;
+  if (memory != Memory::kCallers && apart < 0) {
+    absl::StatusOr<std::unique_ptr<rma::SharedSegment>> seg =
+        rma::MapShared(own, sizes, /*contiguous=*/memory == Memory::kShared, number);
+    // A segment some rank could not map (every rank learns it): an
+    // allocated window is served instead.
+    if (!seg.ok() && (memory == Memory::kShared || seg.status().code() != absl::StatusCode::kResourceExhausted)) {
+      return seg.status();
+    }
+    if (seg.ok()) {
+      shared = *std::move(seg);
+      base = shared->bases[static_cast<std::size_t>(own.rank())];
+    }
+  }
+  if (memory == Memory::kAllocated && shared == nullptr) {
+    const std::size_t rounded = static_cast<std::size_t>((std::max<uint64_t>(bytes, 1) + 63) / 64 * 64);
+    owned.reset(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+    if (owned == nullptr) return absl::ResourceExhaustedError(absl::StrFormat("window: allocating %d bytes", bytes));
+    std::memset(owned.get(), 0, rounded);
+    base = owned.get();
+  }
+  auto state = std::make_shared<WindowState>(own, static_cast<std::byte*>(base), bytes, disp_unit, number);
+  state->owned = std::move(owned);
+  state->shared = std::move(shared);
+  state->sizes = std::move(sizes);
+  state->units = std::move(units);
+  if (!state->direct()) {  // a shared window's operations need no service
+    CARTAGE_RETURN_IF_ERROR(own.Irecv(state->control_buf.data(), state->control_buf.size(), kAnySource,
+                                      rma::kTagControl, &state->control_req));
+    CARTAGE_RETURN_IF_ERROR(
+        engine::Launch(own, std::make_shared<rma::Service>(state.get()), /*persistent=*/false, &state->service_req));
+  }
   return std::unique_ptr<Window>(new Window(std::move(state)));
 }
 
@@ -338,6 +408,28 @@ absl::Status Window::Free() {
   return state_->Free();
 }
 
+absl::StatusOr<Window::SharedMemory> Window::SharedQuery(int rank) const {
+  if (!state_->direct()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s: shared_query: the window is not shared (AllocateShared makes one)", state_->Name()));
+  }
+  if (rank < 0 || rank >= state_->comm.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: shared_query: no rank %d in a window of %d", state_->Name(), rank, state_->comm.size()));
+  }
+  const auto r = static_cast<std::size_t>(rank);
+  return SharedMemory{state_->shared->bases[r], state_->sizes[r], state_->units[r]};
+}
+
+absl::Status Window::Sync() const {
+  if (rma::EpochMachine::StateOf(*state_) == rma::EpochState::kFreed) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: sync: freed", state_->Name()));
+  }
+  rma::MemoryBarrier();
+  return absl::OkStatus();
+}
+
+bool Window::shared() const { return state_->direct(); }
 void* Window::base() const { return state_->base; }
 uint64_t Window::bytes() const { return state_->bytes; }
 int Window::disp_unit() const { return state_->disp_unit; }

@@ -6,9 +6,12 @@
 #ifndef CARTAGE_RMA_WINDOW_STATE_H_
 #define CARTAGE_RMA_WINDOW_STATE_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <sched.h>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -16,7 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
 #include "datatype/op.h"
@@ -78,6 +83,9 @@ struct Run {
   int64_t length = 0;
 };
 
+// An operation's target layout: most are one block, kept in place.
+using Layout = absl::InlinedVector<Run, 2>;
+
 // Message tags on the window's communicator.
 inline constexpr int kTagControl = 1;
 inline constexpr int kTagData = 2;   // a put's or accumulate's data that does not travel in its control message
@@ -105,17 +113,11 @@ struct Access {
   uint8_t op = 0;  // accumulate and the fetches: a reduction's OpKind, kOpReplace or kOpNoOp
 };
 
-struct OriginOp {
-  fsm::StateWord state;
-  uint64_t id = 0;
-  WindowState* win = nullptr;
-  OpKind kind = OpKind::kPut;
-  int target = 0;
-  uint64_t disp = 0;
-  uint64_t bytes = 0;
-  std::vector<std::byte> control;  // the control message
-  // The data it sends apart from `control` (put, accumulate), and where
-  // what it fetches lands (get: the origin buffer; the others: the result).
+// A served operation's messages at its origin: its control message, the
+// data it sends apart from it (put, accumulate), and where what it fetches
+// lands (get: the origin buffer; the others: the result).
+struct OpMessages {
+  std::vector<std::byte> control;
   const void* origin = nullptr;
   int64_t count = 0;
   std::optional<Datatype> type;
@@ -124,8 +126,67 @@ struct OriginOp {
   int64_t into_count = 0;
   std::optional<Datatype> into_type;
   Request control_req, data_req, reply_req;
-  absl::Status status;
 };
+
+struct OriginOp {
+  fsm::StateWord state;
+  uint64_t id = 0;
+  WindowState* win = nullptr;
+  OpKind kind = OpKind::kPut;
+  int target = 0;
+  uint64_t disp = 0;
+  uint64_t bytes = 0;
+  absl::Status status;
+  // Only where the target's agent serves it: a shared window's operation
+  // sends nothing.
+  std::optional<OpMessages> msg;
+  // While a shared window's operation is issued (Store): the call's access
+  // and its target layout.
+  const Access* access = nullptr;
+  const Layout* runs = nullptr;
+};
+
+// A shared window's segment: one mapping on every rank of the host, a
+// cache line of words per rank (the lock on its window, taken by origins
+// with atomic instructions, and the lock every accumulate to it holds
+// while it applies), then every rank's memory.
+struct alignas(64) WordCell {
+  std::atomic<uint64_t> lock{0};  // shared holders (low 32 bits), or the exclusive holder's rank + 1 (<< 32)
+  std::atomic<uint32_t> accumulate{0};  // the applying origin's rank + 1
+};
+static_assert(sizeof(WordCell) == 64 && std::atomic<uint64_t>::is_always_lock_free);
+
+struct SharedSegment {
+  SharedSegment() = default;
+  ~SharedSegment();
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+  void* map = nullptr;
+  std::size_t map_bytes = 0;
+  WordCell* cells = nullptr;
+  std::vector<std::byte*> bases;  // every rank's memory, mapped here
+};
+
+// Maps a segment over every rank of `comm` (collective; every rank on this
+// host), rank r's memory `sizes[r]` bytes, each rounded up to 64 unless
+// `contiguous` (then one rank's follows the previous one's directly).
+absl::StatusOr<std::unique_ptr<SharedSegment>> MapShared(const Comm& comm, const std::vector<uint64_t>& sizes,
+                                                         bool contiguous, uint32_t number);
+
+// A full memory barrier: this process's loads and stores of a shared
+// segment ordered against the other processes' (a fence, a flush, Sync).
+// ThreadSanitizer takes no fences; a locked read-modify-write is one on x86.
+inline void MemoryBarrier() {
+#if defined(__SANITIZE_THREAD__)
+  static std::atomic<int> word{0};
+  word.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// Takes `a`'s lock word on a shared window if it is free enough now.
+bool TakeLockWord(LockAccess& a);
 
 // A request of a passive epoch: its control message, the send of it, and
 // the receive of the target's one-byte answer.
@@ -183,6 +244,9 @@ class WindowState {
   std::unique_ptr<std::byte, FreeMemory> owned;  // Allocate's memory
   std::vector<uint64_t> sizes;         // every rank's window, in bytes
   std::vector<int> units;              // and displacement unit
+  // A shared window: every rank's memory is mapped here, and operations
+  // are the origin's loads and stores (null: served by the target's agent).
+  std::unique_ptr<SharedSegment> shared;
 
   fsm::StateWord state;   // rma_epoch
   uint32_t epoch = 0;     // the epoch open here (0: none yet)
@@ -224,6 +288,14 @@ class WindowState {
   absl::Status Issue(const Access& a, std::shared_ptr<OriginOp>* issued = nullptr);
   absl::Status Fence();
   absl::Status Free();
+  bool direct() const { return shared != nullptr; }
+  // A shared window: holds `target`'s accumulate word while `apply` runs
+  // (every accumulate to a rank's window takes it, so each applies whole).
+  template <class Apply>
+  absl::Status Accumulating(int target, Apply apply);
+  // A shared window's wait for another rank's word: fails once a member
+  // of the window is gone (it may hold the word for ever).
+  absl::Status Waiting(std::chrono::steady_clock::time_point& last_check) const;
   // Passive epochs: a lock on `target` (kLockShared or kLockExclusive),
   // asked for with its first use; its flush (every operation to `target`
   // done there); its release (flushed, then unlocked). `local`: only this
@@ -281,6 +353,31 @@ template <class Done>
 absl::Status WindowState::RunUntil(Done done) {
   Until<Done> until(this, std::move(done));
   return engine::RunActivity(comm, until);
+}
+
+template <class Apply>
+absl::Status WindowState::Accumulating(int target, Apply apply) {
+  std::atomic<uint32_t>& word = shared->cells[target].accumulate;
+  const auto me = static_cast<uint32_t>(comm.rank() + 1);
+  std::chrono::steady_clock::time_point last_check = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    uint32_t free = 0;
+    if (word.load(std::memory_order_relaxed) == 0 &&
+        word.compare_exchange_weak(free, me, std::memory_order_acquire, std::memory_order_relaxed)) {
+      break;
+    }
+    // Held only while another origin applies: a short wait, but one that
+    // must give the CPU to that origin where ranks outnumber cores.
+    if (spins < 64) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    sched_yield();
+    CARTAGE_RETURN_IF_ERROR(Waiting(last_check));
+  }
+  apply();
+  word.store(0, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 // A request-based operation's request: it completes as the operation

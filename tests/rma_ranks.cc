@@ -7,7 +7,10 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|passive|computing|torn|dead
+// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead [shared|served]
+// The second word says which way the allocated windows must go: shared
+// (every rank maps them, the default) or served by the target's agent
+// (tcp, ofi, or CARTAGE_RMA_SHARED=0).
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +37,13 @@ namespace kit = cartage::kit;
 namespace {
 
 const Datatype kF64 = Datatype::Basic(BasicType::kDouble);
+
+bool g_expect_shared = true;
+
+// An allocated window goes the way the launch says.
+void ExpectPath(const Window& x, const char* what) {
+  KIT_EXPECT(x.shared() == g_expect_shared, "%s: the window is %s", what, x.shared() ? "shared" : "served");
+}
 
 // Elements of one window; a put of kBig elements goes apart from its
 // control message (more than kInlineMax bytes).
@@ -193,6 +203,7 @@ int Matrix(const Comm& w) {
   auto atoms = Window::Allocate(w, 8 * sizeof(int64_t) + kBig * sizeof(double), sizeof(int64_t));
   KIT_OK(atoms.status());
   Window& a = **atoms;
+  ExpectPath(a, "the window of counters");
   KIT_OK(a.Fence());
   // Every rank adds r + 1 to rank 0's counter and learns what it was: the
   // values it learns are the sums of some order of the ranks' additions.
@@ -285,6 +296,7 @@ int Passive(const Comm& w, bool target_computes) {
   auto made = Window::Allocate(w, (64 + kApart) * sizeof(int64_t), sizeof(int64_t));
   KIT_OK(made.status());
   Window& x = **made;
+  ExpectPath(x, "the passive window");
   auto* mine = static_cast<int64_t*>(x.base());
   // Without a lock, nothing goes.
   const absl::Status unlocked = x.Put(&me, sizeof(me), 0, 0);
@@ -388,6 +400,7 @@ int Torn(const Comm& w) {
   auto made = Window::Allocate(w, kBlockElems * sizeof(int64_t), sizeof(int64_t));
   KIT_OK(made.status());
   Window& x = **made;
+  ExpectPath(x, "the torn window");
   std::vector<int64_t> block(kBlockElems);
   for (int k = 1; k <= kRounds && me > 0; ++k) {
     if (me == 1) {
@@ -418,6 +431,7 @@ int Dead(const Comm& w) {
   const int n = w.size();
   auto win = Window::Allocate(w, 1024, 1);
   KIT_OK(win.status());
+  ExpectPath(**win, "the window");
   KIT_OK((*win)->Fence());
   if (me == n - 1) {
     std::fflush(stdout);
@@ -437,10 +451,132 @@ int Dead(const Comm& w) {
   return 0;
 }
 
+// A shared window (AllocateShared): each rank's memory right after the
+// previous rank's, the program's own stores into another rank's memory
+// seen there after a fence, operations on it, plain increments of one
+// element under exclusive locks ordered by Sync (only exclusion makes the
+// count), and the errors of SharedQuery and of an access outside it.
+// Where the ranks cannot map each other's memory, every rank is refused.
+int Shared(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+  const auto elems = [](int r) { return int64_t{16} + r; };  // uneven sizes: contiguity at odd offsets
+  auto made = Window::AllocateShared(w, static_cast<uint64_t>(elems(me)) * sizeof(int64_t), sizeof(int64_t));
+  if (!g_expect_shared) {
+    KIT_EXPECT(made.status().code() == absl::StatusCode::kFailedPrecondition &&
+                   absl::StrContains(made.status().message(), "cannot map"),
+               "allocate_shared where the ranks cannot map each other's memory: %s", made.status().ToString());
+    if (me == 0) std::printf("PASS rma shared refused (%d ranks)\n", n);
+    return 0;
+  }
+  KIT_OK(made.status());
+  Window& x = **made;
+  ExpectPath(x, "the shared window");
+  std::vector<int64_t*> at(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    auto q = x.SharedQuery(r);
+    KIT_OK(q.status());
+    KIT_EXPECT(q->bytes == static_cast<uint64_t>(elems(r)) * sizeof(int64_t) && q->disp_unit == 8,
+               "rank %d's memory: %d bytes, unit %d", r, q->bytes, q->disp_unit);
+    at[static_cast<std::size_t>(r)] = static_cast<int64_t*>(q->base);
+    if (r > 0) {
+      KIT_EXPECT(at[static_cast<std::size_t>(r)] == at[static_cast<std::size_t>(r - 1)] + elems(r - 1),
+                 "rank %d's memory does not follow rank %d's", r, r - 1);
+    }
+  }
+  int64_t* mine = at[static_cast<std::size_t>(me)];
+  KIT_EXPECT(mine == x.base(), "SharedQuery(%d) is not this rank's base", me);
+  for (int64_t i = 0; i < elems(me); ++i) KIT_EXPECT(mine[i] == 0, "element %d starts as %d", i, mine[i]);
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  KIT_OK(x.Fence());
+  for (int64_t i = 0; i < 16; ++i) at[static_cast<std::size_t>(right)][i] = me * 1000 + i;
+  KIT_OK(x.Fence());
+  for (int64_t i = 0; i < 16; ++i) {
+    KIT_EXPECT(mine[i] == left * 1000 + i, "element %d, stored by rank %d, reads %d", i, left, mine[i]);
+  }
+  // The next epoch's operations land as they are issued: not before every
+  // rank has read this one's.
+  KIT_OK(cartage::Barrier(w));
+  // Operations: a put into the left neighbour's last element, every rank's
+  // addition to rank 0's element 1.
+  const int64_t v = 7 + me;
+  KIT_OK(x.Put(&v, 1, i64, left, static_cast<uint64_t>(elems(left) - 1), 1, i64));
+  const int64_t add = me + 1;
+  KIT_OK(x.Accumulate(&add, 1, i64, 0, 1, 1, i64, Op(OpKind::kSum)));
+  KIT_OK(x.Fence());
+  KIT_EXPECT(mine[elems(me) - 1] == 7 + right, "the last element reads %d, rank %d put %d", mine[elems(me) - 1], right,
+             7 + right);
+  if (me == 0) {
+    KIT_EXPECT(mine[1] == (n - 1) * 1000 + 1 + n * (n + 1) / 2, "element 1 after every rank's addition: %d", mine[1]);
+  }
+  // Plain increments under an exclusive lock.
+  for (int k = 0; k < 50; ++k) {
+    KIT_OK(x.Lock(0, Window::LockType::kExclusive));
+    KIT_OK(x.Sync());
+    at[0][2] += 1;
+    KIT_OK(x.Sync());
+    KIT_OK(x.Unlock(0));
+  }
+  KIT_OK(cartage::Barrier(w));
+  KIT_OK(x.Sync());
+  KIT_EXPECT(at[0][2] == (n - 1) * 1000 + 2 + 50 * n, "rank 0's element 2 after %d locked increments: %d", 50 * n,
+             at[0][2]);
+  // Errors.
+  KIT_OK(x.Lock(right, Window::LockType::kShared));
+  const absl::Status outside = x.Put(&v, 1, i64, right, static_cast<uint64_t>(elems(right)), 1, i64);
+  KIT_EXPECT(outside.code() == absl::StatusCode::kOutOfRange && absl::StrContains(outside.message(), "window"),
+             "a put past rank %d's memory: %s", right, outside.ToString());
+  KIT_OK(x.Unlock(right));
+  KIT_EXPECT(x.SharedQuery(n).status().code() == absl::StatusCode::kInvalidArgument, "shared_query of rank %d", n);
+  KIT_OK(cartage::Barrier(w));
+  KIT_OK(x.Free());
+  KIT_EXPECT(x.Sync().code() == absl::StatusCode::kFailedPrecondition, "sync after free");
+  std::vector<int64_t> own(4);
+  auto created = Window::Create(w, own.data(), own.size() * sizeof(int64_t), sizeof(int64_t));
+  KIT_OK(created.status());
+  KIT_EXPECT(!(*created)->shared() && (*created)->SharedQuery(0).status().code() == absl::StatusCode::kFailedPrecondition,
+             "a window over the caller's memory is not shared");
+  KIT_OK((*created)->Free());
+  if (me == 0) std::printf("PASS rma shared (%d ranks)\n", n);
+  return 0;
+}
+
+// The last rank dies holding an exclusive lock on rank 0's shared window:
+// every other rank's lock on it fails, naming it, and none hangs.
+int LockDead(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  auto made = Window::Allocate(w, 64, 8);
+  KIT_OK(made.status());
+  Window& x = **made;
+  ExpectPath(x, "the window");
+  if (me == n - 1) {
+    KIT_OK(x.Lock(0, Window::LockType::kExclusive));
+    KIT_OK(cartage::Barrier(w));  // the others ask only once it holds the lock
+    char go = 0;
+    KIT_OK(w.Recv(&go, 1, 0, 7));  // rank 0 is through the barrier too
+    std::fflush(stdout);
+    _exit(0);  // gone without finalizing, the lock held
+  }
+  KIT_OK(cartage::Barrier(w));
+  if (me == 0) KIT_OK(w.Send("g", 1, n - 1, 7));
+  const absl::Status s = x.Lock(0, Window::LockType::kExclusive);
+  KIT_EXPECT(!s.ok(), "a lock held by dead rank %d was granted", n - 1);
+  KIT_EXPECT(absl::StrContains(s.message(), "rank " + std::to_string(n - 1)), "the error does not name rank %d: %s",
+             n - 1, s.ToString());
+  KIT_EXPECT(x.state() != "passive", "after the failed lock the window is %s", std::string(x.state()));
+  std::printf("rank %d: the lock failed: %s\n", me, s.ToString().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  g_expect_shared = argc <= 2 || std::string(argv[2]) == "shared";
   auto agent = cartage::Agent::FromEnvironment();
   if (!agent.ok()) {
     std::fprintf(stderr, "rma_ranks: %s\n", agent.status().ToString().c_str());
@@ -453,6 +589,8 @@ int main(int argc, char** argv) {
   if (mode == "passive") return Passive(w, false);
   if (mode == "computing") return Passive(w, true);
   if (mode == "torn") return Torn(w);
-  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|torn|dead\n");
+  if (mode == "shared") return Shared(w);
+  if (mode == "lockdead") return LockDead(w);
+  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead [shared|served]\n");
   return 2;
 }

@@ -70,7 +70,21 @@ class Window {
                                                         int disp_unit = 1);
   // A window over `bytes` bytes cartage allocates (64-byte aligned, zeroed),
   // freed with the window.
+  // Where every rank is on one host, the window is shared, as
+  // AllocateShared's, whatever method carries the ranks' messages (each
+  // rank's memory then starts on a 64-byte boundary of one segment).
   static absl::StatusOr<std::unique_ptr<Window>> Allocate(const Comm& comm, uint64_t bytes, int disp_unit = 1);
+  // A window every rank maps (MPI_Win_allocate_shared): `bytes` zeroed
+  // bytes here, right after the previous rank's, in one segment of the
+  // host that every rank loads from and stores to directly (SharedQuery
+  // gives each rank's address). Its operations are the origin's own loads,
+  // stores and accumulates (under the target's accumulate word, so each
+  // applies whole); its locks are words in the segment; a fence is a
+  // barrier. Nothing is served by the target's agent. Fails, on every
+  // rank, where some rank cannot map the others' memory (another host,
+  // CARTAGE_RMA_SHARED=0).
+  static absl::StatusOr<std::unique_ptr<Window>> AllocateShared(const Comm& comm, uint64_t bytes,
+                                                                int disp_unit = 1);
   // Not freed by Free(): its service stops here, locally (operations other
   // ranks still send to it are not served).
   ~Window();
@@ -149,6 +163,19 @@ class Window {
   // or every lock released).
   absl::Status Free();
 
+  // A shared window's memory of `rank`, mapped here (MPI_Win_shared_query).
+  struct SharedMemory {
+    void* base = nullptr;
+    uint64_t bytes = 0;
+    int disp_unit = 1;
+  };
+  absl::StatusOr<SharedMemory> SharedQuery(int rank) const;
+  // Orders this rank's loads and stores of the window against the other
+  // ranks' (MPI_Win_sync): a full memory barrier. An error once freed.
+  absl::Status Sync() const;
+  // Whether the window is shared (AllocateShared, or Allocate on one host).
+  bool shared() const;
+
   void* base() const;
   uint64_t bytes() const;
   int disp_unit() const;
@@ -162,8 +189,9 @@ class Window {
  private:
   explicit Window(std::shared_ptr<rma::WindowState> state);
   absl::Status Issue(const char* what, const rma::Access& a, Request* req = nullptr);
+  enum class Memory : uint8_t { kCallers, kAllocated, kShared };
   static absl::StatusOr<std::unique_ptr<Window>> Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
-                                                      bool allocate);
+                                                      Memory memory);
   std::shared_ptr<rma::WindowState> state_;
 };
 
