@@ -185,9 +185,14 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     d.bytes = static_cast<uint64_t>(layout_bytes);
     d.access = &a;
     d.runs = &runs;
-    // The table's rows idle -issue-> issued -stored-> done, compiled in
-    // line (a failure takes the table's own dispatch).
-    (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
+    // The table's rows, compiled in line: a put or get idle -issue-> done,
+    // an accumulate idle -issue-> issued -stored-> done (a failure takes
+    // the table's own dispatch).
+    if (kind == OpKind::kPut || kind == OpKind::kGet) {
+      (void)OpMachine::DispatchFrom<OpState::kIdle, OpEvent::kIssue>(d);
+    } else {
+      (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
+    }
     d.access = nullptr;
     d.runs = nullptr;
     ++issued;

@@ -116,9 +116,15 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
     return fail(absl::StatusCode::kFailedPrecondition, "this rank holds a lock on it already");
   }
   static std::atomic<uint64_t> ids{1};
+  // The last lock on this target is over: its storage takes the next (on a
+  // shared window its requests were never used, and only its state and
+  // status start again).
   if (slot == nullptr) {
     slot = std::make_unique<LockAccess>();
-  } else {  // the last lock on this target is over: its storage takes the next
+  } else if (direct()) {
+    AccessMachine::Reset(*slot);
+    slot->status = absl::OkStatus();
+  } else {
     std::destroy_at(slot.get());
     std::construct_at(slot.get());
   }

@@ -113,8 +113,12 @@ using OpEvents = fsm::EventQueue<OriginOp, RmaSignal>;
 struct OpActions {
   static bool Fetches(const OriginOp& op, const RmaSignal& x);  // the target sends data back
   // The window is shared (every rank's memory mapped here): the origin
-  // itself stores, loads or accumulates, and raises stored (or error).
+  // itself copies a put's or get's data (Copy, which cannot fail), or
+  // applies an accumulate or a fetch under the target's accumulate word
+  // (Store, which raises stored, or error where that word's wait failed).
+  static bool DirectCopy(const OriginOp& op, const RmaSignal& x);
   static bool Direct(const OriginOp& op, const RmaSignal& x);
+  static void Copy(OriginOp& op, const RmaSignal& x, OpEvents& events);
   static void Store(OriginOp& op, const RmaSignal& x, OpEvents& events);
   static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
   static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
@@ -147,13 +151,16 @@ using D = OpDef;
 using S = OpDef::State;
 using E = OpDef::Event;
 inline constexpr fsm::Guard<D> kFetches{"Fetches", &OpActions::Fetches};
+inline constexpr fsm::Guard<D> kDirectCopy{"DirectCopy", &OpActions::DirectCopy};
 inline constexpr fsm::Guard<D> kDirect{"Direct", &OpActions::Direct};
+inline constexpr fsm::Action<D> kCopy{"Copy", &OpActions::Copy};
 inline constexpr fsm::Action<D> kStore{"Store", &OpActions::Store};
 inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
 // source              event       guard   action  target
+  {S::kIdle,           E::kIssue,  kDirectCopy, kCopy, S::kDone},
   {S::kIdle,           E::kIssue,  kDirect, kStore, S::kIssued},
   {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
   {S::kIssued,         E::kStored, {},     {},     S::kDone},

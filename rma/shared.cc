@@ -159,42 +159,45 @@ void Apply(const Access& a, const Layout& runs, std::byte* at, int64_t bytes) {
 
 }  // namespace
 
-void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
-  WindowState& w = *op.win;
-  const Access& a = *op.access;
-  const Layout& runs = *op.runs;
+bool OpActions::DirectCopy(const OriginOp& op, const RmaSignal&) {
+  return op.win->direct() && (op.kind == OpKind::kPut || op.kind == OpKind::kGet);
+}
+
+namespace {
+// The target's memory an operation on a shared window starts at.
+std::byte* TargetAt(const OriginOp& op) {
+  const WindowState& w = *op.win;
   const auto t = static_cast<std::size_t>(op.target);
-  std::byte* at = w.shared->bases[t] + op.disp * static_cast<uint64_t>(w.units[t]);
-  const auto bytes = static_cast<int64_t>(op.bytes);
-  absl::Status st;
-  int64_t p = 0;
-  switch (op.kind) {
-    case OpKind::kPut:
-      for (const Run& r : runs) {
-        if (a.origin_type->contiguous()) {
-          std::memcpy(at + r.offset, static_cast<const std::byte*>(a.origin) + p, static_cast<std::size_t>(r.length));
-        } else {
-          datatype::Pack(a.origin, a.origin_count, *a.origin_type, p, p + r.length, at + r.offset);
-        }
-        p += r.length;
+  return w.shared->bases[t] + op.disp * static_cast<uint64_t>(w.units[t]);
+}
+}  // namespace
+
+void OpActions::Copy(OriginOp& op, const RmaSignal&, OpEvents&) {
+  const Access& a = *op.access;
+  std::byte* at = TargetAt(op);
+  int64_t p = 0;  // where each block's data is in the packed stream
+  for (const Run& r : *op.runs) {
+    if (op.kind == OpKind::kPut) {
+      if (a.origin_type->contiguous()) {
+        std::memcpy(at + r.offset, static_cast<const std::byte*>(a.origin) + p, static_cast<std::size_t>(r.length));
+      } else {
+        datatype::Pack(a.origin, a.origin_count, *a.origin_type, p, p + r.length, at + r.offset);
       }
-      break;
-    case OpKind::kGet:
-      for (const Run& r : runs) {
-        if (a.result_type->contiguous()) {
-          std::memcpy(static_cast<std::byte*>(a.result) + p, at + r.offset, static_cast<std::size_t>(r.length));
-        } else {
-          datatype::Unpack(at + r.offset, a.result_count, *a.result_type, p, p + r.length, a.result);
-        }
-        p += r.length;
-      }
-      break;
-    default:
-      // Every accumulate to a rank's window holds its word: each applies
-      // whole, whoever issues it.
-      st = w.Accumulating(op.target, [&] { Apply(a, runs, at, bytes); });
-      break;
+    } else if (a.result_type->contiguous()) {
+      std::memcpy(static_cast<std::byte*>(a.result) + p, at + r.offset, static_cast<std::size_t>(r.length));
+    } else {
+      datatype::Unpack(at + r.offset, a.result_count, *a.result_type, p, p + r.length, a.result);
+    }
+    p += r.length;
   }
+}
+
+void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
+  std::byte* at = TargetAt(op);
+  // Every accumulate to a rank's window holds its word: each applies
+  // whole, whoever issues it.
+  const absl::Status st = op.win->Accumulating(
+      op.target, [&] { Apply(*op.access, *op.runs, at, static_cast<int64_t>(op.bytes)); });
   if (st.ok()) {
     events.Raise<OpMachine>(op, OpEvent::kStored);
     return;
