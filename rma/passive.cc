@@ -134,7 +134,12 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
   a.target = target;
   a.type = type;
   // Noted, to be asked for with its first use; on a shared window, taken.
-  (void)AccessMachine::Dispatch(a, AccessEvent::kLock);
+  if (direct()) {  // the rows new -lock-> requesting -granted-> locked, compiled in line
+    (void)AccessMachine::DispatchFromThen<AccessState::kNew, AccessEvent::kLock, AccessState::kRequesting,
+                                          AccessEvent::kGranted>(a);
+  } else {
+    (void)AccessMachine::Dispatch(a, AccessEvent::kLock);
+  }
   (void)EpochMachine::Dispatch(*this, EpochEvent::kLock);
   if (AccessMachine::StateOf(a) != AccessState::kRequesting) return absl::OkStatus();
   // A shared window's word another rank holds: rounds of progress (this
@@ -195,6 +200,11 @@ absl::Status WindowState::Unlock(int target) {
   if (a == nullptr || AccessMachine::IsFinal(*a)) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
+  }
+  if (direct()) {  // locked -unlock-> released, compiled in line: nothing was sent, nothing to wait for
+    (void)AccessMachine::DispatchFrom<AccessState::kLocked, AccessEvent::kUnlock>(*a);
+    (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);
+    return AccessMachine::StateOf(*a) == AccessState::kReleased ? absl::OkStatus() : a->status;
   }
   // The unlock goes after every operation to the target, which serves them
   // in order: its answer says they are all done there. A lock never used

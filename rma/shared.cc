@@ -67,6 +67,11 @@ absl::StatusOr<std::unique_ptr<SharedSegment>> MapShared(const Comm& comm, const
     } else if (::ftruncate(fd, static_cast<off_t>(total)) != 0) {
       named.error = errno;
       ::close(fd);
+    } else if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(total)); err != 0) {
+      // Pages /dev/shm cannot hold would fault (SIGBUS) at their first
+      // touch: a window too large for it is refused here instead.
+      named.error = err;
+      ::close(fd);
     } else {
       named.error = mapping(fd);
     }

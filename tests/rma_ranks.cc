@@ -530,6 +530,12 @@ int Shared(const Comm& w) {
              "a put past rank %d's memory: %s", right, outside.ToString());
   KIT_OK(x.Unlock(right));
   KIT_EXPECT(x.SharedQuery(n).status().code() == absl::StatusCode::kInvalidArgument, "shared_query of rank %d", n);
+  // A segment /dev/shm cannot hold is refused on every rank, before any
+  // page of it could fault.
+  auto huge = Window::AllocateShared(w, uint64_t{1} << 46, 1);
+  KIT_EXPECT(huge.status().code() == absl::StatusCode::kResourceExhausted &&
+                 absl::StrContains(huge.status().message(), "shared segment"),
+             "a 64 TiB shared window: %s", huge.status().ToString());
   KIT_OK(cartage::Barrier(w));
   KIT_OK(x.Free());
   KIT_EXPECT(x.Sync().code() == absl::StatusCode::kFailedPrecondition, "sync after free");
