@@ -2,7 +2,11 @@
 //   rma_epoch  a window's epochs: opened by a fence, closed by the next one
 //              once every operation to and from this rank is done;
 //   rma_op     an operation at its origin: its control message (and a put's
-//              or accumulate's data) sent, a get's data received back;
+//              or accumulate's data) sent, a get's data received back; on
+//              a shared window, the origin's own loads and stores;
+//   rma_access a lock this rank takes on a target: asked for, granted,
+//              flushed, released (on a shared window, a word it takes);
+//   rma_lock   the lock on this rank's window that the others ask for;
 //   rma_serve  an operation at its target: made by its control message,
 //              queued until its epoch is open here and the operations its
 //              origin issued before it have landed, then applied (data
@@ -13,7 +17,7 @@
 //              request outside the window is refused and its data drained.
 // Every event a CAR of the operation's messages ends is a `sent`, `data` or
 // `replied` here; the window's code dispatches them as it finds those CARs
-// done (rma/window.cc), and the actions post the next ones.
+// done (rma/origin.cc, rma/target.cc), and the actions post the next ones.
 #ifndef CARTAGE_RMA_RMA_FSM_H_
 #define CARTAGE_RMA_RMA_FSM_H_
 

@@ -1,6 +1,6 @@
 // Shared windows: every rank of the window on one host maps one segment,
 // so an origin moves an operation's data itself, with loads and stores
-// (rma_op's Store), and takes a target's lock from a word in the segment
+// (rma_op's Copy and Store), and takes a target's lock from a word in the segment
 // (rma_access's TakeWord, Sync, DropWord). Nothing is sent and the target's
 // agent serves nothing: the target may compute without calling cartage.
 #include <fcntl.h>

@@ -1,10 +1,10 @@
-// Window: its making (every rank's size and unit exchanged, the service
-// launched), its calls, and its freeing.
+// Window: its making (every rank's size, unit and host exchanged; a shared
+// segment mapped, or the service launched), its calls, and its freeing.
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>

@@ -1,17 +1,18 @@
-// A window's state on one rank: its memory and every rank's window size,
-// the open epoch, the operations this rank issued (rma_op) and the locks it
+// A window's state on one rank: its memory and every rank's window size
+// (on a shared window, the segment every rank maps), the open epoch, the operations this rank issued (rma_op) and the locks it
 // holds on other ranks (rma_access), the lock on its own window (rma_lock),
 // and the service that serves the operations issued to it (rma_serve),
 // polled by every round of the agent's progress while the window lives.
 #ifndef CARTAGE_RMA_WINDOW_STATE_H_
 #define CARTAGE_RMA_WINDOW_STATE_H_
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <sched.h>
 #include <deque>
 #include <memory>
 #include <optional>

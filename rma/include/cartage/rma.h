@@ -16,7 +16,11 @@
 // (or a fetch's) data back; the window's epochs are an rma_epoch machine (diagrams/).
 // The target's agent serves operations whenever it makes progress (any
 // wait or test, and every fence), so in an active-target epoch no rank
-// waits on one that computes: every rank reaches the fence.
+// waits on one that computes: every rank reaches the fence. A window whose
+// ranks are all on one host, made by Allocate or AllocateShared, is shared
+// instead: every rank maps every other's memory, an operation is a
+// transition of the same rma_op whose action is the origin's own copy or
+// accumulate, and the target serves nothing.
 //
 // A displacement counts in the target's displacement unit; the origin
 // knows every rank's window size and unit (exchanged at creation) and
