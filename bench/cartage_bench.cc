@@ -532,8 +532,8 @@ int main(int argc, char** argv) {
         const double secs = Run(world, test, buf, recv_into, bytes, iters);
         if (test == "pingpong") values.push_back(secs * 1e6 / (2.0 * iters));
         else if (IsRmaLatency(test)) values.push_back(secs * 1e6 / iters);
-        else if (test == "put_bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
-        else if (test == "bw") values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
+        else if (test == "bw" || test == "put_bw")
+          values.push_back(static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else if (test == "bibw") values.push_back(2.0 * static_cast<double>(bytes) * 64 * iters / secs / 1e6);
         else values.push_back(64.0 * iters / secs);
       }

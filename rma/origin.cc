@@ -306,8 +306,7 @@ std::size_t WindowState::AdvanceOps(int* work) {
   std::size_t left = 0;
   for (const std::shared_ptr<OriginOp>& o : ops) {
     OriginOp& op = *o;
-    if (!op.msg.has_value()) continue;  // a shared window's: final as it was issued
-    OpMessages& m = *op.msg;
+    OpMessages& m = *op.msg;  // every operation kept here is a served one
     if (OpMachine::StateOf(op) == OpState::kIssued && m.control_req.completed() && m.data_req.completed()) {
       absl::Status st = m.control_req.Wait();  // completed: at once
       st.Update(m.data_req.Wait());
@@ -360,22 +359,20 @@ absl::Status WindowState::Fence() {
   }
   (void)EpochMachine::Dispatch(*this, EpochEvent::kFence);
   absl::Status s;
-  std::vector<uint64_t> expect(sent_to.size());
   if (direct()) {
     // Every operation was done as it was issued: once every rank is here,
     // every load and store of the epoch is.
     MemoryBarrier();
     s = Barrier(comm);
   } else {
-    // How many operations each rank issued to each other one in this epoch.
+    // How many operations each rank issued to each other one in this
+    // epoch; then rounds until this rank's operations are done and every
+    // operation issued to it in the epoch is served.
+    std::vector<uint64_t> expect(sent_to.size());
     static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
     s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
-  }
-  if (s.ok() && !direct()) {
-    // Until this rank's operations are done and every operation issued to
-    // it in the epoch is served.
     const uint64_t expected = std::accumulate(expect.begin(), expect.end(), uint64_t{0});
-    s = RunUntil([this, expected] { return OpsFinal(-1) && served_in_epoch >= expected; });
+    if (s.ok()) s = RunUntil([this, expected] { return OpsFinal(-1) && served_in_epoch >= expected; });
   }
   if (s.ok()) {
     for (const std::shared_ptr<OriginOp>& o : ops) {

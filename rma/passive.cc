@@ -161,13 +161,25 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
   return a.status;
 }
 
-absl::Status WindowState::Flush(int target, bool local) {
-  const char* what = local ? "flush_local" : "flush";
+absl::StatusOr<LockAccess*> WindowState::HeldLock(int target, const char* what) {
+  // A freed window's target serves nothing more (nor is its memory
+  // mapped): the locks still held at the free failed with it.
+  if (EpochMachine::StateOf(*this) == EpochState::kFreed) {
+    return absl::FailedPreconditionError(absl::StrFormat("%s: %s of rank %d: the window is freed", Name(), what,
+                                                         target));
+  }
   LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
   if (a == nullptr || AccessMachine::IsFinal(*a)) {
     return absl::FailedPreconditionError(
         absl::StrFormat("%s: %s of rank %d: this rank holds no lock on it", Name(), what, target));
   }
+  return a;
+}
+
+absl::Status WindowState::Flush(int target, bool local) {
+  absl::StatusOr<LockAccess*> held = HeldLock(target, local ? "flush_local" : "flush");
+  if (!held.ok()) return held.status();
+  LockAccess* a = *held;
   // A shared window's operations were done as they were issued.
   if (local && direct()) return absl::OkStatus();
   const auto mine_final = [this, target] { return OpsFinal(target); };
@@ -196,11 +208,9 @@ absl::Status WindowState::FlushAll(bool local) {
 }
 
 absl::Status WindowState::Unlock(int target) {
-  LockAccess* a = target >= 0 && target < comm.size() ? locks[static_cast<std::size_t>(target)].get() : nullptr;
-  if (a == nullptr || AccessMachine::IsFinal(*a)) {
-    return absl::FailedPreconditionError(
-        absl::StrFormat("%s: unlock of rank %d: this rank holds no lock on it", Name(), target));
-  }
+  absl::StatusOr<LockAccess*> held = HeldLock(target, "unlock");
+  if (!held.ok()) return held.status();
+  LockAccess* a = *held;
   if (direct()) {  // locked -unlock-> released, compiled in line: nothing was sent, nothing to wait for
     (void)AccessMachine::DispatchFrom<AccessState::kLocked, AccessEvent::kUnlock>(*a);
     (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);

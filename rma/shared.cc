@@ -162,20 +162,18 @@ void Apply(const Access& a, const Layout& runs, std::byte* at, int64_t bytes) {
   }
 }
 
-}  // namespace
-
-bool OpActions::DirectCopy(const OriginOp& op, const RmaSignal&) {
-  return op.win->direct() && (op.kind == OpKind::kPut || op.kind == OpKind::kGet);
-}
-
-namespace {
 // The target's memory an operation on a shared window starts at.
 std::byte* TargetAt(const OriginOp& op) {
   const WindowState& w = *op.win;
   const auto t = static_cast<std::size_t>(op.target);
   return w.shared->bases[t] + op.disp * static_cast<uint64_t>(w.units[t]);
 }
+
 }  // namespace
+
+bool OpActions::DirectCopy(const OriginOp& op, const RmaSignal&) {
+  return op.win->direct() && (op.kind == OpKind::kPut || op.kind == OpKind::kGet);
+}
 
 void OpActions::Copy(OriginOp& op, const RmaSignal&, OpEvents&) {
   const Access& a = *op.access;

@@ -401,12 +401,13 @@ void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {
 }
 
 void WindowState::StartQueued(int origin, int* work) {
-  std::deque<ServedOp*>& q = queued[static_cast<std::size_t>(origin)];
-  while (!q.empty() && landing[static_cast<std::size_t>(origin)] == 0 && lock_pending[static_cast<std::size_t>(origin)] == 0 &&
+  const auto o = static_cast<std::size_t>(origin);
+  std::deque<ServedOp*>& q = queued[o];
+  while (!q.empty() && landing[o] == 0 && lock_pending[o] == 0 &&
          (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch)) {
     ServedOp& op = *q.front();
     const auto kind = static_cast<OpKind>(op.h.kind);
-    if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && replying[static_cast<std::size_t>(origin)] > 0) return;
+    if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && replying[o] > 0) return;
     q.pop_front();
     (void)ServeMachine::Dispatch(op, ServeEvent::kTurn);
     Settled(op);

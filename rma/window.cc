@@ -75,6 +75,13 @@ absl::Status WindowState::Free() {
   // Every rank is here: nobody sends this window anything more.
   absl::Status st = Barrier(comm);
   StopService();
+  // A lock still held ends here, failed: nothing closes it after the free.
+  for (const std::unique_ptr<LockAccess>& a : locks) {
+    if (a == nullptr || AccessMachine::IsFinal(*a)) continue;
+    RmaSignal x;
+    x.error = absl::FailedPreconditionError("the window was freed with the lock held");
+    (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);
+  }
   if (shared != nullptr) {  // nobody loads or stores any more
     shared.reset();
     base = nullptr;
@@ -118,7 +125,7 @@ namespace {
 // one boot of one machine, one mount namespace (/dev/shm), and the same
 // CARTAGE_HOST_TAG (ranks with different tags count as on different
 // hosts). 0: windows are never shared here (CARTAGE_RMA_SHARED=0).
-uint64_t HostKey() {
+uint64_t ComputeHostKey() {
   const char* env = std::getenv("CARTAGE_RMA_SHARED");
   if (env != nullptr && std::string_view(env) == "0") return 0;
   std::string key;
@@ -133,6 +140,12 @@ uint64_t HostKey() {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: the same in every process
   for (const char c : key) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   return h | 1;
+}
+
+// Read once a process: every window it makes asks.
+uint64_t HostKey() {
+  static const uint64_t key = ComputeHostKey();
+  return key;
 }
 
 }  // namespace

@@ -321,6 +321,9 @@ class WindowState {
   // operations to a target).
   template <class Done>
   absl::Status RunUntil(Done done);
+  // The lock this rank holds on `target`, or why a flush or unlock (`what`)
+  // finds none to close.
+  absl::StatusOr<LockAccess*> HeldLock(int target, const char* what);
   // Whether every operation of this rank's to `target` (-1: any) is final.
   bool OpsFinal(int target) const;
   // The operations to `target` (-1: all) are final: their first failure.

@@ -384,6 +384,24 @@ int Passive(const Comm& w, bool target_computes) {
   }
   KIT_OK(x.Free());
   KIT_OK(cartage::Barrier(w));
+  // A window freed while a used lock is held: the free says so, and the
+  // unlock after it is refused, never sent to a target that serves nothing.
+  if (!target_computes) {
+    auto again = Window::Allocate(w, 64, sizeof(int64_t));
+    KIT_OK(again.status());
+    Window& y = **again;
+    const int64_t one = 1;
+    KIT_OK(y.Lock((me + 1) % n, Window::LockType::kShared));
+    KIT_OK(y.Accumulate(&one, 1, i64, (me + 1) % n, 0, 1, i64, Op(OpKind::kSum)));
+    KIT_OK(y.Flush((me + 1) % n));
+    const absl::Status freed = y.Free();
+    KIT_EXPECT(freed.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(freed.message(), "locks"),
+               "a free with a lock held: %s", freed.ToString());
+    const absl::Status late = y.Unlock((me + 1) % n);
+    KIT_EXPECT(late.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(late.message(), "freed"),
+               "an unlock after the free: %s", late.ToString());
+    KIT_OK(cartage::Barrier(w));
+  }
   if (me == 0) std::printf("PASS rma passive (%d ranks)\n", n);
   return 0;
 }
@@ -426,9 +444,18 @@ int Torn(const Comm& w) {
 
 // The last rank leaves after the first fence; the others' operations to it
 // and their next fence fail, naming it, and none hangs.
+// The ranks but the last, which is to die: they leave together, so that
+// none sees another one leave before it saw the last one die.
+Comm Survivors(const Comm& w) {
+  auto split = w.Split(w.rank() == w.size() - 1 ? -1 : 0, w.rank());
+  KIT_OK(split.status());
+  return split->has_value() ? **split : w;
+}
+
 int Dead(const Comm& w) {
   const int me = w.rank();
   const int n = w.size();
+  const Comm survivors = Survivors(w);
   auto win = Window::Allocate(w, 1024, 1);
   KIT_OK(win.status());
   ExpectPath(**win, "the window");
@@ -448,6 +475,7 @@ int Dead(const Comm& w) {
   const absl::Status again = (*win)->Fence();
   KIT_EXPECT(!again.ok(), "a fence after a failed one succeeded");
   std::fflush(stdout);
+  KIT_OK(cartage::Barrier(survivors));
   return 0;
 }
 
@@ -554,6 +582,7 @@ int Shared(const Comm& w) {
 int LockDead(const Comm& w) {
   const int me = w.rank();
   const int n = w.size();
+  const Comm survivors = Survivors(w);
   auto made = Window::Allocate(w, 64, 8);
   KIT_OK(made.status());
   Window& x = **made;
@@ -575,6 +604,7 @@ int LockDead(const Comm& w) {
   KIT_EXPECT(x.state() != "passive", "after the failed lock the window is %s", std::string(x.state()));
   std::printf("rank %d: the lock failed: %s\n", me, s.ToString().c_str());
   std::fflush(stdout);
+  KIT_OK(cartage::Barrier(survivors));
   return 0;
 }
 

@@ -97,7 +97,7 @@ TEST(RmaRanks, SharedWindowsAreLoadedAndStoredDirectly) {
 // The last rank leaves after the first fence: every other rank's fence
 // fails naming it, within the launcher's limit; on a shared window, one
 // that dies holding a lock fails the others' locks, naming it.
-TEST(RmaRanks, ADeadTargetFailsTheFenceNamingIt) {
+TEST(RmaRanks, ADeadRankFailsTheFenceOrTheLockNamingIt) {
   struct Case {
     const char* mode;
     int n;
