@@ -71,9 +71,9 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
                                               a.disp, why));
   };
   const EpochState st = EpochMachine::StateOf(*this);
-  if (st != EpochState::kOpen && st != EpochState::kPassive) {
+  if (st != EpochState::kOpen && st != EpochState::kPassive && st != EpochState::kStarted) {
     return fail(absl::StatusCode::kFailedPrecondition,
-                st == EpochState::kIdle    ? "no epoch is open (a Fence, or a Lock on the target, opens one)"
+                st == EpochState::kIdle    ? "no epoch is open (a Fence, a Lock on the target, or a Start opens one)"
                 : st == EpochState::kFreed ? "the window is freed"
                                            : "the window's last epoch failed");
   }
@@ -81,6 +81,13 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
   }
   const bool passive = st == EpochState::kPassive;
+  const bool group = st == EpochState::kStarted;
+  if (group && started_to[static_cast<std::size_t>(target)] == 0) {
+    return fail(absl::StatusCode::kFailedPrecondition,
+                absl::StrFormat("rank %d is not in the group of this rank's start (an access epoch reaches the "
+                                "targets it started)",
+                                target));
+  }
   if (passive) {
     LockAccess* held = locks[static_cast<std::size_t>(target)].get();
     if (held == nullptr || AccessMachine::IsFinal(*held)) {
@@ -228,7 +235,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   h.op = a.op;
   h.basic = static_cast<uint8_t>(basic);
   h.inline_data = inline_data ? 1 : 0;
-  h.epoch = passive ? kPassiveEpoch : epoch;
+  h.epoch = passive ? kPassiveEpoch : group ? kGroupEpoch : epoch;
   h.runs = static_cast<uint32_t>(runs.size());
   h.disp = a.disp;
   h.bytes = static_cast<uint64_t>(layout_bytes);
@@ -249,7 +256,13 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     ops.pop_back();  // its control message never left: the target counts nothing of it
     return why;
   }
-  if (!passive) ++sent_to[t];  // a passive epoch's operations are counted by its flush and unlock
+  // A passive epoch's operations are counted by its flush and unlock, a
+  // start's by its complete, a fence epoch's by the fence.
+  if (group) {
+    ++group_sent[t];
+  } else if (!passive) {
+    ++sent_to[t];
+  }
   ++issued;
   if (issued_op != nullptr) *issued_op = ops.back();
   return ref.status;
@@ -342,6 +355,12 @@ absl::Status WindowState::Fence() {
   if (st == EpochState::kFreed) return absl::FailedPreconditionError(absl::StrFormat("%s: fence: freed", Name()));
   if (st == EpochState::kPassive) {
     return absl::FailedPreconditionError(absl::StrFormat("%s: fence: this rank holds locks (unlock them first)", Name()));
+  }
+  if (st == EpochState::kStarted || ExposureMachine::StateOf(*this) == ExposureState::kPosted) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s: fence: %s", Name(),
+        st == EpochState::kStarted ? "an access epoch is started (complete it first)"
+                                   : "the window is exposed to a group (wait ends that first)"));
   }
   if (st == EpochState::kIdle) {  // the first: nothing to close
     // On a shared window it orders the program's own stores before every

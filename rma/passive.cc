@@ -106,10 +106,12 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
     return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("no such rank in a window of %d", comm.size()));
   }
   if (st == EpochState::kFencing || st == EpochState::kFailed || st == EpochState::kFreed ||
+      st == EpochState::kStarting || st == EpochState::kStarted || st == EpochState::kCompleting ||
       (st == EpochState::kOpen && !ops.empty())) {
     return fail(absl::StatusCode::kFailedPrecondition,
-                st == EpochState::kOpen ? "the fence epoch has operations (a fence completes them first)"
-                                        : absl::StrFormat("the window is %s", EpochDef::kStates[state.value()]));
+                st == EpochState::kOpen      ? "the fence epoch has operations (a fence completes them first)"
+                : st == EpochState::kStarted ? "an access epoch is started (complete it first)"
+                                             : absl::StrFormat("the window is %s", EpochDef::kStates[state.value()]));
   }
   std::unique_ptr<LockAccess>& slot = locks[static_cast<std::size_t>(target)];
   if (slot != nullptr && !AccessMachine::IsFinal(*slot)) {

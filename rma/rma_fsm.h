@@ -1,6 +1,9 @@
 // The tables of one-sided communication:
 //   rma_epoch  a window's epochs: opened by a fence, closed by the next one
-//              once every operation to and from this rank is done;
+//              once every operation to and from this rank is done; locks
+//              on targets; an access epoch to a group (start, complete);
+//   rma_exposure this rank's window exposed to a group of origins (post),
+//              until each completed and its operations landed (wait, test);
 //   rma_op     an operation at its origin: its control message (and a put's
 //              or accumulate's data) sent, a get's data received back; on
 //              a shared window, the origin's own loads and stores;
@@ -48,25 +51,33 @@ struct EpochActions {
   // (whose next fence closes it: it had no operations when the lock came).
   static bool LastLockFenced(const WindowState& w, const RmaSignal& x);
   static bool LastLock(const WindowState& w, const RmaSignal& x);    // no other target's lock is held
+  static bool Fenced(const WindowState& w, const RmaSignal& x);      // a fence opened an epoch before
   static void OpenEpoch(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
   static void NameFailure(WindowState& w, const RmaSignal& x, fsm::EventQueue<WindowState, RmaSignal>& events);
 };
 
 struct EpochDef {
-  enum class State : uint8_t { kIdle, kOpen, kFencing, kPassive, kFailed, kFreed, kCount };
-  enum class Event : uint8_t { kFence, kEnded, kError, kLock, kUnlock, kFree, kCount };
+  enum class State : uint8_t {
+    kIdle, kOpen, kFencing, kPassive, kStarting, kStarted, kCompleting, kFailed, kFreed, kCount
+  };
+  enum class Event : uint8_t { kFence, kEnded, kError, kLock, kUnlock, kStart, kPosted, kComplete, kFree, kCount };
   using Context = WindowState;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_epoch";
   static constexpr absl::string_view kSummary =
       "a window's epochs at this rank: a fence opens one and the next closes it once every operation to and from "
-      "this rank is done; locks on targets make a passive one";
-  static constexpr std::array<absl::string_view, 6> kStates = {"idle", "open", "fencing", "passive", "failed", "freed"};
-  static constexpr std::array<fsm::EventSpec, 6> kEvents = {{{"fence", fsm::EventKind::kUser},
+      "this rank is done; locks on targets make a passive one; start opens one to a group once each of it posted, "
+      "and complete closes it";
+  static constexpr std::array<absl::string_view, 9> kStates = {
+      "idle", "open", "fencing", "passive", "starting", "started", "completing", "failed", "freed"};
+  static constexpr std::array<fsm::EventSpec, 9> kEvents = {{{"fence", fsm::EventKind::kUser},
                                                              {"ended", fsm::EventKind::kProgress},
                                                              {"error", fsm::EventKind::kProgress},
                                                              {"lock", fsm::EventKind::kUser},
                                                              {"unlock", fsm::EventKind::kUser},
+                                                             {"start", fsm::EventKind::kUser},
+                                                             {"posted", fsm::EventKind::kWire},
+                                                             {"complete", fsm::EventKind::kUser},
                                                              {"free", fsm::EventKind::kUser}}};
   static constexpr State kInitial = State::kIdle;
   static constexpr std::array kFinal = {State::kFreed};
@@ -82,6 +93,7 @@ using S = EpochDef::State;
 using E = EpochDef::Event;
 inline constexpr fsm::Guard<D> kLastLockFenced{"LastLockFenced", &EpochActions::LastLockFenced};
 inline constexpr fsm::Guard<D> kLastLock{"LastLock", &EpochActions::LastLock};
+inline constexpr fsm::Guard<D> kFenced{"Fenced", &EpochActions::Fenced};
 inline constexpr fsm::Action<D> kOpenEpoch{"OpenEpoch", &EpochActions::OpenEpoch};
 inline constexpr fsm::Action<D> kNameFailure{"NameFailure", &EpochActions::NameFailure};
 // clang-format off
@@ -89,9 +101,11 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
 // source        event       guard      action        target
   {S::kIdle,     E::kFence,  {},        kOpenEpoch,   S::kOpen},
   {S::kIdle,     E::kLock,   {},        {},           S::kPassive},
+  {S::kIdle,     E::kStart,  {},        {},           S::kStarting},
   {S::kIdle,     E::kFree,   {},        {},           S::kFreed},
   {S::kOpen,     E::kFence,  {},        {},           S::kFencing},
   {S::kOpen,     E::kLock,   {},        {},           S::kPassive},
+  {S::kOpen,     E::kStart,  {},        {},           S::kStarting},
   {S::kOpen,     E::kFree,   {},        {},           S::kFreed},
   {S::kFencing,  E::kEnded,  {},        kOpenEpoch,   S::kOpen},
   {S::kFencing,  E::kError,  {},        kNameFailure, S::kFailed},
@@ -101,6 +115,13 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kPassive,  E::kUnlock, {},        {},           S::kPassive},
   {S::kPassive,  E::kError,  {},        kNameFailure, S::kFailed},
   {S::kPassive,  E::kFree,   {},        {},           S::kFreed},
+  {S::kStarting, E::kPosted, {},        {},           S::kStarted},
+  {S::kStarting, E::kError,  {},        kNameFailure, S::kFailed},
+  {S::kStarted,  E::kComplete, {},      {},           S::kCompleting},
+  {S::kStarted,  E::kFree,   {},        {},           S::kFreed},
+  {S::kCompleting, E::kEnded, kFenced,  {},           S::kOpen},
+  {S::kCompleting, E::kEnded, {},       {},           S::kIdle},
+  {S::kCompleting, E::kError, {},       kNameFailure, S::kFailed},
   {S::kFailed,   E::kFree,   {},        {},           S::kFreed},
 });
 // clang-format on
@@ -109,6 +130,65 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
 using EpochMachine = fsm::Machine<EpochDef, epoch_fsm::kTable>;
 using EpochState = EpochDef::State;
 using EpochEvent = EpochDef::Event;
+
+// ---- rma_exposure ------------------------------------------------------------
+
+using WindowEvents = fsm::EventQueue<WindowState, RmaSignal>;
+
+struct ExposureActions {
+  // Posts the receive of each origin's complete, then sends each its post
+  // (raises error where one cannot be posted or sent).
+  static void SendPosts(WindowState& w, const RmaSignal& x, WindowEvents& events);
+  static void NameFailure(WindowState& w, const RmaSignal& x, WindowEvents& events);
+};
+
+// This rank's window exposed to a group of origins (MPI's post and wait):
+// a post tells each origin it may start; each origin's complete says how
+// many operations it issued here, and the exposure ends (wait, test) once
+// every origin completed and that many of its operations landed.
+struct ExposureDef {
+  enum class State : uint8_t { kIdle, kPosted, kFailed, kClosed, kCount };
+  enum class Event : uint8_t { kPost, kCompleted, kError, kFree, kCount };
+  using Context = WindowState;
+  using Payload = RmaSignal;
+  static constexpr absl::string_view kName = "rma_exposure";
+  static constexpr absl::string_view kSummary =
+      "this rank's window exposed to a group of origins: posted to each, ended once each completed and its "
+      "operations landed";
+  static constexpr std::array<absl::string_view, 4> kStates = {"idle", "posted", "failed", "closed"};
+  static constexpr std::array<fsm::EventSpec, 4> kEvents = {{{"post", fsm::EventKind::kUser},
+                                                             {"completed", fsm::EventKind::kWire},
+                                                             {"error", fsm::EventKind::kProgress},
+                                                             {"free", fsm::EventKind::kUser}}};
+  static constexpr State kInitial = State::kIdle;
+  static constexpr std::array kFinal = {State::kClosed};
+  static fsm::StateWord& Cell(WindowState& w);
+  static uint64_t IdOf(const WindowState& w);
+  static void Subject(const WindowState& w, const RmaSignal& x, fsm::TraceRecord& r);
+};
+
+namespace exposure_fsm {
+using D = ExposureDef;
+using S = ExposureDef::State;
+using E = ExposureDef::Event;
+inline constexpr fsm::Action<D> kSendPosts{"SendPosts", &ExposureActions::SendPosts};
+inline constexpr fsm::Action<D> kNameFailure{"NameFailure", &ExposureActions::NameFailure};
+// clang-format off
+inline constexpr auto kTable = fsm::MakeTable<D>({
+// source        event          guard  action        target
+  {S::kIdle,     E::kPost,      {},    kSendPosts,   S::kPosted},
+  {S::kIdle,     E::kFree,      {},    {},           S::kClosed},
+  {S::kPosted,   E::kCompleted, {},    {},           S::kIdle},
+  {S::kPosted,   E::kError,     {},    kNameFailure, S::kFailed},
+  {S::kPosted,   E::kFree,      {},    {},           S::kClosed},
+  {S::kFailed,   E::kFree,      {},    {},           S::kClosed},
+});
+// clang-format on
+}  // namespace exposure_fsm
+
+using ExposureMachine = fsm::Machine<ExposureDef, exposure_fsm::kTable>;
+using ExposureState = ExposureDef::State;
+using ExposureEvent = ExposureDef::Event;
 
 // ---- rma_op -------------------------------------------------------------------
 
@@ -451,7 +531,7 @@ using ServeMachine = fsm::Machine<ServeDef, serve_fsm::kTable>;
 using ServeState = ServeDef::State;
 using ServeEvent = ServeDef::Event;
 
-// Registers rma_epoch, rma_op, rma_access, rma_lock and rma_serve (diagrams,
+// Registers rma_epoch, rma_exposure, rma_op, rma_access, rma_lock and rma_serve (diagrams,
 // trace check).
 absl::Status RegisterRmaMachines(fsm::Registry& registry);
 

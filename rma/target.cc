@@ -27,16 +27,22 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
   if (h.runs > kMaxRuns) return absl::StrFormat("a layout of %d blocks", h.runs);
   // Whether a passive epoch's request comes from an origin that holds the
   // lock (or asks for it) is known only in its turn: ServeActions::Refused.
+  const auto kind = static_cast<OpKind>(h.kind);
+  const bool request = kind == OpKind::kLock || kind == OpKind::kFlush || kind == OpKind::kUnlock;
   if (h.epoch == kPassiveEpoch) {
-    if (static_cast<OpKind>(h.kind) == OpKind::kLock && h.op != kLockShared && h.op != kLockExclusive) {
+    if (kind == OpKind::kLock && h.op != kLockShared && h.op != kLockExclusive) {
       return absl::StrFormat("a lock request of kind %d", h.op);
     }
+  } else if (request) {
+    return absl::StrFormat("a %s request outside a passive epoch", OpKindName(kind));
+  } else if (h.epoch == kGroupEpoch) {
+    // Whether its origin is one this rank exposed the window to is known
+    // only in its turn: ServeActions::Refused.
   } else if (h.epoch == 0 || (h.epoch != w.epoch && h.epoch != w.epoch + 1)) {
     return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
   }
   const std::size_t layout = sizeof(Header) + h.runs * sizeof(Run);
   if (h.inline_data > 1 || h.bytes > (uint64_t{1} << 56)) return "a control message with a malformed header";
-  const auto kind = static_cast<OpKind>(h.kind);
   const std::size_t expected = layout + (h.inline_data ? DataBytes(kind, h.op, h.bytes) : 0);
   if (expected != n) return absl::StrFormat("a control message of %d bytes where its header says %d", n, expected);
   op.runs.resize(h.runs);
@@ -127,14 +133,22 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   // once it is answered, another origin may write where they read.
   const auto kind = static_cast<OpKind>(op.h.kind);
   if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && w.replying[o] > 0) return true;
-  if (op.h.epoch == kPassiveEpoch) return in_order;  // under a lock: its epoch is the lock's
+  // Under a lock its epoch is the lock's; from a start's access epoch it
+  // was sent once this rank had posted.
+  if (op.h.epoch == kPassiveEpoch || op.h.epoch == kGroupEpoch) return in_order;
   if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
   return op.h.epoch != w.epoch || in_order;
 }
 namespace {
-// Why a passive epoch's request cannot be served in its turn: its origin
-// holds no lock here (or asks for one it holds). Empty if it can.
+// Why an operation of a passive or a start's epoch cannot be served in its
+// turn: its origin holds no lock here (or asks for one it holds), or is
+// not one this rank's window is exposed to. Empty if it can.
 std::string Unheld(const ServedOp& op) {
+  const bool exposed = op.win->exposed_to[static_cast<std::size_t>(op.origin)] != 0;
+  if (op.h.magic == kMagic && op.h.epoch == kGroupEpoch && !exposed) {
+    return absl::StrFormat("%s from an origin this window is not exposed to (post names its origins)",
+                           OpKindName(static_cast<OpKind>(op.h.kind)));
+  }
   if (op.h.magic != kMagic || op.h.epoch != kPassiveEpoch) return "";
   const bool held = op.win->holders[static_cast<std::size_t>(op.origin)] != 0;
   const auto kind = static_cast<OpKind>(op.h.kind);
@@ -404,7 +418,7 @@ void WindowState::StartQueued(int origin, int* work) {
   const auto o = static_cast<std::size_t>(origin);
   std::deque<ServedOp*>& q = queued[o];
   while (!q.empty() && landing[o] == 0 && lock_pending[o] == 0 &&
-         (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch)) {
+         (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch || q.front()->h.epoch == kGroupEpoch)) {
     ServedOp& op = *q.front();
     const auto kind = static_cast<OpKind>(op.h.kind);
     if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && replying[o] > 0) return;
@@ -419,6 +433,11 @@ void WindowState::StartQueued(int origin, int* work) {
 void WindowState::Settled(ServedOp& op) {
   if (!ServeMachine::IsFinal(op)) return;
   ++served;
+  if (op.h.magic == kMagic && op.h.epoch == kGroupEpoch) {  // a wait counts its origins'
+    ++group_served[static_cast<std::size_t>(op.origin)];
+    if (!op.status.ok() && exposure_served_failure.ok()) exposure_served_failure = op.status;
+    return;
+  }
   if (op.h.epoch != kPassiveEpoch) ++served_in_epoch;  // a fence counts its epoch's
   if (!op.status.ok() && served_failure.ok()) served_failure = op.status;
 }

@@ -37,6 +37,10 @@ WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint
   holders.assign(ranks, 0);
   lock_pending.assign(ranks, 0);
   locks.resize(ranks);
+  started_to.assign(ranks, 0);
+  group_sent.assign(ranks, 0);
+  exposed_to.assign(ranks, 0);
+  group_served.assign(ranks, 0);
   control_buf.resize(kControlMax);
 }
 
@@ -49,7 +53,14 @@ std::string WindowState::Name() const {
 void WindowState::StopService() {
   if (EpochMachine::StateOf(*this) != EpochState::kFreed) (void)EpochMachine::Dispatch(*this, EpochEvent::kFree);
   if (LockMachine::StateOf(*this) != LockState::kClosed) (void)LockMachine::Dispatch(*this, LockEvent::kClose);
+  if (ExposureMachine::StateOf(*this) != ExposureState::kClosed) {
+    (void)ExposureMachine::Dispatch(*this, ExposureEvent::kFree);
+  }
   lock_waiters.clear();
+  // A start's or a post's messages still on their way: nothing more comes
+  // of them (each request cancels its receive as it goes).
+  start_group.clear();
+  exposure_group.clear();
   // The control receive still posted: nothing more is served.
   if (control_req.active()) {
     (void)control_req.Cancel();
@@ -70,6 +81,8 @@ absl::Status WindowState::Free() {
     return absl::FailedPreconditionError(absl::StrFormat("%s: freed already", Name()));
   }
   const std::size_t unfenced = ops.size();
+  const bool started = EpochMachine::StateOf(*this) == EpochState::kStarted;
+  const bool exposed = ExposureMachine::StateOf(*this) == ExposureState::kPosted;
   std::size_t locked = 0;
   for (const std::unique_ptr<LockAccess>& a : locks) locked += a != nullptr && !AccessMachine::IsFinal(*a) ? 1 : 0;
   // Every rank is here: nobody sends this window anything more.
@@ -86,7 +99,11 @@ absl::Status WindowState::Free() {
     shared.reset();
     base = nullptr;
   }
-  if (st.ok() && locked > 0) {
+  if (st.ok() && (started || exposed)) {
+    st = absl::FailedPreconditionError(absl::StrFormat("%s: freed with %s (%s first)", Name(),
+                                                       started ? "an access epoch started" : "the window exposed",
+                                                       started ? "complete it" : "wait"));
+  } else if (st.ok() && locked > 0) {
     st = absl::FailedPreconditionError(
         absl::StrFormat("%s: freed with locks on %d ranks held (unlock them first)", Name(), locked));
   } else if (st.ok() && unfenced > 0) {
@@ -359,6 +376,41 @@ absl::Status Window::Fence() {
   return state_->Fence();
 }
 
+absl::Status Window::Post(absl::Span<const int> origins) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("post");
+  return state_->Post(origins);
+}
+
+absl::Status Window::Start(absl::Span<const int> targets) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("start");
+  return state_->Start(targets);
+}
+
+absl::Status Window::Complete() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("complete");
+  return state_->Complete();
+}
+
+absl::Status Window::Wait() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("wait");
+  bool ended = false;
+  return state_->WaitExposure(/*block=*/true, &ended);
+}
+
+absl::StatusOr<bool> Window::Test() {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("test");
+  bool ended = false;
+  CARTAGE_RETURN_IF_ERROR(state_->WaitExposure(/*block=*/false, &ended));
+  return ended;
+}
+
+absl::string_view Window::exposure() const { return rma::ExposureDef::kStates[state_->exposure.value()]; }
+
 absl::Status Window::Lock(int target, LockType type) {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status("lock");
@@ -454,6 +506,7 @@ namespace rma {
 
 absl::Status RegisterRmaMachines(fsm::Registry& registry) {
   absl::Status s = registry.Register(EpochMachine::Describe());
+  s.Update(registry.Register(ExposureMachine::Describe()));
   s.Update(registry.Register(OpMachine::Describe()));
   s.Update(registry.Register(AccessMachine::Describe()));
   s.Update(registry.Register(LockMachine::Describe()));

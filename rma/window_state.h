@@ -23,6 +23,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
 #include "datatype/op.h"
@@ -71,8 +72,10 @@ inline uint64_t DataBytes(OpKind kind, uint8_t op, uint64_t layout_bytes) {
   }
 }
 inline constexpr uint32_t kMagic = 0x31414d52;  // "RMA1"
-// The epoch of an operation in a passive epoch (under a lock).
+// The epoch of an operation in a passive epoch (under a lock), and in an
+// access epoch of start and complete (its target posted before it was sent).
 inline constexpr uint32_t kPassiveEpoch = 0xffffffff;
+inline constexpr uint32_t kGroupEpoch = 0xfffffffe;
 // A lock request's `op`.
 inline constexpr uint8_t kLockShared = 1;
 inline constexpr uint8_t kLockExclusive = 2;
@@ -91,6 +94,8 @@ using Layout = absl::InlinedVector<Run, 2>;
 inline constexpr int kTagControl = 1;
 inline constexpr int kTagData = 2;   // a put's or accumulate's data that does not travel in its control message
 inline constexpr int kTagReply = 3;  // a get's data
+inline constexpr int kTagPost = 4;      // a target's post: the origin may start
+inline constexpr int kTagComplete = 5;  // an origin's complete: how many operations it issued to the target
 // A control message's largest size (the target receives every one into a
 // buffer this big), and the data that travels in one.
 inline constexpr std::size_t kControlMax = 64 * 1024;
@@ -212,6 +217,17 @@ struct LockAccess {
   absl::Status status;
 };
 
+// One member of the group of a start (at the origin: a target, its post
+// awaited, then its complete sent) or of a post (at the target: an origin,
+// its post sent, then its complete awaited).
+struct GroupPeer {
+  int rank = 0;
+  std::byte post{};
+  uint64_t count = 0;  // the operations the origin issued to the target
+  Request post_req;
+  Request complete_req;
+};
+
 struct ServedOp {
   fsm::StateWord state;
   uint64_t id = 0;
@@ -260,6 +276,11 @@ class WindowState {
   std::vector<uint64_t> sent_to;
   uint64_t issued = 0;
   std::vector<std::unique_ptr<LockAccess>> locks;
+  // The access epoch start opened: its targets, and by rank whether a
+  // target is one of them and how many operations it was sent.
+  std::deque<GroupPeer> start_group;
+  std::vector<uint8_t> started_to;
+  std::vector<uint64_t> group_sent;
 
   // Target side.
   std::vector<std::byte> control_buf;
@@ -280,6 +301,14 @@ class WindowState {
   int lock_origin = -1;
   uint64_t served = 0;
   absl::Status served_failure;  // the first operation of the open epoch that failed or was refused here
+  // The exposure post opened (rma_exposure): its origins, and by rank
+  // whether an origin is one of them and how many of its operations landed.
+  fsm::StateWord exposure;
+  std::deque<GroupPeer> exposure_group;
+  std::vector<uint8_t> exposed_to;
+  std::vector<uint64_t> group_served;
+  absl::Status exposure_served_failure;  // the first of the exposure's operations that failed here
+  std::optional<absl::Status> exposure_failure;  // why the last exposure failed
   Request service_req;
 
   // The window, as errors name it: "window 2 (rank 1 of 4)".
@@ -288,6 +317,15 @@ class WindowState {
   // request that completes with it.
   absl::Status Issue(const Access& a, std::shared_ptr<OriginOp>* issued = nullptr);
   absl::Status Fence();
+  // General active target: an access epoch to `targets` once each posted
+  // (Start), closed once this rank's operations to them are done here and
+  // each was told how many there were (Complete); this rank's window
+  // exposed to `origins` (Post) until each completed and its operations
+  // landed (WaitExposure; `block` false: one round, `*ended` says whether).
+  absl::Status Start(absl::Span<const int> targets);
+  absl::Status Complete();
+  absl::Status Post(absl::Span<const int> origins);
+  absl::Status WaitExposure(bool block, bool* ended);
   absl::Status Free();
   bool direct() const { return shared != nullptr; }
   // A shared window: holds `target`'s accumulate word while `apply` runs

@@ -7,7 +7,7 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead [shared|served]
+// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead [shared|served]
 // The second word says which way the allocated windows must go: shared
 // (every rank maps them, the default) or served by the target's agent
 // (tcp, ofi, or CARTAGE_RMA_SHARED=0).
@@ -479,6 +479,170 @@ int Dead(const Comm& w) {
   return 0;
 }
 
+// General active target on `x` (a window of kGroupElems doubles, unit 8,
+// all -1): a ring of posts and starts (puts small and large, a get, an
+// accumulate), one target that many origins accumulate into while it
+// tests, every rank to every rank (itself too), an access epoch inside a
+// fence's, and the errors of groups and of calls out of turn.
+constexpr int64_t kGroupElems = 2 * kBig + 64;
+
+void Groups(const Comm& w, Window& x, const char* what) {
+  const int me = w.rank();
+  const int n = w.size();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  auto* mem = static_cast<double*>(x.base());
+  std::vector<double> want(mem, mem + kGroupElems);
+  KIT_EXPECT(x.state() == "idle" && x.exposure() == "idle", "%s: a new window is %s, exposure %s", what,
+             std::string(x.state()), std::string(x.exposure()));
+
+  // A ring: exposed to the left, an access epoch to the right.
+  std::vector<double> src(kBig);
+  for (int64_t i = 0; i < kBig; ++i) src[static_cast<std::size_t>(i)] = Value(me, i);
+  const int from_left[] = {left};
+  const int to_right[] = {right};
+  KIT_OK(x.Post(from_left));
+  KIT_EXPECT(x.exposure() == "posted", "%s: after post the exposure is %s", what, std::string(x.exposure()));
+  KIT_OK(x.Start(to_right));
+  KIT_EXPECT(x.state() == "started", "%s: after start: %s", what, std::string(x.state()));
+  KIT_OK(x.Put(src.data(), kSmall, kF64, right, 0, kSmall, kF64));
+  KIT_OK(x.Put(src.data(), kBig, kF64, right, 64, kBig, kF64));
+  double got_right = 0;
+  KIT_OK(x.Get(&got_right, 1, kF64, right, kGroupElems - 1, 1, kF64));  // untouched there: -1
+  const double three = 3;
+  KIT_OK(x.Accumulate(&three, 1, kF64, right, kGroupElems - 2, 1, kF64, Op(OpKind::kSum)));
+  // Out of turn, while started: a target outside the group, a fence, a lock.
+  const absl::Status outside = x.Put(src.data(), 8, left, 0);
+  KIT_EXPECT(n == 2 || (outside.code() == absl::StatusCode::kFailedPrecondition &&
+                        absl::StrContains(outside.message(), "not in the group")),
+             "%s: a put to rank %d outside the start's group: %s", what, left, outside.ToString());
+  KIT_EXPECT(x.Fence().code() == absl::StatusCode::kFailedPrecondition, "%s: a fence while started", what);
+  KIT_EXPECT(x.Lock(right).code() == absl::StatusCode::kFailedPrecondition, "%s: a lock while started", what);
+  KIT_EXPECT(x.Post(from_left).code() == absl::StatusCode::kFailedPrecondition, "%s: a second post", what);
+  KIT_OK(x.Complete());
+  KIT_OK(x.Wait());
+  KIT_EXPECT(x.state() == "idle" && x.exposure() == "idle", "%s: after the ring: %s, exposure %s", what,
+             std::string(x.state()), std::string(x.exposure()));
+  for (int64_t i = 0; i < kSmall; ++i) want[static_cast<std::size_t>(i)] = Value(left, i);
+  for (int64_t i = 0; i < kBig; ++i) want[static_cast<std::size_t>(64 + i)] = Value(left, i);
+  want[kGroupElems - 2] += 3;
+  ExpectWindow(std::vector<double>(mem, mem + kGroupElems), want, what);
+  KIT_EXPECT(got_right == -1.0, "%s: the get from rank %d read %g", what, right, got_right);
+
+  // Every other rank accumulates into rank 0, which tests until they are done.
+  KIT_OK(cartage::Barrier(w));  // every rank read its ring's results
+  std::vector<int> others;
+  for (int r = 1; r < n; ++r) others.push_back(r);
+  const int zero[] = {0};
+  if (me == 0) {
+    KIT_OK(x.Post(others));
+    int rounds = 0;
+    for (;;) {
+      absl::StatusOr<bool> ended = x.Test();
+      KIT_OK(ended.status());
+      if (*ended) break;
+      ++rounds;
+    }
+    KIT_EXPECT(x.exposure() == "idle", "%s: after the tests: %s", what, std::string(x.exposure()));
+    double sum = 0;
+    for (int r = 1; r < n; ++r) sum += r;
+    KIT_EXPECT(mem[1] == want[1] + 50 * sum, "%s: element 1 after every origin's 50 additions: %g (expected %g)", what,
+               mem[1], want[1] + 50 * sum);
+  } else {
+    KIT_OK(x.Start(zero));
+    for (int k = 0; k < 50; ++k) {
+      const double add = me;
+      KIT_OK(x.Accumulate(&add, 1, kF64, 0, 1, 1, kF64, Op(OpKind::kSum)));
+    }
+    KIT_OK(x.Complete());
+  }
+  KIT_OK(cartage::Barrier(w));
+  if (me == 0) {
+    double sum = 0;
+    for (int r = 1; r < n; ++r) sum += r;
+    want[1] += 50 * sum;
+  }
+
+  // Every rank to every rank, itself too, inside a fence's epoch: its rank
+  // at element 40 + r of every window.
+  std::vector<int> all;
+  for (int r = 0; r < n; ++r) all.push_back(r);
+  KIT_OK(x.Fence());
+  KIT_OK(x.Post(all));
+  KIT_OK(x.Start(all));
+  const double mine = me;
+  for (int r = 0; r < n; ++r) KIT_OK(x.Put(&mine, 1, kF64, r, static_cast<uint64_t>(40 + me), 1, kF64));
+  KIT_OK(x.Complete());
+  KIT_EXPECT(x.state() == "open", "%s: after a start and complete inside a fence's epoch: %s", what,
+             std::string(x.state()));
+  KIT_OK(x.Wait());
+  for (int r = 0; r < n; ++r) want[static_cast<std::size_t>(40 + r)] = r;
+  ExpectWindow(std::vector<double>(mem, mem + kGroupElems), want, what);
+  KIT_OK(x.Fence());
+
+  // Groups and calls out of turn.
+  const int twice[] = {right, right};
+  const int none[] = {n};
+  KIT_EXPECT(x.Start(twice).code() == absl::StatusCode::kInvalidArgument, "%s: a start naming a rank twice", what);
+  const absl::Status no_rank = x.Post(none);
+  KIT_EXPECT(no_rank.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(no_rank.message(), "no rank"),
+             "%s: a post to rank %d: %s", what, n, no_rank.ToString());
+  KIT_EXPECT(x.Complete().code() == absl::StatusCode::kFailedPrecondition, "%s: a complete with nothing started", what);
+  KIT_EXPECT(x.Wait().code() == absl::StatusCode::kFailedPrecondition, "%s: a wait with nothing posted", what);
+  KIT_EXPECT(x.Test().status().code() == absl::StatusCode::kFailedPrecondition, "%s: a test with nothing posted",
+             what);
+  KIT_EXPECT(x.state() == "open" && x.exposure() == "idle", "%s: after the refused calls: %s, exposure %s", what,
+             std::string(x.state()), std::string(x.exposure()));
+}
+
+int GroupsMode(const Comm& w) {
+  std::vector<double> own(kGroupElems, -1.0);
+  auto created = Window::Create(w, own.data(), own.size() * sizeof(double), sizeof(double));
+  KIT_OK(created.status());
+  Groups(w, **created, "over the caller's memory");
+  KIT_OK((*created)->Free());
+  auto allocated = Window::Allocate(w, kGroupElems * sizeof(double), sizeof(double));
+  KIT_OK(allocated.status());
+  ExpectPath(**allocated, "the allocated window");
+  std::fill_n(static_cast<double*>((*allocated)->base()), kGroupElems, -1.0);
+  KIT_OK(cartage::Barrier(w));  // every rank's -1 in before any is read
+  Groups(w, **allocated, "allocated");
+  KIT_OK((*allocated)->Free());
+  if (w.rank() == 0) std::printf("PASS rma groups (%d ranks)\n", w.size());
+  return 0;
+}
+
+// The last rank leaves once the window is made: the others' start towards
+// it, and their wait for it, fail naming it, and none hangs.
+int GroupDead(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  const Comm survivors = Survivors(w);
+  auto win = Window::Allocate(w, 64, 8);
+  KIT_OK(win.status());
+  ExpectPath(**win, "the window");
+  KIT_OK(cartage::Barrier(w));
+  if (me == n - 1) {
+    std::fflush(stdout);
+    _exit(0);  // gone without finalizing
+  }
+  const int last[] = {n - 1};
+  const std::string named = "rank " + std::to_string(n - 1);
+  absl::Status posted = (*win)->Post(last);
+  const absl::Status started = (*win)->Start(last);
+  KIT_EXPECT(!started.ok() && absl::StrContains(started.message(), named), "a start towards dead %s: %s", named,
+             started.ToString());
+  KIT_EXPECT((*win)->state() == "failed", "after the failed start the window is %s", std::string((*win)->state()));
+  std::printf("rank %d: the start failed: %s\n", me, started.ToString().c_str());
+  if (posted.ok()) posted = (*win)->Wait();
+  KIT_EXPECT(!posted.ok() && absl::StrContains(posted.message(), named), "a wait for dead %s: %s", named,
+             posted.ToString());
+  std::printf("rank %d: the wait failed: %s\n", me, posted.ToString().c_str());
+  std::fflush(stdout);
+  KIT_OK(cartage::Barrier(survivors));
+  return 0;
+}
+
 // A shared window (AllocateShared): each rank's memory right after the
 // previous rank's, the program's own stores into another rank's memory
 // seen there after a fence, operations on it, plain increments of one
@@ -627,6 +791,9 @@ int main(int argc, char** argv) {
   if (mode == "torn") return Torn(w);
   if (mode == "shared") return Shared(w);
   if (mode == "lockdead") return LockDead(w);
-  std::fprintf(stderr, "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead [shared|served]\n");
+  if (mode == "groups") return GroupsMode(w);
+  if (mode == "groupdead") return GroupDead(w);
+  std::fprintf(stderr,
+               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead [shared|served]\n");
   return 2;
 }

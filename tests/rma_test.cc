@@ -1,8 +1,8 @@
 // One-sided communication through real processes: tests/rma_ranks.cc under
 // `cartage run`, the whole matrix of operations in one launch per method and
 // rank count (2 to 4 ranks on 2 cores, over shm, tcp and ofi, shared and
-// served windows), passive epochs, shared windows, a target that computes,
-// and a target that dies.
+// served windows), passive epochs, post/start/complete/wait, shared
+// windows, a target that computes, and a target that dies.
 #include <string>
 #include <vector>
 
@@ -60,6 +60,22 @@ TEST(RmaRanks, PassiveEpochsKeepExclusionAndFlushOnShmAndTcp) {
   ExpectPass(3, "passive", "shared", {"CARTAGE_METHODS=tcp"}, "passive");
 }
 
+// Post, start, complete, wait and test: a ring, many origins into one
+// target that tests, every rank to every rank inside a fence's epoch, the
+// errors of groups; over the caller's memory (served) and allocated
+// (shared on one host), on shm, tcp and ofi.
+TEST(RmaRanks, GeneralActiveTargetEpochsMatchTheReferenceOnEveryMethod) {
+  for (int n : {2, 3, 4}) ExpectPass(n, "groups", "shared", {}, "groups");
+  ExpectPass(3, "groups", "served", kServedOnShm, "groups");
+  ExpectPass(3, "groups", "shared", {"CARTAGE_METHODS=tcp"}, "groups");
+  for (const char* method : {"tcp", "ofi"}) {
+    ExpectPass(3, "groups", "served",
+               {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
+                "CARTAGE_RMA_SHARED=0"},
+               "groups");
+  }
+}
+
 // A writer under exclusive locks and readers under shared ones, 300 rounds
 // of a 64 KiB block (served: it goes by rendezvous both ways): no reader
 // sees a block half written.
@@ -96,7 +112,8 @@ TEST(RmaRanks, SharedWindowsAreLoadedAndStoredDirectly) {
 
 // The last rank leaves after the first fence: every other rank's fence
 // fails naming it, within the launcher's limit; on a shared window, one
-// that dies holding a lock fails the others' locks, naming it.
+// that dies holding a lock fails the others' locks, naming it; one that
+// is gone fails the start towards it and the wait for it.
 TEST(RmaRanks, ADeadRankFailsTheFenceOrTheLockNamingIt) {
   struct Case {
     const char* mode;
@@ -109,7 +126,9 @@ TEST(RmaRanks, ADeadRankFailsTheFenceOrTheLockNamingIt) {
                                    {"dead", 3, "shared", {}, "fence"},
                                    {"dead", 3, "served", kServedOnShm, "fence"},
                                    {"lockdead", 2, "shared", {}, "lock"},
-                                   {"lockdead", 3, "shared", {}, "lock"}};
+                                   {"lockdead", 3, "shared", {}, "lock"},
+                                   {"groupdead", 2, "shared", {}, "start"},
+                                   {"groupdead", 3, "served", kServedOnShm, "wait"}};
   for (const Case& c : cases) {
     const CommandResult r = RunCommand(
         {CARTAGE_BIN, "run", "-n", std::to_string(c.n), "--timeout", "60", RANKS_BIN, c.mode, c.path}, c.env);

@@ -1,6 +1,7 @@
 // One-sided communication (RMA): windows of memory that the other ranks of a
 // communicator put into, get from and accumulate into, inside epochs opened
-// and closed by fences (MPI-3.1's active target).
+// and closed by fences (MPI-3.1's active target), by a start and its
+// complete towards a group of targets that posted, or by locks.
 //
 //   auto win = cartage::Window::Allocate(world, n * sizeof(double), sizeof(double));
 //   CARTAGE_CHECK_OK((*win)->Fence());                      // opens the first epoch
@@ -39,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "cartage/cartage.h"
 #include "datatype/op.h"
 
@@ -145,6 +147,25 @@ class Window {
   // The first fence opens the first epoch. An operation that failed fails
   // the fence, naming it.
   absl::Status Fence();
+  // General active target (MPI's post, start, complete, wait, test), for
+  // ranks that synchronise with a few others rather than all: Post exposes
+  // this rank's window to `origins` (and returns at once); Start opens an
+  // access epoch to `targets`, returning once each of them posted;
+  // Complete closes it once this rank's operations are done here and each
+  // target was told how many it was sent; Wait returns once every origin
+  // of the post completed and each of its operations landed here (Test:
+  // whether that is so now, after one round of progress). A rank may
+  // expose its window and start an access epoch at once (post, start,
+  // operations, complete, wait); a group lists ranks of the window's
+  // communicator, each once. An operation that failed fails Complete (at
+  // the origin) or Wait (at the target), naming it; a dead member of a
+  // group fails Start, Complete or Wait, naming it.
+  absl::Status Post(absl::Span<const int> origins);
+  absl::Status Start(absl::Span<const int> targets);
+  absl::Status Complete();
+  absl::Status Wait();
+  absl::StatusOr<bool> Test();
+
   // Passive target: a lock on `target`'s window opens an access epoch to
   // it (granted before Lock returns: shared with other shared holders, or
   // exclusive), Unlock closes it once every operation to `target` is done
@@ -184,8 +205,11 @@ class Window {
   uint64_t bytes() const;
   int disp_unit() const;
   // The window's epoch state (rma_epoch: "idle", "open", "fencing",
-  // "passive", "failed", "freed"), for inspection.
+  // "passive", "starting", "started", "completing", "failed", "freed") and
+  // its exposure to a group (rma_exposure: "idle", "posted", "failed",
+  // "closed"), for inspection.
   absl::string_view state() const;
+  absl::string_view exposure() const;
   // Operations this rank served as a target, and those it issued, since the window was made.
   uint64_t served() const;
   uint64_t issued() const;
