@@ -166,7 +166,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   }
   const int64_t at = static_cast<int64_t>(a.disp * unit);
   for (const Run& r : runs) {
-    if (at + r.offset < 0 || static_cast<uint64_t>(at + r.offset + r.length) > sizes[t]) {
+    if (at + r.offset < 0 || (!dynamic && static_cast<uint64_t>(at + r.offset + r.length) > sizes[t])) {
       return fail(absl::StatusCode::kOutOfRange,
                   absl::StrFormat("%d bytes at byte %d lie outside rank %d's window of %d bytes (displacement "
                                   "unit %d); nothing was written",

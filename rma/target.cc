@@ -3,7 +3,9 @@
 // the window's lock that passive epochs take (rma_lock).
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -72,12 +74,22 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
   uint64_t total = 0;
   for (const Run& r : op.runs) {
     if (r.length <= 0 || r.length > (int64_t{1} << 56) || r.length % elem != 0 || r.offset < -(int64_t{1} << 56) ||
-        r.offset > (int64_t{1} << 56) ||
-        at + r.offset < 0 || static_cast<uint64_t>(at + r.offset + r.length) > w.bytes) {
-      return absl::StrFormat("%d bytes at byte %d, outside this window of %d bytes", r.length, at + r.offset,
-                             w.bytes);
+        r.offset > (int64_t{1} << 56) || at + r.offset < 0) {
+      return absl::StrFormat("a block of %d bytes at %d", r.length, at + r.offset);
     }
-    total += static_cast<uint64_t>(r.length);
+    const auto from = static_cast<uint64_t>(at + r.offset);
+    const auto length = static_cast<uint64_t>(r.length);
+    if (w.dynamic) {
+      // Inside one region: the last that starts at or before it.
+      auto next = std::upper_bound(w.regions.begin(), w.regions.end(), from,
+                                   [](uint64_t a, const Region& g) { return a < g.start; });
+      if (next == w.regions.begin() || from + length > std::prev(next)->start + std::prev(next)->bytes) {
+        return absl::StrFormat("%d bytes at address %#x, in no region attached to this window", r.length, from);
+      }
+    } else if (from + length > w.bytes) {
+      return absl::StrFormat("%d bytes at byte %d, outside this window of %d bytes", r.length, from, w.bytes);
+    }
+    total += length;
   }
   if (total != h.bytes) return absl::StrFormat("a layout of %d bytes for %d bytes of data", total, h.bytes);
   return "";
@@ -85,7 +97,9 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
 
 // Where the operation's target layout starts.
 std::byte* TargetOf(const ServedOp& op) {
-  return op.win->base + static_cast<int64_t>(op.h.disp) * op.win->disp_unit;
+  // (A dynamic window's base is 0: its displacements are addresses.)
+  return reinterpret_cast<std::byte*>(reinterpret_cast<uintptr_t>(op.win->base) +
+                                      op.h.disp * static_cast<uint64_t>(op.win->disp_unit));
 }
 
 // The target layout as one datatype over TargetOf (its blocks in order), for

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -115,6 +116,43 @@ absl::Status WindowState::Free() {
   return st;
 }
 
+absl::Status WindowState::Attach(void* at, uint64_t n) {
+  const auto start = reinterpret_cast<uintptr_t>(at);
+  const auto fail = [&](absl::StatusCode code, const std::string& why) {
+    return absl::Status(code, absl::StrFormat("%s: attach of %d bytes at %#x: %s", Name(), n, start, why));
+  };
+  if (!dynamic) return fail(absl::StatusCode::kFailedPrecondition, "the window is not dynamic (CreateDynamic makes one)");
+  if (EpochMachine::StateOf(*this) == EpochState::kFreed) return fail(absl::StatusCode::kFailedPrecondition, "freed");
+  if (at == nullptr || n == 0 || n > (uint64_t{1} << 48) || start + n < start) {
+    return fail(absl::StatusCode::kInvalidArgument, "not a region of memory");
+  }
+  // The regions stay apart: an address names one byte of one region.
+  auto next = std::upper_bound(regions.begin(), regions.end(), start,
+                               [](uintptr_t a, const Region& g) { return a < g.start; });
+  if (next != regions.end() && start + n > next->start) {
+    return fail(absl::StatusCode::kInvalidArgument,
+                absl::StrFormat("it overlaps the region of %d bytes at %#x", next->bytes, next->start));
+  }
+  if (next != regions.begin() && std::prev(next)->start + std::prev(next)->bytes > start) {
+    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("it overlaps the region of %d bytes at %#x",
+                                                                    std::prev(next)->bytes, std::prev(next)->start));
+  }
+  regions.insert(next, Region{start, n});
+  return absl::OkStatus();
+}
+
+absl::Status WindowState::Detach(const void* at) {
+  const auto start = reinterpret_cast<uintptr_t>(at);
+  auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& g) { return g.start == start; });
+  if (!dynamic || it == regions.end()) {
+    return absl::Status(dynamic ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition,
+                        absl::StrFormat("%s: detach at %#x: %s", Name(), start,
+                                        dynamic ? "no region is attached there" : "the window is not dynamic"));
+  }
+  regions.erase(it);
+  return absl::OkStatus();
+}
+
 }  // namespace rma
 
 using rma::WindowState;
@@ -134,6 +172,10 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Allocate(const Comm& comm, uint6
 
 absl::StatusOr<std::unique_ptr<Window>> Window::AllocateShared(const Comm& comm, uint64_t bytes, int disp_unit) {
   return Make(comm, nullptr, bytes, disp_unit, Memory::kShared);
+}
+
+absl::StatusOr<std::unique_ptr<Window>> Window::CreateDynamic(const Comm& comm) {
+  return Make(comm, nullptr, 0, 1, Memory::kDynamic);
 }
 
 namespace {
@@ -188,7 +230,8 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
     int64_t unit;
     uint64_t host;
   };
-  const Shape mine{bytes, disp_unit, memory != Memory::kCallers ? HostKey() : 0};
+  const bool mapped = memory == Memory::kAllocated || memory == Memory::kShared;
+  const Shape mine{bytes, disp_unit, mapped ? HostKey() : 0};
   std::vector<Shape> all(static_cast<std::size_t>(own.size()));
   static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
   CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 3, kU64));
@@ -208,7 +251,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   }
   std::unique_ptr<rma::SharedSegment> shared;
   std::unique_ptr<std::byte, WindowState::FreeMemory> owned;
-  if (memory != Memory::kCallers && apart < 0) {
+  if (mapped && apart < 0) {
     absl::StatusOr<std::unique_ptr<rma::SharedSegment>> seg =
         rma::MapShared(own, sizes, /*contiguous=*/memory == Memory::kShared, number);
     // A segment some rank could not map (every rank learns it): an
@@ -233,6 +276,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   state->shared = std::move(shared);
   state->sizes = std::move(sizes);
   state->units = std::move(units);
+  state->dynamic = memory == Memory::kDynamic;
   if (!state->direct()) {  // a shared window's operations need no service
     CARTAGE_RETURN_IF_ERROR(own.Irecv(state->control_buf.data(), state->control_buf.size(), kAnySource,
                                       rma::kTagControl, &state->control_req));
@@ -495,6 +539,19 @@ absl::Status Window::Sync() const {
 }
 
 bool Window::shared() const { return state_->direct(); }
+bool Window::dynamic() const { return state_->dynamic; }
+
+absl::Status Window::Attach(void* base, uint64_t bytes) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("attach");
+  return state_->Attach(base, bytes);
+}
+
+absl::Status Window::Detach(const void* base) {
+  engine::Call in(state_->comm);
+  if (!in.ok()) return in.status("detach");
+  return state_->Detach(base);
+}
 void* Window::base() const { return state_->base; }
 uint64_t Window::bytes() const { return state_->bytes; }
 int Window::disp_unit() const { return state_->disp_unit; }

@@ -243,6 +243,12 @@ struct ServedOp {
   absl::Status status;
 };
 
+// A region of memory attached to a dynamic window: its address and size.
+struct Region {
+  uintptr_t start = 0;
+  uint64_t bytes = 0;
+};
+
 class WindowState {
  public:
   WindowState(const Comm& comm, std::byte* base, uint64_t bytes, int disp_unit, uint32_t number);
@@ -264,6 +270,11 @@ class WindowState {
   // A shared window: every rank's memory is mapped here, and operations
   // are the origin's loads and stores (null: served by the target's agent).
   std::unique_ptr<SharedSegment> shared;
+  // A dynamic window: its memory is the regions attached here, by address
+  // (an operation's displacement is an address at its target, and only
+  // the target knows its regions: it alone checks them).
+  bool dynamic = false;
+  std::vector<Region> regions;  // sorted, apart
 
   fsm::StateWord state;   // rma_epoch
   uint32_t epoch = 0;     // the epoch open here (0: none yet)
@@ -327,6 +338,10 @@ class WindowState {
   absl::Status Post(absl::Span<const int> origins);
   absl::Status WaitExposure(bool block, bool* ended);
   absl::Status Free();
+  // A dynamic window's regions: `bytes` at `base` attached (apart from
+  // every other), or the region at `base` detached.
+  absl::Status Attach(void* base, uint64_t bytes);
+  absl::Status Detach(const void* base);
   bool direct() const { return shared != nullptr; }
   // A shared window: holds `target`'s accumulate word while `apply` runs
   // (every accumulate to a rank's window takes it, so each applies whole).

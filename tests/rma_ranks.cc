@@ -7,7 +7,7 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead [shared|served]
+// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic [shared|served]
 // The second word says which way the allocated windows must go: shared
 // (every rank maps them, the default) or served by the target's agent
 // (tcp, ofi, or CARTAGE_RMA_SHARED=0).
@@ -612,6 +612,110 @@ int GroupsMode(const Comm& w) {
   return 0;
 }
 
+// A dynamic window: regions attached and detached while it lives, their
+// addresses passed on by the program; puts, a get, accumulates and a
+// fetch into them in fence and lock epochs; the refusals at the target of
+// an access past a region and into a detached one (the target's fence
+// fails, naming the origin; nothing is written); the errors of attach and
+// detach.
+int Dynamic(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  const Datatype i64 = Datatype::Basic(BasicType::kInt64);
+  auto made = Window::CreateDynamic(w);
+  KIT_OK(made.status());
+  Window& x = **made;
+  KIT_EXPECT(x.dynamic() && !x.shared() && x.bytes() == 0, "a dynamic window: dynamic %d shared %d bytes %d",
+             x.dynamic(), x.shared(), x.bytes());
+  std::vector<double> block(kBig, -1.0);
+  std::vector<int64_t> counters(8, 0);
+  KIT_OK(x.Attach(block.data(), block.size() * sizeof(double)));
+  KIT_OK(x.Attach(counters.data(), counters.size() * sizeof(int64_t)));
+  // Every rank's two addresses, as the program passes them on.
+  const uint64_t mine[2] = {Window::Address(block.data()), Window::Address(counters.data())};
+  std::vector<uint64_t> at(2 * static_cast<std::size_t>(n));
+  const Datatype u64 = Datatype::Basic(BasicType::kUint64);
+  KIT_OK(cartage::Allgather(w, mine, at.data(), 2, u64));
+  const auto block_of = [&](int r) { return at[2 * static_cast<std::size_t>(r)]; };
+  const auto counters_of = [&](int r) { return at[2 * static_cast<std::size_t>(r) + 1]; };
+
+  std::vector<double> src(kBig);
+  for (int64_t i = 0; i < kBig; ++i) src[static_cast<std::size_t>(i)] = Value(me, i);
+  KIT_OK(x.Fence());
+  KIT_OK(x.Put(src.data(), kSmall, kF64, right, block_of(right), kSmall, kF64));
+  KIT_OK(x.Put(src.data(), kBig - 100, kF64, right, block_of(right) + 100 * sizeof(double), kBig - 100, kF64));
+  const int64_t add = me + 1;
+  KIT_OK(x.Accumulate(&add, 1, i64, 0, counters_of(0), 1, i64, Op(OpKind::kSum)));
+  KIT_OK(x.Fence());
+  std::vector<double> want(kBig, -1.0);
+  for (int64_t i = 0; i < kSmall; ++i) want[static_cast<std::size_t>(i)] = Value(left, i);
+  for (int64_t i = 0; i < kBig - 100; ++i) want[static_cast<std::size_t>(100 + i)] = Value(left, i);
+  ExpectWindow(block, want, "the dynamic window's block after the puts");
+  if (me == 0) {
+    KIT_EXPECT(counters[0] == int64_t{n} * (n + 1) / 2, "rank 0's counter after every rank's addition: %d",
+               counters[0]);
+  }
+  // A get, and a fetch under a lock.
+  std::vector<double> got(kSmall, -2.0);
+  KIT_OK(x.Get(got.data(), kSmall, kF64, right, block_of(right), kSmall, kF64));
+  KIT_OK(x.Fence());
+  for (int64_t i = 0; i < kSmall; ++i) {
+    KIT_EXPECT(got[static_cast<std::size_t>(i)] == Value(me, i), "dynamic get element %d: %g", i,
+               got[static_cast<std::size_t>(i)]);
+  }
+  KIT_OK(x.Lock(0, Window::LockType::kExclusive));
+  int64_t before = -1;
+  KIT_OK(x.FetchAndOp(&add, &before, i64, 0, counters_of(0) + sizeof(int64_t), Op(OpKind::kSum)));
+  KIT_OK(x.Unlock(0));
+  KIT_OK(cartage::Barrier(w));
+  if (me == 0) {
+    KIT_EXPECT(counters[1] == int64_t{n} * (n + 1) / 2, "rank 0's second counter after every rank's fetch: %d",
+               counters[1]);
+  }
+
+  // Errors of attach and detach.
+  const absl::Status overlap = x.Attach(block.data() + 10, 8);
+  KIT_EXPECT(overlap.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(overlap.message(), "overlaps"),
+             "an attach inside an attached region: %s", overlap.ToString());
+  KIT_EXPECT(x.Attach(nullptr, 8).code() == absl::StatusCode::kInvalidArgument, "an attach of null");
+  KIT_EXPECT(x.Detach(block.data() + 1).code() == absl::StatusCode::kInvalidArgument,
+             "a detach where no region starts");
+  std::vector<int64_t> plain(4);
+  auto fixed = Window::Create(w, plain.data(), plain.size() * sizeof(int64_t), 8);
+  KIT_OK(fixed.status());
+  KIT_EXPECT((*fixed)->Attach(plain.data(), 8).code() == absl::StatusCode::kFailedPrecondition,
+             "an attach to a window that is not dynamic");
+  KIT_OK((*fixed)->Free());
+
+  // Refused at the target: rank 1 puts past the end of rank 0's block and
+  // into its counters, detached; rank 0's fence fails naming rank 1, and
+  // neither is written.
+  KIT_OK(x.Detach(counters.data()));
+  KIT_OK(cartage::Barrier(w));  // detached before anyone reaches for it
+  const std::vector<double> block_before = block;
+  const std::vector<int64_t> counters_before = counters;
+  KIT_OK(x.Fence());
+  if (me == 1) {
+    KIT_OK(x.Put(src.data(), 8, kF64, 0, block_of(0) + (kBig - 4) * sizeof(double), 8, kF64));
+    KIT_OK(x.Put(&add, 1, i64, 0, counters_of(0), 1, i64));
+  }
+  const absl::Status fenced = x.Fence();
+  if (me == 0) {
+    KIT_EXPECT(fenced.code() == absl::StatusCode::kInvalidArgument && absl::StrContains(fenced.message(), "rank 1") &&
+                   absl::StrContains(fenced.message(), "in no region attached to this window"),
+               "rank 0's fence after accesses outside its regions: %s", fenced.ToString());
+  } else {
+    KIT_OK(fenced);
+  }
+  ExpectWindow(block, block_before, "the block after the refused put");
+  KIT_EXPECT(counters == counters_before, "the detached counters were written");
+  KIT_OK(x.Free());
+  if (me == 0) std::printf("PASS rma dynamic (%d ranks)\n", n);
+  return 0;
+}
+
 // The last rank leaves once the window is made: the others' start towards
 // it, and their wait for it, fail naming it, and none hangs.
 int GroupDead(const Comm& w) {
@@ -793,7 +897,8 @@ int main(int argc, char** argv) {
   if (mode == "lockdead") return LockDead(w);
   if (mode == "groups") return GroupsMode(w);
   if (mode == "groupdead") return GroupDead(w);
+  if (mode == "dynamic") return Dynamic(w);
   std::fprintf(stderr,
-               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead [shared|served]\n");
+               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic [shared|served]\n");
   return 2;
 }

@@ -1,8 +1,8 @@
 // One-sided communication through real processes: tests/rma_ranks.cc under
 // `cartage run`, the whole matrix of operations in one launch per method and
 // rank count (2 to 4 ranks on 2 cores, over shm, tcp and ofi, shared and
-// served windows), passive epochs, post/start/complete/wait, shared
-// windows, a target that computes, and a target that dies.
+// served windows), passive epochs, post/start/complete/wait, shared and
+// dynamic windows, a target that computes, and a target that dies.
 #include <string>
 #include <vector>
 
@@ -73,6 +73,17 @@ TEST(RmaRanks, GeneralActiveTargetEpochsMatchTheReferenceOnEveryMethod) {
                {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
                 "CARTAGE_RMA_SHARED=0"},
                "groups");
+  }
+}
+
+// Dynamic windows: regions attached and detached, operations into them by
+// address in fence and lock epochs, refusals at the target of accesses in
+// no region; on shm, tcp and ofi (never shared).
+TEST(RmaRanks, DynamicWindowsReachOnlyTheRegionsAttached) {
+  for (int n : {2, 3}) ExpectPass(n, "dynamic", "served", {}, "dynamic");
+  for (const char* method : {"tcp", "ofi"}) {
+    ExpectPass(3, "dynamic", "served",
+               {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"}, "dynamic");
   }
 }
 

@@ -91,6 +91,24 @@ class Window {
   // CARTAGE_RMA_SHARED=0).
   static absl::StatusOr<std::unique_ptr<Window>> AllocateShared(const Comm& comm, uint64_t bytes,
                                                                 int disp_unit = 1);
+  // A window with no memory yet (MPI_Win_create_dynamic): each rank
+  // attaches regions of its own memory (Attach) and detaches them, and an
+  // operation's displacement is an address at the target (Address(p)
+  // there, which the program passes on), in bytes. Only the target knows
+  // its regions: it refuses an access that lies in none, naming it, and
+  // that refusal fails its fence, wait or the operation's flush there.
+  // Never shared; served by the target's agent like a Create window's.
+  static absl::StatusOr<std::unique_ptr<Window>> CreateDynamic(const Comm& comm);
+  // `bytes` of this rank's memory at `base`, apart from every region
+  // attached already, reachable from now on; Detach takes the region
+  // attached at `base` away (no operation may be reaching it then).
+  absl::Status Attach(void* base, uint64_t bytes);
+  absl::Status Detach(const void* base);
+  // `p` as a dynamic window's displacement (MPI_Get_address).
+  static uint64_t Address(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
+  // Whether the window is dynamic.
+  bool dynamic() const;
+
   // Not freed by Free(): its service stops here, locally (operations other
   // ranks still send to it are not served).
   ~Window();
@@ -217,7 +235,7 @@ class Window {
  private:
   explicit Window(std::shared_ptr<rma::WindowState> state);
   absl::Status Issue(const char* what, const rma::Access& a, Request* req = nullptr);
-  enum class Memory : uint8_t { kCallers, kAllocated, kShared };
+  enum class Memory : uint8_t { kCallers, kAllocated, kShared, kDynamic };
   static absl::StatusOr<std::unique_ptr<Window>> Make(const Comm& comm, void* base, uint64_t bytes, int disp_unit,
                                                       Memory memory);
   std::shared_ptr<rma::WindowState> state_;
