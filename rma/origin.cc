@@ -2,7 +2,6 @@
 // control message, the CARs that carry it (rma_op), and the fence that
 // closes an epoch (rma_epoch). Passive epochs are in passive.cc.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -17,8 +16,6 @@
 namespace cartage::rma {
 
 namespace {
-
-std::atomic<uint64_t> g_next_op{1};
 
 // The blocks `count` elements of `type` cover, as offsets from where the
 // first element starts, in the order of the packed data; adjacent ones
@@ -184,7 +181,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     OriginOp here;
     std::shared_ptr<OriginOp> held = issued_op != nullptr ? std::make_shared<OriginOp>() : nullptr;
     OriginOp& d = held != nullptr ? *held : here;
-    d.id = g_next_op.fetch_add(1, std::memory_order_relaxed);
+    d.id = NextOpId();
     d.win = this;
     d.kind = kind;
     d.target = target;
@@ -207,7 +204,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     return d.status;
   }
   auto o = std::make_shared<OriginOp>();
-  o->id = g_next_op.fetch_add(1, std::memory_order_relaxed);
+  o->id = NextOpId();
   o->win = this;
   o->kind = kind;
   o->target = target;
@@ -266,6 +263,38 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   ++issued;
   if (issued_op != nullptr) *issued_op = ops.back();
   return ref.status;
+}
+
+bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp) {
+  const auto t = static_cast<std::size_t>(target);  // a negative rank is past every one
+  if (!direct() || t >= sizes.size() || (n > 0 && local == nullptr)) return false;
+  switch (static_cast<EpochState>(state.value())) {
+    case EpochState::kOpen: break;
+    case EpochState::kPassive: {
+      const LockAccess* held = locks[t].get();
+      if (held == nullptr || static_cast<AccessState>(held->state.value()) != AccessState::kLocked) return false;
+      break;
+    }
+    case EpochState::kStarted:
+      if (started_to[t] == 0) return false;
+      break;
+    default: return false;
+  }
+  uint64_t at = 0;  // (no division on the way: it costs more than the rest of the checks)
+  if (__builtin_mul_overflow(disp, static_cast<uint64_t>(units[t]), &at) || at > sizes[t] || n > sizes[t] - at) {
+    return false;
+  }
+  OriginOp d;
+  d.id = NextOpId();
+  d.win = this;
+  d.kind = kind;
+  d.target = target;
+  d.disp = disp;
+  d.bytes = n;
+  d.local = local;
+  (void)OpMachine::DispatchFrom<OpState::kIdle, OpEvent::kIssue>(d);
+  ++issued;
+  return true;
 }
 
 std::optional<absl::Status> OpDone::Poll(int* work) {

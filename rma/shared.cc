@@ -176,8 +176,17 @@ bool OpActions::DirectCopy(const OriginOp& op, const RmaSignal&) {
 }
 
 void OpActions::Copy(OriginOp& op, const RmaSignal&, OpEvents&) {
-  const Access& a = *op.access;
   std::byte* at = TargetAt(op);
+  if (op.runs == nullptr) {  // one block on both sides
+    if (op.bytes == 0) return;
+    if (op.kind == OpKind::kPut) {
+      std::memcpy(at, op.local, op.bytes);
+    } else {
+      std::memcpy(op.local, at, op.bytes);
+    }
+    return;
+  }
+  const Access& a = *op.access;
   int64_t p = 0;  // where each block's data is in the packed stream
   for (const Run& r : *op.runs) {
     if (op.kind == OpKind::kPut) {

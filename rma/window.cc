@@ -313,7 +313,22 @@ const Datatype& Bytes() {
 absl::Status Window::Issue(const char* what, const rma::Access& a, Request* req) {
   engine::Call in(state_->comm);
   if (!in.ok()) return in.status(what);
-  if (req == nullptr) return state_->Issue(a);
+  if (req == nullptr) {
+    if (a.kind == rma::OpKind::kPut || a.kind == rma::OpKind::kGet) {
+      // Contiguous on both sides, the same size: a shared window copies it at once.
+      const bool put = a.kind == rma::OpKind::kPut;
+      const Datatype& here = put ? *a.origin_type : *a.result_type;
+      const int64_t count = put ? a.origin_count : a.result_count;
+      const int64_t n = a.target_count * a.target_type->size();
+      if (here.contiguous() && a.target_type->contiguous() && count >= 0 && a.target_count >= 0 &&
+          count * here.size() == n &&
+          state_->CopyDirect(a.kind, put ? const_cast<void*>(a.origin) : a.result, static_cast<uint64_t>(n), a.target,
+                             a.disp)) {
+        return absl::OkStatus();
+      }
+    }
+    return state_->Issue(a);
+  }
   if (req->active() || req->persistent()) {
     return absl::FailedPreconditionError(absl::StrFormat("%s: r%s to rank %d: the request is %s", state_->Name(), what,
                                                          a.target, req->active() ? "still active" : "persistent"));
@@ -330,6 +345,13 @@ absl::Status Window::Put(const void* origin, int64_t origin_count, const Datatyp
 }
 
 absl::Status Window::Put(const void* origin, std::size_t bytes, int target, uint64_t disp) {
+  {
+    engine::Call in(state_->comm);
+    // (Its buffer is only read.)
+    if (in.ok() && state_->CopyDirect(rma::OpKind::kPut, const_cast<void*>(origin), bytes, target, disp)) {
+      return absl::OkStatus();
+    }
+  }
   const auto n = static_cast<int64_t>(bytes);
   return Put(origin, n, Bytes(), target, disp, n, Bytes());
 }
@@ -340,6 +362,10 @@ absl::Status Window::Get(void* origin, int64_t origin_count, const Datatype& ori
 }
 
 absl::Status Window::Get(void* origin, std::size_t bytes, int target, uint64_t disp) {
+  {
+    engine::Call in(state_->comm);
+    if (in.ok() && state_->CopyDirect(rma::OpKind::kGet, origin, bytes, target, disp)) return absl::OkStatus();
+  }
   const auto n = static_cast<int64_t>(bytes);
   return Get(origin, n, Bytes(), target, disp, n, Bytes());
 }

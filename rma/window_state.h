@@ -146,10 +146,12 @@ struct OriginOp {
   // Only where the target's agent serves it: a shared window's operation
   // sends nothing.
   std::optional<OpMessages> msg;
-  // While a shared window's operation is issued (Store): the call's access
-  // and its target layout.
+  // While a shared window's operation is issued (Copy, Store): the call's
+  // access and its target layout; or, for a put or get contiguous on both
+  // sides (runs null), only its buffer here.
   const Access* access = nullptr;
   const Layout* runs = nullptr;
+  void* local = nullptr;
 };
 
 // A shared window's segment: one mapping on every rank of the host, a
@@ -286,6 +288,10 @@ class WindowState {
   std::vector<std::shared_ptr<OriginOp>> ops;
   std::vector<uint64_t> sent_to;
   uint64_t issued = 0;
+  // An operation's id in traces: the window's, then its count here (the
+  // window's calls are one at a time: no atomic counter on the way).
+  uint64_t NextOpId() { return (trace_id << 40) | ++op_sequence; }
+  uint64_t op_sequence = 0;
   std::vector<std::unique_ptr<LockAccess>> locks;
   // The access epoch start opened: its targets, and by rank whether a
   // target is one of them and how many operations it was sent.
@@ -327,6 +333,13 @@ class WindowState {
   // Issues one operation (rma_op); `issued` (if given) gets it, for a
   // request that completes with it.
   absl::Status Issue(const Access& a, std::shared_ptr<OriginOp>* issued = nullptr);
+  // A put (`kind`) or get of `n` bytes contiguous at `local` here and at
+  // `disp` at `target`, on a shared window, with no request, that passes
+  // every check Issue makes: issued (rma_op's one row for it, idle
+  // -issue/Copy-> done, compiled in line) after only the checks that apply
+  // to it. False, with nothing done, where anything else applies: Issue
+  // then takes it, and names whatever is wrong.
+  bool CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp);
   absl::Status Fence();
   // General active target: an access epoch to `targets` once each posted
   // (Start), closed once this rank's operations to them are done here and
