@@ -265,9 +265,9 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   return ref.status;
 }
 
-bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp) {
+bool WindowState::Reaches(int target, uint64_t disp, uint64_t n) const {
   const auto t = static_cast<std::size_t>(target);  // a negative rank is past every one
-  if (!direct() || t >= sizes.size() || (n > 0 && local == nullptr)) return false;
+  if (!direct() || t >= sizes.size()) return false;
   switch (static_cast<EpochState>(state.value())) {
     case EpochState::kOpen: break;
     case EpochState::kPassive: {
@@ -281,9 +281,11 @@ bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, u
     default: return false;
   }
   uint64_t at = 0;  // (no division on the way: it costs more than the rest of the checks)
-  if (__builtin_mul_overflow(disp, static_cast<uint64_t>(units[t]), &at) || at > sizes[t] || n > sizes[t] - at) {
-    return false;
-  }
+  return !__builtin_mul_overflow(disp, static_cast<uint64_t>(units[t]), &at) && at <= sizes[t] && n <= sizes[t] - at;
+}
+
+bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp) {
+  if ((n > 0 && local == nullptr) || !Reaches(target, disp, n)) return false;
   OriginOp d;
   d.id = NextOpId();
   d.win = this;
@@ -295,6 +297,41 @@ bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, u
   (void)OpMachine::DispatchFrom<OpState::kIdle, OpEvent::kIssue>(d);
   ++issued;
   return true;
+}
+
+std::optional<absl::Status> WindowState::AccumulateDirect(const Access& a) {
+  if (!direct() || (a.kind != OpKind::kAccumulate && a.kind != OpKind::kGetAccumulate)) return std::nullopt;
+  // One basic type, contiguous, on every side, as many bytes on each.
+  const Datatype& there = *a.target_type;
+  datatype::BasicType basic = datatype::BasicType::kByte;
+  if (!there.contiguous() || !there.homogeneous(&basic) || a.target_count < 0) return std::nullopt;
+  const int64_t n = a.target_count * there.size();
+  const auto same = [&](const void* buf, int64_t count, const Datatype* type) {
+    datatype::BasicType other = datatype::BasicType::kByte;
+    return type->contiguous() && type->homogeneous(&other) && other == basic && count >= 0 &&
+           count * type->size() == n && (n == 0 || buf != nullptr);
+  };
+  if ((a.kind == OpKind::kAccumulate || a.op != kOpNoOp) && !same(a.origin, a.origin_count, a.origin_type)) {
+    return std::nullopt;
+  }
+  if (a.kind == OpKind::kGetAccumulate && !same(a.result, a.result_count, a.result_type)) return std::nullopt;
+  if (a.op != kOpReplace && a.op != kOpNoOp &&
+      (a.op >= static_cast<uint8_t>(datatype::OpKind::kUser) ||
+       !datatype::Defined(static_cast<datatype::OpKind>(a.op), basic))) {
+    return std::nullopt;
+  }
+  if (!Reaches(a.target, a.disp, static_cast<uint64_t>(n))) return std::nullopt;
+  OriginOp d;
+  d.id = NextOpId();
+  d.win = this;
+  d.kind = a.kind;
+  d.target = a.target;
+  d.disp = a.disp;
+  d.bytes = static_cast<uint64_t>(n);
+  d.access = &a;  // (and no layout: one block)
+  (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
+  ++issued;
+  return d.status;
 }
 
 std::optional<absl::Status> OpDone::Poll(int* work) {

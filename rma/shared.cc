@@ -125,7 +125,7 @@ namespace {
 // An accumulate or fetch applied to the target's memory at `at` (the
 // caller holds the target's accumulate word): what was there goes to the
 // result first, then the operation changes it.
-void Apply(const Access& a, const Layout& runs, std::byte* at, int64_t bytes) {
+void Apply(const Access& a, absl::Span<const Run> runs, std::byte* at, int64_t bytes) {
   datatype::BasicType basic = datatype::BasicType::kByte;
   a.target_type->homogeneous(&basic);
   const auto size = static_cast<int64_t>(datatype::SizeOf(basic));
@@ -209,7 +209,14 @@ void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
   // Every accumulate to a rank's window holds its word: each applies
   // whole, whoever issues it.
   const absl::Status st = op.win->Accumulating(
-      op.target, [&] { Apply(*op.access, *op.runs, at, static_cast<int64_t>(op.bytes)); });
+      op.target, [&] {
+        const auto n = static_cast<int64_t>(op.bytes);
+        // (No layout: one block, contiguous on every side.)
+        const Run one[1] = {{0, n}};
+        const absl::Span<const Run> runs =
+            op.runs != nullptr ? absl::Span<const Run>(*op.runs) : absl::Span<const Run>(one, n > 0 ? 1 : 0);
+        Apply(*op.access, runs, at, n);
+      });
   if (st.ok()) {
     events.Raise<OpMachine>(op, OpEvent::kStored);
     return;

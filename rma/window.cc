@@ -326,6 +326,8 @@ absl::Status Window::Issue(const char* what, const rma::Access& a, Request* req)
                              a.disp)) {
         return absl::OkStatus();
       }
+    } else if (std::optional<absl::Status> done = state_->AccumulateDirect(a)) {
+      return *std::move(done);
     }
     return state_->Issue(a);
   }

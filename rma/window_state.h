@@ -147,8 +147,8 @@ struct OriginOp {
   // sends nothing.
   std::optional<OpMessages> msg;
   // While a shared window's operation is issued (Copy, Store): the call's
-  // access and its target layout; or, for a put or get contiguous on both
-  // sides (runs null), only its buffer here.
+  // access and its target layout (null: one block, contiguous on every
+  // side); a put or get with no layout has only its buffer here, no access.
   const Access* access = nullptr;
   const Layout* runs = nullptr;
   void* local = nullptr;
@@ -340,6 +340,14 @@ class WindowState {
   // to it. False, with nothing done, where anything else applies: Issue
   // then takes it, and names whatever is wrong.
   bool CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp);
+  // The same for an accumulate or a get_accumulate of one basic type,
+  // contiguous on every side, with a predefined operator (rma_op's rows
+  // idle -issue/Store-> issued -stored-> done, compiled in line): its
+  // outcome, or nullopt where Issue must take it.
+  std::optional<absl::Status> AccumulateDirect(const Access& a);
+  // A shared window whose open epoch, lock or start reaches `n` bytes at
+  // `disp` of `target`'s memory.
+  bool Reaches(int target, uint64_t disp, uint64_t n) const;
   absl::Status Fence();
   // General active target: an access epoch to `targets` once each posted
   // (Start), closed once this rank's operations to them are done here and
