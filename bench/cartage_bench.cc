@@ -25,6 +25,9 @@
 //           osu_acc_latency with a lock: rank 0 locks rank 1's window, puts
 //           (gets, accumulates doubles) and unlocks (µs an epoch)
 // put_bw    the same with a window of 64 puts an epoch (MB/s)
+//           --window create: the window over the program's memory
+//           (single copy on one host) where by default it is allocated
+//           (shared on one host)
 // exchange  the same loop over point-to-point: each rank an Irecv and an
 //           Isend with its partner (rank ^ 1), then waits for both: the
 //           floor of a one-round collective (2 ranks: barrier, allreduce)
@@ -65,6 +68,9 @@
 ABSL_FLAG(std::string, sizes, "", "comma-separated message sizes in bytes (default: 0, 8, 64, 1 KiB ... 4 MiB)");
 ABSL_FLAG(int, reps, 7, "timed repetitions per size");
 ABSL_FLAG(bool, json, false, "print one JSON object per line instead of a table");
+ABSL_FLAG(std::string, window, "allocate",
+          "one-sided tests: allocate (shared on one host) or create (over the program's memory: single copy on one "
+          "host)");
 ABSL_FLAG(double, target_s, 0.05, "collectives: seconds one repetition should take (the iteration count follows)");
 
 // Every heap allocation in this program (the runtime is linked in) is
@@ -501,7 +507,9 @@ int main(int argc, char** argv) {
     Buffer buf(std::max<std::size_t>(bytes, 1), 'x');
     Buffer rbuf(test == "bibw" || test == "pingpong" || test == "get_lat" ? buf.size() : 0);
     const double handoff = HandOffNs(world, page);
-    const double cma_probe = test == "bw" && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
+    const double cma_probe =
+        (test == "bw" || test == "put_bw") && bytes >= 65536 ? CmaProbeMBps(world, buf, bytes) : 0;
+    Buffer exposed(IsRma(test) && absl::GetFlag(FLAGS_window) == "create" ? std::max<std::size_t>(bytes, 8) : 0);
     std::vector<double> values;
     values.reserve(static_cast<std::size_t>(reps));
     uint64_t allocs_before = 0;
@@ -519,7 +527,8 @@ int main(int argc, char** argv) {
     } else {
       const int iters = Iterations(test, bytes);
       if (IsRma(test)) {
-        auto made = cartage::Window::Allocate(world, std::max<std::size_t>(bytes, 8), 1);
+        auto made = exposed.empty() ? cartage::Window::Allocate(world, std::max<std::size_t>(bytes, 8), 1)
+                                    : cartage::Window::Create(world, exposed.data(), exposed.size(), 1);
         CARTAGE_CHECK_OK(made.status());
         g_window = *std::move(made);
         CARTAGE_CHECK_OK(g_window->Fence());  // an epoch closed before the locks (its exchange made the window whole)

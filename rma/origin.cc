@@ -176,7 +176,10 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
                                 runs.size(), kMaxRuns));
   }
 
-  if (direct()) {
+  const bool one_copy = OneCopies(kind, static_cast<uint64_t>(layout_bytes));
+  if (direct() || one_copy) {
+    // A single copy reaches the target's memory itself: once its lock is granted.
+    if (one_copy && passive) CARTAGE_RETURN_IF_ERROR(AwaitGrant(*locks[t]));
     // Done as it is issued: on the stack unless a request follows it.
     OriginOp here;
     std::shared_ptr<OriginOp> held = issued_op != nullptr ? std::make_shared<OriginOp>() : nullptr;
@@ -192,7 +195,9 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     // The table's rows, compiled in line: a put or get idle -issue-> done,
     // an accumulate idle -issue-> issued -stored-> done (a failure takes
     // the table's own dispatch).
-    if (kind == OpKind::kPut || kind == OpKind::kGet) {
+    if (one_copy) {
+      (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
+    } else if (kind == OpKind::kPut || kind == OpKind::kGet) {
       (void)OpMachine::DispatchFrom<OpState::kIdle, OpEvent::kIssue>(d);
     } else {
       (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
@@ -430,8 +435,9 @@ absl::Status WindowState::Fence() {
   }
   if (st == EpochState::kIdle) {  // the first: nothing to close
     // On a shared window it orders the program's own stores before every
-    // rank's loads of the epoch it opens.
-    if (direct()) {
+    // rank's loads of the epoch it opens; on a single-copy one, before
+    // every rank's copies.
+    if (direct() || single_copy) {
       MemoryBarrier();
       if (absl::Status s = Barrier(comm); !s.ok()) {
         return absl::Status(s.code(), absl::StrFormat("%s: fence opening the first epoch: %s", Name(), s.message()));
@@ -458,6 +464,9 @@ absl::Status WindowState::Fence() {
     s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
     const uint64_t expected = std::accumulate(expect.begin(), expect.end(), uint64_t{0});
     if (s.ok()) s = RunUntil([this, expected] { return OpsFinal(-1) && served_in_epoch >= expected; });
+    // A single-copy window's puts of the next epoch land as they are
+    // issued: not before every rank has served this one's accumulates.
+    if (s.ok() && single_copy) s = Barrier(comm);
   }
   if (s.ok()) {
     for (const std::shared_ptr<OriginOp>& o : ops) {

@@ -163,6 +163,14 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
   return a.status;
 }
 
+absl::Status WindowState::AwaitGrant(LockAccess& a) {
+  if (AccessMachine::StateOf(a) == AccessState::kRequesting) {
+    CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return a.lock.answered(); }));
+    TakeAnswers(a, AccessEvent::kFlushed);  // only the grant was asked for
+  }
+  return AccessMachine::StateOf(a) == AccessState::kLocked ? absl::OkStatus() : a.status;
+}
+
 absl::StatusOr<LockAccess*> WindowState::HeldLock(int target, const char* what) {
   // A freed window's target serves nothing more (nor is its memory
   // mapped): the locks still held at the free failed with it.

@@ -204,6 +204,12 @@ struct OpActions {
   static bool Direct(const OriginOp& op, const RmaSignal& x);
   static void Copy(OriginOp& op, const RmaSignal& x, OpEvents& events);
   static void Store(OriginOp& op, const RmaSignal& x, OpEvents& events);
+  // A put or get on a single-copy window (every rank on one host, its
+  // memory reached with process_vm_writev and readv): the origin copies it
+  // itself, in one copy (CrossCopy raises stored, or error where the copy
+  // failed: a target gone).
+  static bool OneCopy(const OriginOp& op, const RmaSignal& x);
+  static void CrossCopy(OriginOp& op, const RmaSignal& x, OpEvents& events);
   static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
   static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
 };
@@ -216,7 +222,7 @@ struct OpDef {
   static constexpr absl::string_view kName = "rma_op";
   static constexpr absl::string_view kSummary =
       "an operation at its origin: its control message and data sent, what it fetches received back; on a shared "
-      "window the origin's own loads and stores";
+      "window the origin's own loads and stores, on a single-copy one its own copy";
   static constexpr std::array<absl::string_view, 5> kStates = {"idle", "issued", "awaiting_data", "done", "failed"};
   static constexpr std::array<fsm::EventSpec, 5> kEvents = {{{"issue", fsm::EventKind::kUser},
                                                              {"sent", fsm::EventKind::kProgress},
@@ -239,6 +245,8 @@ inline constexpr fsm::Guard<D> kDirectCopy{"DirectCopy", &OpActions::DirectCopy}
 inline constexpr fsm::Guard<D> kDirect{"Direct", &OpActions::Direct};
 inline constexpr fsm::Action<D> kCopy{"Copy", &OpActions::Copy};
 inline constexpr fsm::Action<D> kStore{"Store", &OpActions::Store};
+inline constexpr fsm::Guard<D> kOneCopy{"OneCopy", &OpActions::OneCopy};
+inline constexpr fsm::Action<D> kCrossCopy{"CrossCopy", &OpActions::CrossCopy};
 inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
 // clang-format off
@@ -246,6 +254,7 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
 // source              event       guard   action  target
   {S::kIdle,           E::kIssue,  kDirectCopy, kCopy, S::kDone},
   {S::kIdle,           E::kIssue,  kDirect, kStore, S::kIssued},
+  {S::kIdle,           E::kIssue,  kOneCopy, kCrossCopy, S::kIssued},
   {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
   {S::kIssued,         E::kStored, {},     {},     S::kDone},
   {S::kIssued,         E::kSent,   kFetches, {},   S::kAwaitingData},

@@ -1,6 +1,7 @@
 // Window: its making (every rank's size, unit and host exchanged; a shared
 // segment mapped, or the service launched), its calls, and its freeing.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -225,16 +226,26 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   // Every rank's window, so that an origin checks its accesses itself, and
   // its host: where all are on one, every rank maps every other's memory
   // (whatever method carries their messages, as Open MPI's osc/sm).
+  // (And, for a window over the caller's memory, its process and address,
+  // which the others may reach with one copy.)
   struct Shape {
     uint64_t bytes;
     int64_t unit;
     uint64_t host;
+    uint64_t pid;
+    uint64_t base;
+    uint64_t probe;
   };
   const bool mapped = memory == Memory::kAllocated || memory == Memory::kShared;
-  const Shape mine{bytes, disp_unit, mapped ? HostKey() : 0};
+  const Shape mine{bytes,
+                   disp_unit,
+                   memory != Memory::kDynamic ? HostKey() : 0,
+                   static_cast<uint64_t>(::getpid()),
+                   static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)),
+                   rma::ProbeAddress()};
   std::vector<Shape> all(static_cast<std::size_t>(own.size()));
   static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
-  CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 3, kU64));
+  CARTAGE_RETURN_IF_ERROR(Allgather(own, &mine, all.data(), 6, kU64));
   std::vector<uint64_t> sizes;
   std::vector<int> units;
   int apart = -1;  // a rank that cannot map the others' memory
@@ -271,7 +282,28 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
     std::memset(owned.get(), 0, rounded);
     base = owned.get();
   }
+  // Over the caller's memory on one host: single copy if every rank can
+  // reach every other's memory (all agree: one rank that cannot makes the
+  // window served everywhere).
+  bool single_copy = false;
+  if (memory == Memory::kCallers && apart < 0) {
+    int64_t reach = 1;
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (!rma::CanReach(static_cast<pid_t>(all[r].pid), all[r].probe)) reach = 0;
+    }
+    int64_t everywhere = 0;
+    static const Datatype kI64 = Datatype::Basic(datatype::BasicType::kInt64);
+    CARTAGE_RETURN_IF_ERROR(Allreduce(own, &reach, &everywhere, 1, kI64, datatype::Op(datatype::OpKind::kMin)));
+    single_copy = everywhere == 1;
+  }
   auto state = std::make_shared<WindowState>(own, static_cast<std::byte*>(base), bytes, disp_unit, number);
+  state->single_copy = single_copy;
+  if (single_copy) {
+    for (const Shape& s : all) {
+      state->pids.push_back(static_cast<pid_t>(s.pid));
+      state->remote_bases.push_back(static_cast<uintptr_t>(s.base));
+    }
+  }
   state->owned = std::move(owned);
   state->shared = std::move(shared);
   state->sizes = std::move(sizes);
@@ -568,6 +600,7 @@ absl::Status Window::Sync() const {
 
 bool Window::shared() const { return state_->direct(); }
 bool Window::dynamic() const { return state_->dynamic; }
+bool Window::single_copy() const { return state_->single_copy; }
 
 absl::Status Window::Attach(void* base, uint64_t bytes) {
   engine::Call in(state_->comm);

@@ -7,6 +7,7 @@
 #define CARTAGE_RMA_WINDOW_STATE_H_
 
 #include <sched.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -193,6 +194,12 @@ inline void MemoryBarrier() {
 #endif
 }
 
+// The address of this process's probe word, and whether process `pid`'s
+// probe word (at `probe` there) can be read from here: cross-memory attach
+// reaches that process.
+uint64_t ProbeAddress();
+bool CanReach(pid_t pid, uint64_t probe);
+
 // Takes `a`'s lock word on a shared window if it is free enough now.
 bool TakeLockWord(LockAccess& a);
 
@@ -277,6 +284,20 @@ class WindowState {
   // the target knows its regions: it alone checks them).
   bool dynamic = false;
   std::vector<Region> regions;  // sorted, apart
+  // A single-copy window (over the caller's memory, every rank on one
+  // host, each able to reach the others' with process_vm_writev): every
+  // rank's process and window address. Its puts and gets are the origin's
+  // copies; its accumulates are served.
+  bool single_copy = false;
+  std::vector<pid_t> pids;
+  std::vector<uintptr_t> remote_bases;
+  // Whether a `kind` of `n` bytes goes by one copy: a put or get on a
+  // single-copy window, large enough that a system call costs less than
+  // the target's serving it (below 2 KiB its control message carries it).
+  bool OneCopies(OpKind kind, uint64_t n) const {
+    return single_copy && (kind == OpKind::kPut || kind == OpKind::kGet) && n >= kOneCopyMin;
+  }
+  static constexpr uint64_t kOneCopyMin = 2048;
 
   fsm::StateWord state;   // rma_epoch
   uint32_t epoch = 0;     // the epoch open here (0: none yet)
@@ -379,6 +400,9 @@ class WindowState {
   absl::Status Flush(int target, bool local);
   absl::Status FlushAll(bool local);  // every target it holds a lock on
   absl::Status Unlock(int target);
+  // A lock asked for (requesting) granted, in rounds of progress: a
+  // single-copy window's put or get reaches the target's memory only then.
+  absl::Status AwaitGrant(LockAccess& a);
   // Grants the waiting lock requests the lock now allows, in order.
   void GrantWaiting(int* work);
   // Serves what came: control messages, data received, replies sent.

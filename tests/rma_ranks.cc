@@ -71,6 +71,10 @@ int Matrix(const Comm& w) {
   KIT_OK(win.status());
   Window& x = **win;
   KIT_EXPECT(x.state() == "idle", "a new window is %s", std::string(x.state()));
+  // On one host its puts and gets are the origin's own copies, where the
+  // launch shares windows.
+  KIT_EXPECT(!x.shared() && x.single_copy() == g_expect_shared, "the window over the caller's memory is %s",
+             x.single_copy() ? "single-copy" : "served");
   // An operation before the first fence is refused.
   const absl::Status early = x.Put(mem.data(), 8, right, 0);
   KIT_EXPECT(early.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(early.message(), "no epoch"),
@@ -194,7 +198,30 @@ int Matrix(const Comm& w) {
   KIT_OK(x.Fence());
   ExpectWindow(mem, ref, "after the refused operations (unchanged)");
   KIT_EXPECT(x.issued() == 6 + 5 + 5, "issued %d operations", x.issued());
-  KIT_EXPECT(x.served() == static_cast<uint64_t>(6 + 5 + (me == 0 ? n * 2 + 3 : 3)), "served %d operations", x.served());
+  // Served: the accumulates, and the puts and gets but those a single-copy
+  // window copies (of 2 KiB or more: two of each).
+  const int copied = x.single_copy() ? 4 : 0;
+  KIT_EXPECT(x.served() == static_cast<uint64_t>(6 + 5 - copied + (me == 0 ? n * 2 + 3 : 3)),
+             "served %d operations", x.served());
+  // A passive epoch on it: a put and a get under an exclusive lock on the
+  // right neighbour (single-copy: once the lock is granted), once every
+  // rank counted what it served (the lock requests are served too).
+  KIT_OK(cartage::Barrier(w));
+  constexpr int64_t kLocked = 1024;  // 8 KiB: single-copy where it can be
+  std::vector<double> marked(kLocked), back(kLocked, -3.0);
+  for (int64_t i = 0; i < kLocked; ++i) marked[static_cast<std::size_t>(i)] = 7777.0 + me * 10000 + i;
+  KIT_OK(x.Lock(right, Window::LockType::kExclusive));
+  KIT_OK(x.Put(marked.data(), kLocked, kF64, right, kElems - kLocked, kLocked, kF64));
+  KIT_OK(x.Flush(right));
+  KIT_OK(x.Get(back.data(), kLocked, kF64, right, kElems - kLocked, kLocked, kF64));
+  KIT_OK(x.Unlock(right));
+  ExpectWindow(back, marked, "the get under the lock");
+  KIT_OK(cartage::Barrier(w));
+  for (int64_t i = 0; i < kLocked; ++i) {
+    KIT_EXPECT(mem[static_cast<std::size_t>(kElems - kLocked + i)] == 7777.0 + left * 10000 + i,
+               "element %d after the left neighbour's locked put: %g", kElems - kLocked + i,
+               mem[static_cast<std::size_t>(kElems - kLocked + i)]);
+  }
   KIT_OK(x.Free());
   KIT_EXPECT(x.state() == "freed", "after free: %s", std::string(x.state()));
 
@@ -459,6 +486,10 @@ int Dead(const Comm& w) {
   auto win = Window::Allocate(w, 1024, 1);
   KIT_OK(win.status());
   ExpectPath(**win, "the window");
+  std::vector<char> own(4096);
+  auto created = Window::Create(w, own.data(), own.size(), 1);  // single-copy where the launch shares
+  KIT_OK(created.status());
+  KIT_OK((*created)->Fence());
   KIT_OK((*win)->Fence());
   if (me == n - 1) {
     std::fflush(stdout);
@@ -474,6 +505,14 @@ int Dead(const Comm& w) {
   std::printf("rank %d: the fence failed: %s\n", me, s.ToString().c_str());
   const absl::Status again = (*win)->Fence();
   KIT_EXPECT(!again.ok(), "a fence after a failed one succeeded");
+  // Over the caller's memory: the put itself fails (a single copy into a
+  // process that is gone), or the fence after it.
+  std::vector<char> large(4096, 'y');
+  absl::Status copied = (*created)->Put(large.data(), large.size(), n - 1, 0);
+  if (copied.ok()) copied = (*created)->Fence();
+  KIT_EXPECT(!copied.ok() && absl::StrContains(copied.message(), "rank " + std::to_string(n - 1)),
+             "a put into dead rank %d's window over its memory: %s", n - 1, copied.ToString());
+  std::printf("rank %d: the put over the caller's memory failed: %s\n", me, copied.ToString().c_str());
   std::fflush(stdout);
   KIT_OK(cartage::Barrier(survivors));
   return 0;

@@ -21,7 +21,9 @@
 // ranks are all on one host, made by Allocate or AllocateShared, is shared
 // instead: every rank maps every other's memory, an operation is a
 // transition of the same rma_op whose action is the origin's own copy or
-// accumulate, and the target serves nothing.
+// accumulate, and the target serves nothing. A window over the caller's
+// memory on one host is single-copy: a put or get of 2 KiB or more is the
+// origin's one process_vm_writev or readv into the target's memory.
 //
 // A displacement counts in the target's displacement unit; the origin
 // knows every rank's window size and unit (exchanged at creation) and
@@ -72,6 +74,8 @@ class Window {
   // A window over `bytes` bytes of the caller's memory at `base`
   // (collective over `comm`: every rank calls it, in the same order as its
   // other collective calls; a rank may expose 0 bytes). `disp_unit` > 0.
+  // Where every rank is on one host and may reach the others' memory, it
+  // is single-copy (single_copy() below).
   static absl::StatusOr<std::unique_ptr<Window>> Create(const Comm& comm, void* base, uint64_t bytes,
                                                         int disp_unit = 1);
   // A window over `bytes` bytes cartage allocates (64-byte aligned, zeroed),
@@ -108,6 +112,13 @@ class Window {
   static uint64_t Address(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
   // Whether the window is dynamic.
   bool dynamic() const;
+  // Whether its puts and gets of 2 KiB or more are the origin's own copies
+  // into the target's memory (process_vm_writev and readv), with no
+  // message, once the epoch, lock or start reaches the target: a Create
+  // window whose ranks are all on one host and may reach each other's
+  // memory (not with CARTAGE_RMA_SHARED=0). Smaller ones, and its
+  // accumulates, are served by the target's agent.
+  bool single_copy() const;
 
   // Not freed by Free(): its service stops here, locally (operations other
   // ranks still send to it are not served).
