@@ -184,12 +184,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     OriginOp here;
     std::shared_ptr<OriginOp> held = issued_op != nullptr ? std::make_shared<OriginOp>() : nullptr;
     OriginOp& d = held != nullptr ? *held : here;
-    d.id = NextOpId();
-    d.win = this;
-    d.kind = kind;
-    d.target = target;
-    d.disp = a.disp;
-    d.bytes = static_cast<uint64_t>(layout_bytes);
+    Begin(d, kind, target, a.disp, static_cast<uint64_t>(layout_bytes));
     d.access = &a;
     d.runs = &runs;
     // The table's rows, compiled in line: a put or get idle -issue-> done,
@@ -209,12 +204,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     return d.status;
   }
   auto o = std::make_shared<OriginOp>();
-  o->id = NextOpId();
-  o->win = this;
-  o->kind = kind;
-  o->target = target;
-  o->disp = a.disp;
-  o->bytes = static_cast<uint64_t>(layout_bytes);
+  Begin(*o, kind, target, a.disp, static_cast<uint64_t>(layout_bytes));
   OpMessages& m = o->msg.emplace();
   const uint64_t data_bytes = DataBytes(kind, a.op, static_cast<uint64_t>(layout_bytes));
   const std::size_t layout_size = sizeof(Header) + runs.size() * sizeof(Run);
@@ -292,12 +282,7 @@ bool WindowState::Reaches(int target, uint64_t disp, uint64_t n) const {
 bool WindowState::CopyDirect(OpKind kind, void* local, uint64_t n, int target, uint64_t disp) {
   if ((n > 0 && local == nullptr) || !Reaches(target, disp, n)) return false;
   OriginOp d;
-  d.id = NextOpId();
-  d.win = this;
-  d.kind = kind;
-  d.target = target;
-  d.disp = disp;
-  d.bytes = n;
+  Begin(d, kind, target, disp, n);
   d.local = local;
   (void)OpMachine::DispatchFrom<OpState::kIdle, OpEvent::kIssue>(d);
   ++issued;
@@ -327,12 +312,7 @@ std::optional<absl::Status> WindowState::AccumulateDirect(const Access& a) {
   }
   if (!Reaches(a.target, a.disp, static_cast<uint64_t>(n))) return std::nullopt;
   OriginOp d;
-  d.id = NextOpId();
-  d.win = this;
-  d.kind = a.kind;
-  d.target = a.target;
-  d.disp = a.disp;
-  d.bytes = static_cast<uint64_t>(n);
+  Begin(d, a.kind, a.target, a.disp, static_cast<uint64_t>(n));
   d.access = &a;  // (and no layout: one block)
   (void)OpMachine::DispatchFromThen<OpState::kIdle, OpEvent::kIssue, OpState::kIssued, OpEvent::kStored>(d);
   ++issued;

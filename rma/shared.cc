@@ -217,13 +217,7 @@ void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
             op.runs != nullptr ? absl::Span<const Run>(*op.runs) : absl::Span<const Run>(one, n > 0 ? 1 : 0);
         Apply(*op.access, runs, at, n);
       });
-  if (st.ok()) {
-    events.Raise<OpMachine>(op, OpEvent::kStored);
-    return;
-  }
-  RmaSignal x;
-  x.error = st;
-  events.Raise<OpMachine>(op, OpEvent::kError, x);
+  RaiseMoved(op, st, events);
 }
 
 // ---- rma_access on a shared window ----------------------------------------------------

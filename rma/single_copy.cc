@@ -105,13 +105,7 @@ void OpActions::CrossCopy(OriginOp& op, const RmaSignal&, OpEvents& events) {
   if (st.ok() && !put && !packed.empty()) {
     datatype::Unpack(packed.data(), count, type, 0, static_cast<int64_t>(op.bytes), a.result);
   }
-  if (st.ok()) {
-    events.Raise<OpMachine>(op, OpEvent::kStored);
-    return;
-  }
-  RmaSignal x;
-  x.error = st;
-  events.Raise<OpMachine>(op, OpEvent::kError, x);
+  RaiseMoved(op, st, events);
 }
 
 }  // namespace cartage::rma

@@ -155,6 +155,18 @@ struct OriginOp {
   void* local = nullptr;
 };
 
+// The end of an operation the origin moved itself (Store, CrossCopy):
+// stored, or error with why.
+inline void RaiseMoved(OriginOp& op, const absl::Status& st, fsm::EventQueue<OriginOp, RmaSignal>& events) {
+  if (st.ok()) {
+    events.Raise<OpMachine>(op, OpEvent::kStored);
+    return;
+  }
+  RmaSignal x;
+  x.error = st;
+  events.Raise<OpMachine>(op, OpEvent::kError, x);
+}
+
 // A shared window's segment: one mapping on every rank of the host, a
 // cache line of words per rank (the lock on its window, taken by origins
 // with atomic instructions, and the lock every accumulate to it holds
@@ -313,6 +325,15 @@ class WindowState {
   // window's calls are one at a time: no atomic counter on the way).
   uint64_t NextOpId() { return (trace_id << 40) | ++op_sequence; }
   uint64_t op_sequence = 0;
+  // A new operation of this window's: its id, kind, target and extent.
+  void Begin(OriginOp& op, OpKind kind, int target, uint64_t disp, uint64_t n) {
+    op.id = NextOpId();
+    op.win = this;
+    op.kind = kind;
+    op.target = target;
+    op.disp = disp;
+    op.bytes = n;
+  }
   std::vector<std::unique_ptr<LockAccess>> locks;
   // The access epoch start opened: its targets, and by rank whether a
   // target is one of them and how many operations it was sent.
