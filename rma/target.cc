@@ -5,7 +5,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -80,10 +79,7 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
     const auto from = static_cast<uint64_t>(at + r.offset);
     const auto length = static_cast<uint64_t>(r.length);
     if (w.dynamic) {
-      // Inside one region: the last that starts at or before it.
-      auto next = std::upper_bound(w.regions.begin(), w.regions.end(), from,
-                                   [](uint64_t a, const Region& g) { return a < g.start; });
-      if (next == w.regions.begin() || from + length > std::prev(next)->start + std::prev(next)->bytes) {
+      if (!w.Attached(from, length)) {
         return absl::StrFormat("%d bytes at address %#x, in no region attached to this window", r.length, from);
       }
     } else if (from + length > w.bytes) {

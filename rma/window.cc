@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -115,43 +114,6 @@ absl::Status WindowState::Free() {
   }
   ops.clear();
   return st;
-}
-
-absl::Status WindowState::Attach(void* at, uint64_t n) {
-  const auto start = reinterpret_cast<uintptr_t>(at);
-  const auto fail = [&](absl::StatusCode code, const std::string& why) {
-    return absl::Status(code, absl::StrFormat("%s: attach of %d bytes at %#x: %s", Name(), n, start, why));
-  };
-  if (!dynamic) return fail(absl::StatusCode::kFailedPrecondition, "the window is not dynamic (CreateDynamic makes one)");
-  if (EpochMachine::StateOf(*this) == EpochState::kFreed) return fail(absl::StatusCode::kFailedPrecondition, "freed");
-  if (at == nullptr || n == 0 || n > (uint64_t{1} << 48) || start + n < start) {
-    return fail(absl::StatusCode::kInvalidArgument, "not a region of memory");
-  }
-  // The regions stay apart: an address names one byte of one region.
-  auto next = std::upper_bound(regions.begin(), regions.end(), start,
-                               [](uintptr_t a, const Region& g) { return a < g.start; });
-  if (next != regions.end() && start + n > next->start) {
-    return fail(absl::StatusCode::kInvalidArgument,
-                absl::StrFormat("it overlaps the region of %d bytes at %#x", next->bytes, next->start));
-  }
-  if (next != regions.begin() && std::prev(next)->start + std::prev(next)->bytes > start) {
-    return fail(absl::StatusCode::kInvalidArgument, absl::StrFormat("it overlaps the region of %d bytes at %#x",
-                                                                    std::prev(next)->bytes, std::prev(next)->start));
-  }
-  regions.insert(next, Region{start, n});
-  return absl::OkStatus();
-}
-
-absl::Status WindowState::Detach(const void* at) {
-  const auto start = reinterpret_cast<uintptr_t>(at);
-  auto it = std::find_if(regions.begin(), regions.end(), [&](const Region& g) { return g.start == start; });
-  if (!dynamic || it == regions.end()) {
-    return absl::Status(dynamic ? absl::StatusCode::kInvalidArgument : absl::StatusCode::kFailedPrecondition,
-                        absl::StrFormat("%s: detach at %#x: %s", Name(), start,
-                                        dynamic ? "no region is attached there" : "the window is not dynamic"));
-  }
-  regions.erase(it);
-  return absl::OkStatus();
 }
 
 }  // namespace rma

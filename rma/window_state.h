@@ -405,6 +405,8 @@ class WindowState {
   // every other), or the region at `base` detached.
   absl::Status Attach(void* base, uint64_t bytes);
   absl::Status Detach(const void* base);
+  // Whether `n` bytes from `from` lie in one region attached here.
+  bool Attached(uint64_t from, uint64_t n) const;
   bool direct() const { return shared != nullptr; }
   // A shared window: holds `target`'s accumulate word while `apply` runs
   // (every accumulate to a rank's window takes it, so each applies whole).
