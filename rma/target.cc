@@ -145,7 +145,7 @@ bool ServeActions::Waits(const ServedOp& op, const RmaSignal&) {
   if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && w.replying[o] > 0) return true;
   // Under a lock its epoch is the lock's; from a start's access epoch it
   // was sent once this rank had posted.
-  if (op.h.epoch == kPassiveEpoch || op.h.epoch == kGroupEpoch) return in_order;
+  if (!FenceEpoch(op.h.epoch)) return in_order;
   if (op.h.epoch != w.epoch && op.h.epoch != w.epoch + 1) return false;  // no epoch an origin can be in
   return op.h.epoch != w.epoch || in_order;
 }
@@ -153,7 +153,7 @@ namespace {
 // Why an operation of a passive or a start's epoch cannot be served in its
 // turn: its origin holds no lock here (or asks for one it holds), or is
 // not one this rank's window is exposed to. Empty if it can.
-std::string Unheld(const ServedOp& op) {
+std::string RefusedInTurn(const ServedOp& op) {
   const bool exposed = op.win->exposed_to[static_cast<std::size_t>(op.origin)] != 0;
   if (op.h.magic == kMagic && op.h.epoch == kGroupEpoch && !exposed) {
     return absl::StrFormat("%s from an origin this window is not exposed to (post names its origins)",
@@ -167,7 +167,9 @@ std::string Unheld(const ServedOp& op) {
 }
 }  // namespace
 
-bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) { return !op.refusal.empty() || !Unheld(op).empty(); }
+bool ServeActions::Refused(const ServedOp& op, const RmaSignal&) {
+  return !op.refusal.empty() || !RefusedInTurn(op).empty();
+}
 namespace {
 // Its data is here (it came in the control message, or it has none).
 bool DataHere(const ServedOp& op) {
@@ -258,7 +260,7 @@ void ServeActions::Queue(ServedOp& op, const RmaSignal&, ServeEvents&) {
 }
 
 void ServeActions::Refuse(ServedOp& op, const RmaSignal&, ServeEvents& events) {
-  if (op.refusal.empty()) op.refusal = Unheld(op);
+  if (op.refusal.empty()) op.refusal = RefusedInTurn(op);
   op.status = absl::InvalidArgumentError(
       absl::StrFormat("%s: refused an operation from rank %d: %s; nothing was written", op.win->Name(), op.origin,
                       op.refusal));
@@ -428,7 +430,7 @@ void WindowState::StartQueued(int origin, int* work) {
   const auto o = static_cast<std::size_t>(origin);
   std::deque<ServedOp*>& q = queued[o];
   while (!q.empty() && landing[o] == 0 && lock_pending[o] == 0 &&
-         (q.front()->h.epoch == epoch || q.front()->h.epoch == kPassiveEpoch || q.front()->h.epoch == kGroupEpoch)) {
+         (q.front()->h.epoch == epoch || !FenceEpoch(q.front()->h.epoch))) {
     ServedOp& op = *q.front();
     const auto kind = static_cast<OpKind>(op.h.kind);
     if ((kind == OpKind::kFlush || kind == OpKind::kUnlock) && replying[o] > 0) return;
@@ -448,7 +450,7 @@ void WindowState::Settled(ServedOp& op) {
     if (!op.status.ok() && exposure_served_failure.ok()) exposure_served_failure = op.status;
     return;
   }
-  if (op.h.epoch != kPassiveEpoch) ++served_in_epoch;  // a fence counts its epoch's
+  if (FenceEpoch(op.h.epoch)) ++served_in_epoch;  // a fence counts its epoch's
   if (!op.status.ok() && served_failure.ok()) served_failure = op.status;
 }
 

@@ -314,7 +314,7 @@ absl::Status Window::Issue(const char* what, const rma::Access& a, Request* req)
       const Datatype& here = put ? *a.origin_type : *a.result_type;
       const int64_t count = put ? a.origin_count : a.result_count;
       const int64_t n = a.target_count * a.target_type->size();
-      if (here.contiguous() && a.target_type->contiguous() && count >= 0 && a.target_count >= 0 &&
+      if (state_->direct() && here.contiguous() && a.target_type->contiguous() && count >= 0 && a.target_count >= 0 &&
           count * here.size() == n &&
           state_->CopyDirect(a.kind, put ? const_cast<void*>(a.origin) : a.result, static_cast<uint64_t>(n), a.target,
                              a.disp)) {

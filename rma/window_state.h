@@ -77,6 +77,9 @@ inline constexpr uint32_t kMagic = 0x31414d52;  // "RMA1"
 // access epoch of start and complete (its target posted before it was sent).
 inline constexpr uint32_t kPassiveEpoch = 0xffffffff;
 inline constexpr uint32_t kGroupEpoch = 0xfffffffe;
+// Whether an operation's epoch is a fence's (numbered), whose turn comes
+// with the fence that opens it here.
+inline bool FenceEpoch(uint32_t e) { return e != kPassiveEpoch && e != kGroupEpoch; }
 // A lock request's `op`.
 inline constexpr uint8_t kLockShared = 1;
 inline constexpr uint8_t kLockExclusive = 2;
