@@ -118,6 +118,7 @@ absl::Status WindowState::Complete() {
   if (direct()) {
     MemoryBarrier();
   } else {
+    SendBatches();
     s = RunUntil([this] { return OpsFinal(-1); });
   }
   // Every target is told, even after a failure, so that none waits for ever.

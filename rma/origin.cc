@@ -93,7 +93,10 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
                                   target));
     }
     // The lock's first use sends its request, which this operation follows.
-    if (AccessMachine::StateOf(*held) == AccessState::kPending) (void)AccessMachine::Dispatch(*held, AccessEvent::kUse);
+    if (AccessMachine::StateOf(*held) == AccessState::kPending) {
+      MakeRoom(target, sizeof(Header));
+      (void)AccessMachine::Dispatch(*held, AccessEvent::kUse);
+    }
     if (AccessMachine::StateOf(*held) == AccessState::kFailed) return held->status;
   }
   if (a.origin_count < 0 || a.target_count < 0 || a.result_count < 0) {
@@ -209,7 +212,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   const uint64_t data_bytes = DataBytes(kind, a.op, static_cast<uint64_t>(layout_bytes));
   const std::size_t layout_size = sizeof(Header) + runs.size() * sizeof(Run);
   const bool inline_data = kind == OpKind::kCompareAndSwap ||
-                           (data_bytes <= kInlineMax && layout_size + data_bytes <= kControlMax);
+                           (data_bytes <= kInlineMax && sizeof(BatchHeader) + layout_size + data_bytes <= kControlMax);
   if (!inline_data && data_bytes > 0) {
     m.data_apart = true;
     m.origin = a.origin;
@@ -221,7 +224,7 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     m.into_count = a.result_count;
     m.into_type = *a.result_type;
   }
-  Header h;
+  Header& h = m.header;
   h.magic = kMagic;
   h.kind = static_cast<uint8_t>(kind);
   h.op = a.op;
@@ -231,33 +234,81 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   h.runs = static_cast<uint32_t>(runs.size());
   h.disp = a.disp;
   h.bytes = static_cast<uint64_t>(layout_bytes);
-  m.control.resize(layout_size + (inline_data ? static_cast<std::size_t>(data_bytes) : 0));
-  std::memcpy(m.control.data(), &h, sizeof(h));
-  if (!runs.empty()) std::memcpy(m.control.data() + sizeof(h), runs.data(), runs.size() * sizeof(Run));
-  if (inline_data && data_bytes > 0) {
-    std::byte* out = m.control.data() + layout_size;
-    datatype::Pack(a.origin, a.origin_count, *a.origin_type, 0, layout_bytes, out);
-    if (kind == OpKind::kCompareAndSwap) datatype::Pack(a.compare, 1, *a.origin_type, 0, layout_bytes, out + layout_bytes);
-  }
+  MakeRoom(target, RecordBytes(h));
 
   OriginOp& ref = *o;
   ops.push_back(std::move(o));
+  ref.access = &a;  // what its record packs
+  ref.runs = &runs;
   (void)OpMachine::Dispatch(ref, OpEvent::kIssue);
-  if (OpMachine::StateOf(ref) == OpState::kFailed && !ref.msg->control_req.active()) {
+  ref.access = nullptr;
+  ref.runs = nullptr;
+  if (OpMachine::StateOf(ref) == OpState::kFailed) {
     const absl::Status why = ref.status;
-    ops.pop_back();  // its control message never left: the target counts nothing of it
+    ops.pop_back();  // its record never joined the batch: the target counts nothing of it
+    ops_final = std::min(ops_final, ops.size());
     return why;
   }
   // A passive epoch's operations are counted by its flush and unlock, a
   // start's by its complete, a fence epoch's by the fence.
   if (group) {
     ++group_sent[t];
+    ++batches[t].group_ops;
   } else if (!passive) {
     ++sent_to[t];
+    ++batches[t].fence_ops;
   }
   ++issued;
   if (issued_op != nullptr) *issued_op = ops.back();
+  if (m.data_apart) SendBatch(target);  // its data follows its record at once
   return ref.status;
+}
+
+// ---- batches -------------------------------------------------------------------------
+
+void WindowState::MakeRoom(int target, std::size_t n) {
+  const OutBatch& b = batches[static_cast<std::size_t>(target)];
+  if (b.packet != nullptr && b.packet->bytes.size() + n > kBatchMax) SendBatch(target);
+}
+
+std::byte* WindowState::AppendRecord(int target, std::size_t n, std::shared_ptr<Packet>* packet) {
+  OutBatch& b = batches[static_cast<std::size_t>(target)];
+  if (b.packet == nullptr) {
+    b.packet = std::make_shared<Packet>();
+    b.packet->bytes.resize(sizeof(BatchHeader));
+  }
+  std::vector<std::byte>& record = b.packet->bytes;
+  const std::size_t at = record.size();
+  record.resize(at + n);
+  ++b.count;
+  *packet = b.packet;
+  return record.data() + at;
+}
+
+void WindowState::SendBatch(int target) {
+  const auto t = static_cast<std::size_t>(target);
+  if (batches[t].packet == nullptr) return;
+  OutBatch b = std::move(batches[t]);
+  batches[t] = OutBatch{};
+  Packet& p = *b.packet;
+  const BatchHeader head{kBatchMagic, b.count};
+  std::memcpy(p.bytes.data(), &head, sizeof(head));
+  const absl::Status st = comm.Isend(p.bytes.data(), p.bytes.size(), target, kTagControl, &p.req);
+  RmaSignal x;
+  if (st.ok()) {
+    ++control_messages;
+  } else {
+    // Nothing of it reaches the target, which counts none of its operations.
+    p.failure = absl::Status(st.code(), absl::StrFormat("its control message: %s", st.message()));
+    x.error = p.failure;
+    sent_to[t] -= b.fence_ops;
+    group_sent[t] -= b.group_ops;
+  }
+  for (OriginOp* op : b.ops) (void)OpMachine::Dispatch(*op, st.ok() ? OpEvent::kDeparted : OpEvent::kError, x);
+}
+
+void WindowState::SendBatches() {
+  for (int r = 0; r < comm.size(); ++r) SendBatch(r);
 }
 
 bool WindowState::Reaches(int target, uint64_t disp, uint64_t n) const {
@@ -326,6 +377,8 @@ std::optional<absl::Status> OpDone::Poll(int* work) {
       return absl::FailedPreconditionError(absl::StrFormat("%s of %d bytes to rank %d: its window went first",
                                                            OpKindName(op_->kind), op_->bytes, op_->target));
     }
+    // Its batch leaves now: a request's wait needs it done.
+    if (OpMachine::StateOf(*op_) == OpState::kBatched) w->SendBatch(op_->target);
     w->AdvanceOps(work);
     if (!OpMachine::IsFinal(*op_)) return std::nullopt;
   }
@@ -345,15 +398,39 @@ void OpDef::Subject(const OriginOp& op, const RmaSignal&, fsm::TraceRecord& r) {
 
 bool OpActions::Fetches(const OriginOp& op, const RmaSignal&) { return rma::Fetches(op.kind); }
 
-void OpActions::Post(OriginOp& op, const RmaSignal&, OpEvents& events) {
-  const Comm& c = op.win->comm;
+void OpActions::Append(OriginOp& op, const RmaSignal&, OpEvents& events) {
+  WindowState& w = *op.win;
   OpMessages& m = *op.msg;
-  absl::Status st;
-  // What it fetches may come back as soon as its control message is
-  // there: its receive is posted first.
-  if (rma::Fetches(op.kind)) st = c.Irecv(m.into, m.into_count, *m.into_type, op.target, kTagReply, &m.reply_req);
-  if (st.ok()) st = c.Isend(m.control.data(), m.control.size(), op.target, kTagControl, &m.control_req);
-  if (st.ok() && m.data_apart) st = c.Isend(m.origin, m.count, *m.type, op.target, kTagData, &m.data_req);
+  // What it fetches may come back as soon as its record is there: its
+  // receive is posted first.
+  if (rma::Fetches(op.kind)) {
+    const absl::Status st = w.comm.Irecv(m.into, m.into_count, *m.into_type, op.target, kTagReply, &m.reply_req);
+    if (!st.ok()) {
+      RmaSignal err;
+      err.error = st;
+      events.Raise<OpMachine>(op, OpEvent::kError, err);
+      return;
+    }
+  }
+  const Header& h = m.header;
+  std::byte* out = w.AppendRecord(op.target, RecordBytes(h), &m.packet);
+  std::memcpy(out, &h, sizeof(h));
+  out += sizeof(h);
+  if (h.runs > 0) std::memcpy(out, op.runs->data(), h.runs * sizeof(Run));
+  out += h.runs * sizeof(Run);
+  if (h.inline_data != 0 && DataBytes(op.kind, h.op, h.bytes) > 0) {
+    const Access& a = *op.access;
+    const auto n = static_cast<int64_t>(h.bytes);
+    datatype::Pack(a.origin, a.origin_count, *a.origin_type, 0, n, out);
+    if (op.kind == OpKind::kCompareAndSwap) datatype::Pack(a.compare, 1, *a.origin_type, 0, n, out + n);
+  }
+  w.batches[static_cast<std::size_t>(op.target)].ops.push_back(&op);
+}
+
+void OpActions::SendData(OriginOp& op, const RmaSignal&, OpEvents& events) {
+  OpMessages& m = *op.msg;
+  if (!m.data_apart) return;
+  const absl::Status st = op.win->comm.Isend(m.origin, m.count, *m.type, op.target, kTagData, &m.data_req);
   if (st.ok()) return;
   RmaSignal err;
   err.error = st;
@@ -367,12 +444,13 @@ void OpActions::Fail(OriginOp& op, const RmaSignal& x, OpEvents&) {
 }
 
 std::size_t WindowState::AdvanceOps(int* work) {
+  while (ops_final < ops.size() && OpMachine::IsFinal(*ops[ops_final])) ++ops_final;
   std::size_t left = 0;
-  for (const std::shared_ptr<OriginOp>& o : ops) {
-    OriginOp& op = *o;
+  for (std::size_t i = ops_final; i < ops.size(); ++i) {
+    OriginOp& op = *ops[i];
     OpMessages& m = *op.msg;  // every operation kept here is a served one
-    if (OpMachine::StateOf(op) == OpState::kIssued && m.control_req.completed() && m.data_req.completed()) {
-      absl::Status st = m.control_req.Wait();  // completed: at once
+    if (OpMachine::StateOf(op) == OpState::kIssued && m.packet->req.completed() && m.data_req.completed()) {
+      absl::Status st = m.packet->Result();  // completed: at once
       st.Update(m.data_req.Wait());
       RmaSignal x;
       x.error = st;
@@ -392,8 +470,9 @@ std::size_t WindowState::AdvanceOps(int* work) {
 }
 
 bool WindowState::OpsFinal(int target) const {
-  for (const std::shared_ptr<OriginOp>& o : ops) {
-    if ((target < 0 || o->target == target) && !OpMachine::IsFinal(*o)) return false;
+  for (std::size_t i = ops_final; i < ops.size(); ++i) {
+    OriginOp& o = *ops[i];
+    if ((target < 0 || o.target == target) && !OpMachine::IsFinal(o)) return false;
   }
   return true;
 }
@@ -439,6 +518,7 @@ absl::Status WindowState::Fence() {
     // How many operations each rank issued to each other one in this
     // epoch; then rounds until this rank's operations are done and every
     // operation issued to it in the epoch is served.
+    SendBatches();
     std::vector<uint64_t> expect(sent_to.size());
     static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
     s = Alltoall(comm, sent_to.data(), expect.data(), 1, kU64);
@@ -482,6 +562,7 @@ void EpochDef::Subject(const WindowState& w, const RmaSignal&, fsm::TraceRecord&
 void EpochActions::OpenEpoch(WindowState& w, const RmaSignal&, fsm::EventQueue<WindowState, RmaSignal>&) {
   ++w.epoch;
   w.ops.clear();
+  w.ops_final = 0;
   std::fill(w.sent_to.begin(), w.sent_to.end(), 0);
   w.served_in_epoch = 0;
   w.served_failure = absl::OkStatus();

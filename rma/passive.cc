@@ -2,6 +2,7 @@
 // windows (rma_access), their flushes and unlocks.
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -34,18 +35,21 @@ void AccessDef::Subject(const LockAccess& a, const RmaSignal&, fsm::TraceRecord&
 
 namespace {
 
-// Sends `asked`, a request of `kind`, posting first the receive of its
-// one-byte answer.
+// Asks `asked`, a request of `kind`: the receive of its one-byte answer
+// posted, its record in the target's batch.
 void SendRequest(LockAccess& a, OpKind kind, Asked& asked, AccessEvents& events) {
-  asked.msg = Header{};
-  asked.msg.magic = kMagic;
-  asked.msg.kind = static_cast<uint8_t>(kind);
-  asked.msg.op = a.type;
-  asked.msg.epoch = kPassiveEpoch;
-  const Comm& c = a.win->comm;
-  absl::Status st = c.Irecv(&asked.answer, 1, a.target, kTagReply, &asked.answer_req);
-  if (st.ok()) st = c.Isend(&asked.msg, sizeof(asked.msg), a.target, kTagControl, &asked.send);
-  if (st.ok()) return;
+  Header h;
+  h.magic = kMagic;
+  h.kind = static_cast<uint8_t>(kind);
+  h.op = a.type;
+  h.epoch = kPassiveEpoch;
+  // A lock's record goes with the operations that follow it; a flush's or
+  // an unlock's leaves with those before it at once (its caller sends it).
+  const absl::Status st = a.win->comm.Irecv(&asked.answer, 1, a.target, kTagReply, &asked.answer_req);
+  if (st.ok()) {
+    std::memcpy(a.win->AppendRecord(a.target, sizeof(h), &asked.packet), &h, sizeof(h));
+    return;
+  }
   RmaSignal err;
   err.error = st;
   events.Raise<AccessMachine>(a, AccessEvent::kError, err);
@@ -74,8 +78,13 @@ namespace {
 void TakeAnswers(LockAccess& a, AccessEvent done) {
   const auto take = [&a](Asked& asked, AccessEvent ok) {
     if (!asked.answer_req.active() || !asked.answered()) return;
-    absl::Status st = asked.send.Wait();  // completed: at once
-    st.Update(asked.answer_req.Wait());
+    absl::Status st = asked.packet->Result();  // ended: at once
+    if (st.ok()) {
+      st = asked.answer_req.Wait();
+    } else {  // its batch never left: no answer comes
+      (void)asked.answer_req.Cancel();
+      asked.answer_req.Wait().IgnoreError();
+    }
     RmaSignal x;
     x.error = st;
     if (!AccessMachine::IsFinal(a)) (void)AccessMachine::Dispatch(a, st.ok() ? ok : AccessEvent::kError, x);
@@ -88,6 +97,7 @@ void TakeAnswers(LockAccess& a, AccessEvent done) {
 
 absl::Status WindowState::TakeFinished(int target) {
   absl::Status first;
+  ops_final = 0;
   std::erase_if(ops, [&](const std::shared_ptr<OriginOp>& o) {
     if ((target >= 0 && o->target != target) || !OpMachine::IsFinal(*o)) return false;
     if (first.ok()) first = o->status;
@@ -165,6 +175,7 @@ absl::Status WindowState::Lock(int target, uint8_t type) {
 
 absl::Status WindowState::AwaitGrant(LockAccess& a) {
   if (AccessMachine::StateOf(a) == AccessState::kRequesting) {
+    SendBatch(a.target);  // the lock's request leaves now
     CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return a.lock.answered(); }));
     TakeAnswers(a, AccessEvent::kFlushed);  // only the grant was asked for
   }
@@ -195,10 +206,13 @@ absl::Status WindowState::Flush(int target, bool local) {
   const auto mine_final = [this, target] { return OpsFinal(target); };
   // Nothing was asked of the target yet: nothing to flush there.
   if (local || AccessMachine::StateOf(*a) == AccessState::kPending) {
+    SendBatch(target);
     CARTAGE_RETURN_IF_ERROR(RunUntil(mine_final));
     return TakeFinished(target);
   }
+  MakeRoom(target, sizeof(Header));
   (void)AccessMachine::Dispatch(*a, AccessEvent::kFlush);
+  SendBatch(target);  // the flush goes with the operations it closes
   if (AccessMachine::StateOf(*a) == AccessState::kFlushing) {
     CARTAGE_RETURN_IF_ERROR(RunUntil([&] { return a->lock.answered() && a->closing.answered() && mine_final(); }));
     TakeAnswers(*a, AccessEvent::kFlushed);
@@ -229,7 +243,9 @@ absl::Status WindowState::Unlock(int target) {
   // The unlock goes after every operation to the target, which serves them
   // in order: its answer says they are all done there. A lock never used
   // asked nothing of the target, and is released with no message.
+  MakeRoom(target, sizeof(Header));
   (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
+  SendBatch(target);  // the unlock goes with the operations it closes
   absl::Status st;
   if (AccessMachine::StateOf(*a) == AccessState::kUnlocking) {
     st = RunUntil([&] {

@@ -4,8 +4,9 @@
 //              on targets; an access epoch to a group (start, complete);
 //   rma_exposure this rank's window exposed to a group of origins (post),
 //              until each completed and its operations landed (wait, test);
-//   rma_op     an operation at its origin: its control message (and a put's
-//              or accumulate's data) sent, a get's data received back; on
+//   rma_op     an operation at its origin: its record in the batch of
+//              control messages to its target, the batch (and a put's or
+//              accumulate's data) sent, a get's data received back; on
 //              a shared window, the origin's own loads and stores;
 //   rma_access a lock this rank takes on a target: asked for, granted,
 //              flushed, released (on a shared window, a word it takes);
@@ -210,21 +211,28 @@ struct OpActions {
   // failed: a target gone).
   static bool OneCopy(const OriginOp& op, const RmaSignal& x);
   static void CrossCopy(OriginOp& op, const RmaSignal& x, OpEvents& events);
-  static void Post(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if a post fails
+  // A served operation's record joins its target's batch (a fetch's reply
+  // receive posted first; raises error if that fails); once the batch is
+  // sent (departed), its data that travels apart follows (SendData).
+  static void Append(OriginOp& op, const RmaSignal& x, OpEvents& events);
+  static void SendData(OriginOp& op, const RmaSignal& x, OpEvents& events);  // raises error if its send fails
   static void Fail(OriginOp& op, const RmaSignal& x, OpEvents& events);
 };
 
 struct OpDef {
-  enum class State : uint8_t { kIdle, kIssued, kAwaitingData, kDone, kFailed, kCount };
-  enum class Event : uint8_t { kIssue, kSent, kData, kError, kStored, kCount };
+  enum class State : uint8_t { kIdle, kBatched, kIssued, kAwaitingData, kDone, kFailed, kCount };
+  enum class Event : uint8_t { kIssue, kDeparted, kSent, kData, kError, kStored, kCount };
   using Context = OriginOp;
   using Payload = RmaSignal;
   static constexpr absl::string_view kName = "rma_op";
   static constexpr absl::string_view kSummary =
-      "an operation at its origin: its control message and data sent, what it fetches received back; on a shared "
-      "window the origin's own loads and stores, on a single-copy one its own copy";
-  static constexpr std::array<absl::string_view, 5> kStates = {"idle", "issued", "awaiting_data", "done", "failed"};
-  static constexpr std::array<fsm::EventSpec, 5> kEvents = {{{"issue", fsm::EventKind::kUser},
+      "an operation at its origin: its record batched with the others to its target, the batch and its data "
+      "sent, what it fetches received back; on a shared window the origin's own loads and stores, on a "
+      "single-copy one its own copy";
+  static constexpr std::array<absl::string_view, 6> kStates = {"idle",          "batched", "issued",
+                                                               "awaiting_data", "done",    "failed"};
+  static constexpr std::array<fsm::EventSpec, 6> kEvents = {{{"issue", fsm::EventKind::kUser},
+                                                             {"departed", fsm::EventKind::kProgress},
                                                              {"sent", fsm::EventKind::kProgress},
                                                              {"data", fsm::EventKind::kWire},
                                                              {"error", fsm::EventKind::kProgress},
@@ -247,7 +255,8 @@ inline constexpr fsm::Action<D> kCopy{"Copy", &OpActions::Copy};
 inline constexpr fsm::Action<D> kStore{"Store", &OpActions::Store};
 inline constexpr fsm::Guard<D> kOneCopy{"OneCopy", &OpActions::OneCopy};
 inline constexpr fsm::Action<D> kCrossCopy{"CrossCopy", &OpActions::CrossCopy};
-inline constexpr fsm::Action<D> kPost{"Post", &OpActions::Post};
+inline constexpr fsm::Action<D> kAppend{"Append", &OpActions::Append};
+inline constexpr fsm::Action<D> kSendData{"SendData", &OpActions::SendData};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
 // clang-format off
 inline constexpr auto kTable = fsm::MakeTable<D>({
@@ -255,7 +264,9 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kIdle,           E::kIssue,  kDirectCopy, kCopy, S::kDone},
   {S::kIdle,           E::kIssue,  kDirect, kStore, S::kIssued},
   {S::kIdle,           E::kIssue,  kOneCopy, kCrossCopy, S::kIssued},
-  {S::kIdle,           E::kIssue,  {},     kPost,  S::kIssued},
+  {S::kIdle,           E::kIssue,  {},     kAppend, S::kBatched},
+  {S::kBatched,        E::kDeparted, {},   kSendData, S::kIssued},
+  {S::kBatched,        E::kError,  {},     kFail,  S::kFailed},
   {S::kIssued,         E::kStored, {},     {},     S::kDone},
   {S::kIssued,         E::kSent,   kFetches, {},   S::kAwaitingData},
   {S::kIssued,         E::kSent,   {},     {},     S::kDone},

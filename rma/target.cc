@@ -91,6 +91,57 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
   return "";
 }
 
+}  // namespace
+
+void SplitBatch(const std::byte* m, std::size_t n, std::vector<Record>* records) {
+  std::vector<Record>& out = *records;
+  out.clear();
+  BatchHeader b;
+  if (n >= sizeof(b)) std::memcpy(&b, m, sizeof(b));
+  if (n < sizeof(b) || b.magic != kBatchMagic || b.count == 0 || b.count > (n - sizeof(b)) / sizeof(Header)) {
+    out.push_back({nullptr, 0,
+                   absl::StrFormat("a control message of %d bytes with a malformed batch header (magic %#x, %d "
+                                   "records)",
+                                   n, b.magic, b.count)});
+    return;
+  }
+  out.reserve(b.count);
+  std::size_t at = sizeof(b);
+  std::string why;  // the first record that cannot be read: it and the rest are refused
+  for (uint32_t i = 0; i < b.count; ++i) {
+    if (why.empty()) {
+      Header h;
+      std::size_t len = 0;
+      if (n - at < sizeof(Header)) {
+        why = "its header runs past the message's end";
+      } else {
+        std::memcpy(&h, m + at, sizeof(h));
+        if (h.magic != kMagic) {
+          why = "a foreign header";
+        } else if (h.kind >= static_cast<uint8_t>(OpKind::kCount) || h.runs > kMaxRuns || h.inline_data > 1 ||
+                   h.bytes > (uint64_t{1} << 56)) {
+          why = "a malformed header";
+        } else if ((len = RecordBytes(h)) > n - at) {
+          why = absl::StrFormat("%d bytes, %d past the message's end", len, len - (n - at));
+        }
+      }
+      if (why.empty()) {
+        out.push_back({m + at, len, ""});
+        at += len;
+        continue;
+      }
+      why = absl::StrFormat("record %d of %d in a control message of %d bytes: %s", i + 1, b.count, n, why);
+    }
+    out.push_back({nullptr, 0, why});
+  }
+  if (why.empty() && at != n) {
+    out.back() = {nullptr, 0,
+                  absl::StrFormat("a control message of %d bytes with %d bytes past its last record", n, n - at)};
+  }
+}
+
+namespace {
+
 // Where the operation's target layout starts.
 std::byte* TargetOf(const ServedOp& op) {
   // (A dynamic window's base is 0: its displacements are addresses.)
@@ -380,12 +431,15 @@ void WindowState::Serve(int* work) {
       }
       if (st.code() == absl::StatusCode::kCancelled) return;
     } else {
-      auto op = std::make_unique<ServedOp>();
-      op->id = g_next_served.fetch_add(1, std::memory_order_relaxed);
-      op->win = this;
-      op->origin = control_req.source();
-      op->refusal = Check(*this, *op, control_buf.data(), static_cast<std::size_t>(control_req.bytes()));
-      Take(std::move(op), work);
+      // A batch: its operations, in the order their origin issued them.
+      const int origin = control_req.source();
+      SplitBatch(control_buf.data(), static_cast<std::size_t>(control_req.bytes()), &records);
+      for (const Record& r : records) {
+        std::unique_ptr<ServedOp> op = NewServed();
+        op->origin = origin;
+        op->refusal = r.why.empty() ? Check(*this, *op, r.at, r.n) : r.why;
+        Take(std::move(op), work);
+      }
     }
     if (absl::Status posted = PostControlReceive(); !posted.ok()) {
       if (served_failure.ok()) served_failure = posted;
@@ -415,7 +469,37 @@ void WindowState::Serve(int* work) {
       StartQueued(op.origin, work);
     }
   }
-  std::erase_if(serving, [](const std::unique_ptr<ServedOp>& op) { return ServeMachine::IsFinal(*op); });
+  std::size_t kept = 0;
+  for (std::unique_ptr<ServedOp>& op : serving) {
+    if (!ServeMachine::IsFinal(*op)) {
+      serving[kept++] = std::move(op);
+    } else if (spare.size() < kSpareMax) {
+      spare.push_back(std::move(op));
+    }
+  }
+  serving.resize(kept);
+}
+
+std::unique_ptr<ServedOp> WindowState::NewServed() {
+  std::unique_ptr<ServedOp> op;
+  if (spare.empty()) {
+    op = std::make_unique<ServedOp>();
+    op->win = this;
+  } else {
+    // A final one: its requests ended, its buffers are cleared.
+    op = std::move(spare.back());
+    spare.pop_back();
+    ServeMachine::Reset(*op);
+    op->h = Header{};
+    op->runs.clear();
+    op->data.clear();
+    op->old.clear();
+    op->refusal.clear();
+    op->layout.reset();
+    op->status = absl::OkStatus();
+  }
+  op->id = g_next_served.fetch_add(1, std::memory_order_relaxed);
+  return op;
 }
 
 void WindowState::Take(std::unique_ptr<ServedOp> op, int* work) {

@@ -38,6 +38,7 @@ WindowState::WindowState(const Comm& c, std::byte* b, uint64_t n, int unit, uint
   holders.assign(ranks, 0);
   lock_pending.assign(ranks, 0);
   locks.resize(ranks);
+  batches.resize(ranks);
   started_to.assign(ranks, 0);
   group_sent.assign(ranks, 0);
   exposed_to.assign(ranks, 0);
@@ -112,7 +113,11 @@ absl::Status WindowState::Free() {
         absl::StrFormat("%s: freed with %d operations not completed (a fence or an unlock completes them)", Name(),
                         unfenced));
   }
+  // What the batches still hold never leaves (the error above names the
+  // operations; a request's lock failed with the free).
+  for (OutBatch& b : batches) b = OutBatch{};
   ops.clear();
+  ops_final = 0;
   return st;
 }
 
@@ -581,6 +586,7 @@ int Window::disp_unit() const { return state_->disp_unit; }
 absl::string_view Window::state() const { return rma::EpochDef::kStates[state_->state.value()]; }
 uint64_t Window::served() const { return state_->served; }
 uint64_t Window::issued() const { return state_->issued; }
+uint64_t Window::control_messages() const { return state_->control_messages; }
 
 namespace rma {
 

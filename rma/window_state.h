@@ -100,11 +100,53 @@ inline constexpr int kTagData = 2;   // a put's or accumulate's data that does n
 inline constexpr int kTagReply = 3;  // a get's data
 inline constexpr int kTagPost = 4;      // a target's post: the origin may start
 inline constexpr int kTagComplete = 5;  // an origin's complete: how many operations it issued to the target
+// A control message is a batch: this header, then `count` records, each
+// one operation's or request's (its Header, its layout, its data where it
+// travels with it), in the order they were issued to the target.
+struct BatchHeader {
+  uint32_t magic = 0;
+  uint32_t count = 0;
+};
+static_assert(sizeof(BatchHeader) == 8);
+inline constexpr uint32_t kBatchMagic = 0x42414d52;  // "RMAB"
 // A control message's largest size (the target receives every one into a
 // buffer this big), and the data that travels in one.
 inline constexpr std::size_t kControlMax = 64 * 1024;
 inline constexpr std::size_t kInlineMax = 4096;
-inline constexpr std::size_t kMaxRuns = (kControlMax - sizeof(Header)) / sizeof(Run);
+inline constexpr std::size_t kMaxRuns = (kControlMax - sizeof(BatchHeader) - sizeof(Header)) / sizeof(Run);
+// A batch leaves once the next record would take it past this (one
+// eager message on shm, whose eager limit is 8 KiB by default), or
+// once an epoch's call needs what it holds done.
+inline constexpr std::size_t kBatchMax = 8 * 1024;
+// The bytes of a record whose header is `h`.
+inline std::size_t RecordBytes(const Header& h) {
+  return sizeof(Header) + std::size_t{h.runs} * sizeof(Run) +
+         (h.inline_data != 0 ? static_cast<std::size_t>(DataBytes(static_cast<OpKind>(h.kind), h.op, h.bytes)) : 0);
+}
+// A control message's records, split: each one's bytes, until one cannot
+// be read (its size runs past the message's end, or a header is foreign):
+// that one and every one after it are refused, with `why`. A message
+// whose batch header is malformed is one refused record.
+struct Record {
+  const std::byte* at = nullptr;
+  std::size_t n = 0;
+  std::string why;  // empty: readable
+};
+void SplitBatch(const std::byte* m, std::size_t n, std::vector<Record>* out);
+
+// A batch on its way to one target: its bytes, and their send (the
+// operations and requests in it end it, and each keeps it while it lives).
+struct Packet {
+  std::vector<std::byte> bytes;
+  Request req;
+  absl::Status failure;  // the send could not be posted
+  // The send ended (completed, or never posted because it failed): its status.
+  absl::Status Result() {
+    absl::Status st = req.Wait();  // completed: at once
+    st.Update(failure);
+    return st;
+  }
+};
 
 // One operation as its call describes it.
 struct Access {
@@ -127,7 +169,8 @@ struct Access {
 // data it sends apart from it (put, accumulate), and where what it fetches
 // lands (get: the origin buffer; the others: the result).
 struct OpMessages {
-  std::vector<std::byte> control;
+  Header header;                    // its record's header: its layout and (inline) data follow it in the batch
+  std::shared_ptr<Packet> packet;   // the batch that carries its record
   const void* origin = nullptr;
   int64_t count = 0;
   std::optional<Datatype> type;
@@ -135,7 +178,7 @@ struct OpMessages {
   void* into = nullptr;
   int64_t into_count = 0;
   std::optional<Datatype> into_type;
-  Request control_req, data_req, reply_req;
+  Request data_req, reply_req;
 };
 
 struct OriginOp {
@@ -221,12 +264,14 @@ bool TakeLockWord(LockAccess& a);
 // A request of a passive epoch: its control message, the send of it, and
 // the receive of the target's one-byte answer.
 struct Asked {
-  Header msg;
-  Request send;
+  std::shared_ptr<Packet> packet;  // the batch that carries it
   Request answer_req;
   std::byte answer{};
-  // Both ended (or it was never asked).
-  bool answered() const { return !answer_req.active() || (answer_req.completed() && send.completed()); }
+  // Both ended, or its batch could not be sent (or it was never asked).
+  bool answered() const {
+    return !answer_req.active() || (packet != nullptr && !packet->failure.ok()) ||
+           (answer_req.completed() && packet != nullptr && packet->req.completed());
+  }
 };
 
 // A lock this rank holds (or asks for) on one target (rma_access).
@@ -322,6 +367,7 @@ class WindowState {
   // until their target's flush or unlock), and how many to each rank in
   // the fence epoch; the locks held, by target (null: none).
   std::vector<std::shared_ptr<OriginOp>> ops;
+  std::size_t ops_final = 0;  // ops[0, ops_final) are final (they end mostly in order: no round walks them again)
   std::vector<uint64_t> sent_to;
   uint64_t issued = 0;
   // An operation's id in traces: the window's, then its count here (the
@@ -338,6 +384,30 @@ class WindowState {
     op.bytes = n;
   }
   std::vector<std::unique_ptr<LockAccess>> locks;
+  // The batch being filled for each target: the records of the operations
+  // and requests issued to it since its last batch left. It leaves as one
+  // control message once the next record would not fit, once an
+  // operation's data follows apart, or once a call needs what it holds
+  // done (a fence, a flush, an unlock, a complete, a request's progress).
+  struct OutBatch {
+    std::shared_ptr<Packet> packet;  // null: empty
+    uint32_t count = 0;
+    std::vector<OriginOp*> ops;  // its operations (rma_op batched)
+    uint64_t fence_ops = 0;      // of them, those counted in sent_to, and in group_sent
+    uint64_t group_ops = 0;
+  };
+  std::vector<OutBatch> batches;
+  uint64_t control_messages = 0;  // batches sent
+  // Sends `target`'s batch first where a record of `n` bytes would take it
+  // past kBatchMax.
+  void MakeRoom(int target, std::size_t n);
+  // Room for a record of `n` bytes at the end of `target`'s batch (whose
+  // packet `*packet` then holds).
+  std::byte* AppendRecord(int target, std::size_t n, std::shared_ptr<Packet>* packet);
+  // Sends `target`'s batch (nothing if it is empty): its operations
+  // depart, or fail with the send's error.
+  void SendBatch(int target);
+  void SendBatches();
   // The access epoch start opened: its targets, and by rank whether a
   // target is one of them and how many operations it was sent.
   std::deque<GroupPeer> start_group;
@@ -348,6 +418,13 @@ class WindowState {
   std::vector<std::byte> control_buf;
   Request control_req;
   std::vector<std::unique_ptr<ServedOp>> serving;  // not final yet
+  // Final ones kept for the next control messages' operations, with their
+  // buffers' capacity (no allocation for an operation served in a steady
+  // stream), and the records of the control message being taken.
+  std::vector<std::unique_ptr<ServedOp>> spare;
+  static constexpr std::size_t kSpareMax = 256;
+  std::vector<Record> records;
+  std::unique_ptr<ServedOp> NewServed();
   std::vector<std::deque<ServedOp*>> queued;       // by origin, in arrival order
   std::vector<int> landing;                        // by origin: operations whose data is being received
   std::vector<int> replying;                       // by origin: fetches whose data is being sent back

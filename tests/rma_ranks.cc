@@ -7,7 +7,7 @@
 // every window compared element by element with a serial reference each
 // rank computes for every rank. Rank 0 prints "PASS rma matrix".
 //
-// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic [shared|served]
+// usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic|batching [shared|served]
 // The second word says which way the allocated windows must go: shared
 // (every rank maps them, the default) or served by the target's agent
 // (tcp, ofi, or CARTAGE_RMA_SHARED=0).
@@ -915,6 +915,106 @@ int LockDead(const Comm& w) {
   return 0;
 }
 
+// A served window's small operations to one target travel together: one
+// control message carries a series of them (and a lock's requests), and
+// leaves once the next would not fit, once an operation's data follows
+// apart, or once an epoch's call or a request's wait needs them done.
+int Batching(const Comm& w) {
+  const int me = w.rank();
+  const int n = w.size();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  auto made = Window::Allocate(w, kElems * sizeof(double), sizeof(double));
+  KIT_OK(made.status());
+  Window& x = **made;
+  ExpectPath(x, "batching");
+  double* mem = static_cast<double*>(x.base());
+  std::fill(mem, mem + kElems, -1.0);
+  std::vector<double> src(kBig);
+  for (int64_t i = 0; i < kBig; ++i) src[static_cast<std::size_t>(i)] = Value(me, i);
+  std::vector<double> want(kElems, -1.0);
+  const auto expect_from_left = [&](int64_t at, int64_t count, int64_t from) {
+    for (int64_t i = 0; i < count; ++i) want[static_cast<std::size_t>(at + i)] = Value(left, from + i);
+  };
+  const auto sent_since = [&x](uint64_t before) { return x.control_messages() - before; };
+  KIT_OK(x.Fence());
+
+  // 64 puts of one element: one record each, all in one message, which
+  // leaves with the fence.
+  uint64_t before = x.control_messages();
+  for (int64_t i = 0; i < 64; ++i) KIT_OK(x.Put(&src[static_cast<std::size_t>(i)], 1, kF64, right, i, 1, kF64));
+  KIT_EXPECT(sent_since(before) == 0, "64 small puts sent %d control messages before the fence", sent_since(before));
+  KIT_OK(x.Fence());
+  KIT_EXPECT(sent_since(before) == 1, "64 small puts and a fence: %d control messages", sent_since(before));
+  expect_from_left(0, 64, 0);
+  ExpectWindow(std::vector<double>(mem, mem + kElems), want, "after 64 batched puts");
+  KIT_OK(cartage::Barrier(w));  // read before the next epoch's puts land
+
+  // A put whose data goes apart closes the batch its record joins.
+  before = x.control_messages();
+  for (int64_t i = 0; i < 10; ++i) KIT_OK(x.Put(&src[static_cast<std::size_t>(i)], 1, kF64, right, 100 + i, 1, kF64));
+  KIT_OK(x.Put(src.data(), kBig - 200, kF64, right, 200, kBig - 200, kF64));
+  KIT_EXPECT(sent_since(before) == 1, "10 small puts and a large one: %d control messages", sent_since(before));
+  for (int64_t i = 0; i < 10; ++i) KIT_OK(x.Put(&src[static_cast<std::size_t>(i)], 1, kF64, right, 110 + i, 1, kF64));
+  KIT_OK(x.Fence());
+  KIT_EXPECT(sent_since(before) == 2, "10 small, a large, 10 small and a fence: %d control messages",
+             sent_since(before));
+  expect_from_left(100, 10, 0);
+  expect_from_left(110, 10, 0);
+  expect_from_left(200, kBig - 200, 0);
+  ExpectWindow(std::vector<double>(mem, mem + kElems), want, "after the small puts around a large one");
+  KIT_OK(cartage::Barrier(w));
+
+  // 200 puts of 64 bytes: records of 112 bytes (header 32, one block 16,
+  // data 64), 73 to a batch of at most 8 KiB: three messages.
+  before = x.control_messages();
+  const int64_t at = kBig;  // past the large put
+  for (int64_t i = 0; i < 200; ++i) {
+    KIT_OK(x.Put(&src[static_cast<std::size_t>(8 * i)], 8, kF64, right, at + 8 * i, 8, kF64));
+  }
+  KIT_EXPECT(sent_since(before) == 2, "200 puts of 64 bytes before the fence: %d control messages",
+             sent_since(before));
+  KIT_OK(x.Fence());
+  KIT_EXPECT(sent_since(before) == 3, "200 puts of 64 bytes and a fence: %d control messages", sent_since(before));
+  expect_from_left(at, 1600, 0);
+  ExpectWindow(std::vector<double>(mem, mem + kElems), want, "after 200 puts of 64 bytes");
+  KIT_OK(cartage::Barrier(w));
+
+  // A request's progress sends the batch that holds its operation (its
+  // wait needs it sent).
+  before = x.control_messages();
+  cartage::Request req;
+  KIT_OK(x.Rput(src.data(), 4, kF64, right, kElems - 100, 4, kF64, &req));
+  KIT_OK(req.Wait());
+  KIT_EXPECT(sent_since(before) == 1, "a small rput's wait: %d control messages", sent_since(before));
+  KIT_OK(x.Fence());
+  expect_from_left(kElems - 100, 4, 0);
+
+  // A lock, five accumulates, a fetch and the unlock: one message (the
+  // answers come back apart).
+  const int64_t counter = kElems - 1;
+  mem[counter] = 0.0;
+  KIT_OK(cartage::Barrier(w));
+  before = x.control_messages();
+  KIT_OK(x.Lock(right, Window::LockType::kExclusive));
+  const double add = me + 1.0;
+  for (int i = 0; i < 5; ++i) KIT_OK(x.Accumulate(&add, 1, kF64, right, counter, 1, kF64, Op(OpKind::kSum)));
+  double fetched = -1.0;
+  const double one = 1.0;
+  KIT_OK(x.FetchAndOp(&one, &fetched, kF64, right, counter, Op(OpKind::kSum)));
+  KIT_OK(x.Unlock(right));
+  KIT_EXPECT(sent_since(before) == 1, "lock, 5 accumulates, a fetch and the unlock: %d control messages",
+             sent_since(before));
+  KIT_EXPECT(fetched == 5 * add, "the fetch after 5 accumulates of %g got %g", add, fetched);
+  KIT_OK(cartage::Barrier(w));
+  KIT_EXPECT(mem[counter] == 5 * (left + 1.0) + 1.0, "the counter after the locked accumulates: %g", mem[counter]);
+  want[static_cast<std::size_t>(counter)] = mem[counter];
+  ExpectWindow(std::vector<double>(mem, mem + kElems), want, "after the locked epoch");
+  KIT_OK(x.Free());
+  if (me == 0) std::printf("PASS rma batching (%d ranks)\n", n);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -937,7 +1037,8 @@ int main(int argc, char** argv) {
   if (mode == "groups") return GroupsMode(w);
   if (mode == "groupdead") return GroupDead(w);
   if (mode == "dynamic") return Dynamic(w);
+  if (mode == "batching") return Batching(w);
   std::fprintf(stderr,
-               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic [shared|served]\n");
+               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic|batching [shared|served]\n");
   return 2;
 }

@@ -3,7 +3,9 @@
 // rank count (2 to 4 ranks on 2 cores, over shm, tcp and ofi, shared and
 // served windows), passive epochs, post/start/complete/wait, shared and
 // dynamic windows, a target that computes, and a target that dies.
+#include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rma/window_state.h"
 #include "tests/run_command.h"
 
 namespace cartage::test {
@@ -85,6 +88,109 @@ TEST(RmaRanks, DynamicWindowsReachOnlyTheRegionsAttached) {
     ExpectPass(3, "dynamic", "served",
                {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm"}, "dynamic");
   }
+}
+
+// A series of small operations to one target travels as one control
+// message, which leaves when full, before data that goes apart, and when
+// a fence, an unlock or a request's wait needs it; on shm, tcp and ofi.
+TEST(RmaRanks, SmallOperationsToOneTargetTravelInOneControlMessage) {
+  ExpectPass(2, "batching", "served", kServedOnShm, "batching");
+  ExpectPass(3, "batching", "served", kServedOnShm, "batching");
+  for (const char* method : {"tcp", "ofi"}) {
+    ExpectPass(3, "batching", "served",
+               {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
+                "CARTAGE_RMA_SHARED=0"},
+               "batching");
+  }
+}
+
+// A control message's records, as the target splits them: each readable
+// one whole, and from the first that cannot be read, that one and every
+// one after it refused, so the target still counts every operation.
+std::vector<std::byte> Batch(uint32_t magic, uint32_t count, const std::vector<rma::Header>& records,
+                             std::size_t data = 0) {
+  std::vector<std::byte> m(sizeof(rma::BatchHeader));
+  const rma::BatchHeader b{magic, count};
+  std::memcpy(m.data(), &b, sizeof(b));
+  for (const rma::Header& h : records) {
+    const std::size_t at = m.size();
+    m.resize(at + sizeof(h));
+    std::memcpy(m.data() + at, &h, sizeof(h));
+    m.resize(m.size() + h.runs * sizeof(rma::Run) + (h.inline_data != 0 ? h.bytes : 0));
+  }
+  m.resize(m.size() + data);
+  return m;
+}
+
+rma::Header Put(uint64_t bytes, bool inline_data) {
+  rma::Header h;
+  h.magic = rma::kMagic;
+  h.kind = static_cast<uint8_t>(rma::OpKind::kPut);
+  h.inline_data = inline_data ? 1 : 0;
+  h.epoch = 1;
+  h.runs = 1;
+  h.bytes = bytes;
+  return h;
+}
+
+TEST(RmaWire, ABatchSplitsIntoItsRecordsAndRefusesFromTheFirstUnreadableOne) {
+  rma::Header lock;
+  lock.magic = rma::kMagic;
+  lock.kind = static_cast<uint8_t>(rma::OpKind::kLock);
+  lock.op = rma::kLockShared;
+  lock.epoch = rma::kPassiveEpoch;
+  const std::vector<std::byte> ok = Batch(rma::kBatchMagic, 3, {lock, Put(8, true), Put(1 << 20, false)});
+  std::vector<rma::Record> r;
+  rma::SplitBatch(ok.data(), ok.size(), &r);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].at, ok.data() + 8);
+  EXPECT_EQ(r[0].n, 32u);
+  EXPECT_EQ(r[1].n, 32u + 16u + 8u);
+  EXPECT_EQ(r[2].n, 32u + 16u);  // its data goes apart
+  EXPECT_EQ(r[2].at + r[2].n, ok.data() + ok.size());
+  for (const rma::Record& x : r) EXPECT_EQ(x.why, "");
+
+  // The second record says it carries more data than the message holds.
+  rma::Header big = Put(64, true);
+  std::vector<std::byte> cut = Batch(rma::kBatchMagic, 3, {Put(8, true), big, Put(8, true)});
+  cut.resize(sizeof(rma::BatchHeader) + 56 + 80);
+  std::vector<rma::Record> c;
+  rma::SplitBatch(cut.data(), cut.size(), &c);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].why, "");
+  EXPECT_THAT(c[1].why, HasSubstr("record 2 of 3 in a control message of 144 bytes: 112 bytes, 32 past"));
+  EXPECT_EQ(c[2].why, c[1].why);
+
+  // A foreign record header.
+  rma::Header foreign = Put(8, true);
+  foreign.magic = 7;
+  const std::vector<std::byte> f = Batch(rma::kBatchMagic, 2, {foreign, Put(8, true)});
+  std::vector<rma::Record> fr;
+  rma::SplitBatch(f.data(), f.size(), &fr);
+  ASSERT_EQ(fr.size(), 2u);
+  EXPECT_THAT(fr[0].why, HasSubstr("record 1 of 2"));
+  EXPECT_THAT(fr[0].why, HasSubstr("a foreign header"));
+
+  // Bytes past the last record.
+  const std::vector<std::byte> tail = Batch(rma::kBatchMagic, 1, {Put(8, true)}, 5);
+  std::vector<rma::Record> t;
+  rma::SplitBatch(tail.data(), tail.size(), &t);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_THAT(t[0].why, HasSubstr("5 bytes past its last record"));
+
+  // A batch header that cannot be trusted: one refused record.
+  for (const auto& [magic, count] : {std::pair<uint32_t, uint32_t>{0x1234, 1}, {rma::kBatchMagic, 0},
+                                     {rma::kBatchMagic, 1000}}) {
+    const std::vector<std::byte> m = Batch(magic, count, {Put(8, true)});
+    std::vector<rma::Record> one;
+    rma::SplitBatch(m.data(), m.size(), &one);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_THAT(one[0].why, HasSubstr("malformed batch header"));
+  }
+  std::vector<rma::Record> none;
+  rma::SplitBatch(ok.data(), 5, &none);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_THAT(none[0].why, HasSubstr("a control message of 5 bytes"));
 }
 
 // A writer under exclusive locks and readers under shared ones, 300 rounds

@@ -242,6 +242,10 @@ class Window {
   // Operations this rank served as a target, and those it issued, since the window was made.
   uint64_t served() const;
   uint64_t issued() const;
+  // Control messages this rank sent (served windows): each carries, in one
+  // batch, the operations and lock requests issued to one target since its
+  // last (a series of small ones goes as one).
+  uint64_t control_messages() const;
 
  private:
   explicit Window(std::shared_ptr<rma::WindowState> state);
