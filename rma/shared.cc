@@ -237,8 +237,9 @@ bool TakeLockWord(LockAccess& a) {
   return false;
 }
 
-void AccessActions::TakeWord(LockAccess& a, const RmaSignal& x, AccessEvents& events) {
-  if (TakeLockWord(a)) events.Raise<AccessMachine>(a, AccessEvent::kGranted, x);
+void AccessActions::TakeWord(LockAccess& a, const RmaSignal&, AccessEvents& events) {
+  // With no payload: the lock's caller runs the grant's row in line (DispatchFromThen).
+  if (TakeLockWord(a)) events.Raise<AccessMachine>(a, AccessEvent::kGranted);
 }
 
 void AccessActions::Sync(LockAccess&, const RmaSignal&, AccessEvents&) {

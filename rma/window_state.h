@@ -564,7 +564,7 @@ template <class Apply>
 absl::Status WindowState::Accumulating(int target, Apply apply) {
   std::atomic<uint32_t>& word = shared->cells[target].accumulate;
   const auto me = static_cast<uint32_t>(comm.rank() + 1);
-  std::chrono::steady_clock::time_point last_check = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_check;  // read from the clock only once it waits
   for (int spins = 0;; ++spins) {
     uint32_t free = 0;
     if (word.load(std::memory_order_relaxed) == 0 &&
@@ -577,6 +577,7 @@ absl::Status WindowState::Accumulating(int target, Apply apply) {
       __builtin_ia32_pause();
       continue;
     }
+    if (spins == 64) last_check = std::chrono::steady_clock::now();
     sched_yield();
     CARTAGE_RETURN_IF_ERROR(Waiting(last_check));
   }
