@@ -274,7 +274,7 @@ void WindowState::MakeRoom(int target, std::size_t n) {
 std::byte* WindowState::AppendRecord(int target, std::size_t n, std::shared_ptr<Packet>* packet) {
   OutBatch& b = batches[static_cast<std::size_t>(target)];
   if (b.packet == nullptr) {
-    b.packet = std::make_shared<Packet>();
+    b.packet = FreshPacket();
     b.packet->bytes.resize(sizeof(BatchHeader));
   }
   std::vector<std::byte>& record = b.packet->bytes;
@@ -283,6 +283,20 @@ std::byte* WindowState::AppendRecord(int target, std::size_t n, std::shared_ptr<
   ++b.count;
   *packet = b.packet;
   return record.data() + at;
+}
+
+std::shared_ptr<Packet> WindowState::FreshPacket() {
+  for (const std::shared_ptr<Packet>& p : packets) {
+    if (p.use_count() == 1 && !p->req.active()) {  // its send waited for, its operations and requests gone
+      p->bytes.clear();
+      p->failure = absl::OkStatus();
+      return p;
+    }
+  }
+  auto p = std::make_shared<Packet>();
+  p->bytes.reserve(kBatchMax);
+  if (packets.size() < kPacketsKept) packets.push_back(p);
+  return p;
 }
 
 void WindowState::SendBatch(int target) {

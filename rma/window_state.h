@@ -398,6 +398,11 @@ class WindowState {
   };
   std::vector<OutBatch> batches;
   uint64_t control_messages = 0;  // batches sent
+  // Packets whose send ended and that nothing holds any more are taken
+  // again for the next batch, with their room (no allocation, no growth).
+  std::vector<std::shared_ptr<Packet>> packets;
+  static constexpr std::size_t kPacketsKept = 8;
+  std::shared_ptr<Packet> FreshPacket();
   // Sends `target`'s batch first where a record of `n` bytes would take it
   // past kBatchMax.
   void MakeRoom(int target, std::size_t n);
