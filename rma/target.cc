@@ -473,7 +473,7 @@ void WindowState::Serve(int* work) {
   for (std::unique_ptr<ServedOp>& op : serving) {
     if (!ServeMachine::IsFinal(*op)) {
       serving[kept++] = std::move(op);
-    } else if (spare.size() < kSpareMax) {
+    } else if (spare.size() < kSpareMax && !op->req.active()) {  // (one whose request has not ended is let go)
       spare.push_back(std::move(op));
     }
   }

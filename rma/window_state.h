@@ -134,8 +134,8 @@ struct Record {
 };
 void SplitBatch(const std::byte* m, std::size_t n, std::vector<Record>* out);
 
-// A batch on its way to one target: its bytes, and their send (the
-// operations and requests in it end it, and each keeps it while it lives).
+// A batch on its way to one target: its bytes and their send. Each
+// operation and request in it holds it until it ends.
 struct Packet {
   std::vector<std::byte> bytes;
   Request req;
@@ -261,8 +261,8 @@ bool CanReach(pid_t pid, uint64_t probe);
 // Takes `a`'s lock word on a shared window if it is free enough now.
 bool TakeLockWord(LockAccess& a);
 
-// A request of a passive epoch: its control message, the send of it, and
-// the receive of the target's one-byte answer.
+// A request of a passive epoch: the batch that carries its record, and the
+// receive of the target's one-byte answer.
 struct Asked {
   std::shared_ptr<Packet> packet;  // the batch that carries it
   Request answer_req;
