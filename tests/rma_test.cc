@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rma/window_state.h"
+#include "rma/wire.h"
 #include "tests/run_command.h"
 
 namespace cartage::test {
