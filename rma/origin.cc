@@ -253,10 +253,8 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
   // start's by its complete, a fence epoch's by the fence.
   if (group) {
     ++group_sent[t];
-    ++batches[t].group_ops;
   } else if (!passive) {
     ++sent_to[t];
-    ++batches[t].fence_ops;
   }
   ++issued;
   if (issued_op != nullptr) *issued_op = ops.back();
@@ -315,8 +313,14 @@ void WindowState::SendBatch(int target) {
     // Nothing of it reaches the target, which counts none of its operations.
     p.failure = absl::Status(st.code(), absl::StrFormat("its control message: %s", st.message()));
     x.error = p.failure;
-    sent_to[t] -= b.fence_ops;
-    group_sent[t] -= b.group_ops;
+    for (const OriginOp* op : b.ops) {
+      const uint32_t e = op->msg->header.epoch;
+      if (e == kGroupEpoch) {
+        --group_sent[t];
+      } else if (FenceEpoch(e)) {
+        --sent_to[t];
+      }
+    }
   }
   for (OriginOp* op : b.ops) (void)OpMachine::Dispatch(*op, st.ok() ? OpEvent::kDeparted : OpEvent::kError, x);
 }
@@ -420,9 +424,7 @@ void OpActions::Append(OriginOp& op, const RmaSignal&, OpEvents& events) {
   if (rma::Fetches(op.kind)) {
     const absl::Status st = w.comm.Irecv(m.into, m.into_count, *m.into_type, op.target, kTagReply, &m.reply_req);
     if (!st.ok()) {
-      RmaSignal err;
-      err.error = st;
-      events.Raise<OpMachine>(op, OpEvent::kError, err);
+      RaiseFailed(op, st, events);
       return;
     }
   }
@@ -445,10 +447,7 @@ void OpActions::SendData(OriginOp& op, const RmaSignal&, OpEvents& events) {
   OpMessages& m = *op.msg;
   if (!m.data_apart) return;
   const absl::Status st = op.win->comm.Isend(m.origin, m.count, *m.type, op.target, kTagData, &m.data_req);
-  if (st.ok()) return;
-  RmaSignal err;
-  err.error = st;
-  events.Raise<OpMachine>(op, OpEvent::kError, err);
+  if (!st.ok()) RaiseFailed(op, st, events);
 }
 
 void OpActions::Fail(OriginOp& op, const RmaSignal& x, OpEvents&) {

@@ -17,15 +17,12 @@ namespace {
 
 std::atomic<uint64_t> g_next_served{1};
 
-// Why the control message `m` (its `n` bytes parsed into `op`) cannot be
-// served here: empty if it can.
-std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::size_t n) {
-  if (n < sizeof(Header)) return absl::StrFormat("a control message of %d bytes, shorter than its header", n);
-  std::memcpy(&op.h, m, sizeof(Header));
+// Why the readable record `rec` (SplitBatch checked its header's form and
+// its size; parsed here into `op`) cannot be served here: empty if it can.
+std::string Check(const WindowState& w, ServedOp& op, const Record& rec) {
+  op.h = rec.h;
   const Header& h = op.h;
-  if (h.magic != kMagic) return "a control message with a foreign header";
-  if (h.kind >= static_cast<uint8_t>(OpKind::kCount)) return absl::StrFormat("an operation of kind %d", h.kind);
-  if (h.runs > kMaxRuns) return absl::StrFormat("a layout of %d blocks", h.runs);
+  const std::byte* m = rec.at;
   // Whether a passive epoch's request comes from an origin that holds the
   // lock (or asks for it) is known only in its turn: ServeActions::Refused.
   const auto kind = static_cast<OpKind>(h.kind);
@@ -43,12 +40,9 @@ std::string Check(const WindowState& w, ServedOp& op, const std::byte* m, std::s
     return absl::StrFormat("an operation of epoch %d where epoch %d is open here", h.epoch, w.epoch);
   }
   const std::size_t layout = sizeof(Header) + h.runs * sizeof(Run);
-  if (h.inline_data > 1 || h.bytes > (uint64_t{1} << 56)) return "a control message with a malformed header";
-  const std::size_t expected = layout + (h.inline_data ? DataBytes(kind, h.op, h.bytes) : 0);
-  if (expected != n) return absl::StrFormat("a control message of %d bytes where its header says %d", n, expected);
   op.runs.resize(h.runs);
   if (h.runs > 0) std::memcpy(op.runs.data(), m + sizeof(Header), h.runs * sizeof(Run));
-  if (h.inline_data) op.data.assign(m + layout, m + n);
+  if (h.inline_data) op.data.assign(m + layout, m + rec.n);
   const bool combines = kind == OpKind::kAccumulate || kind == OpKind::kGetAccumulate;
   if (combines || kind == OpKind::kCompareAndSwap) {
     const auto basic = static_cast<datatype::BasicType>(h.basic);
@@ -99,7 +93,7 @@ void SplitBatch(const std::byte* m, std::size_t n, std::vector<Record>* records)
   BatchHeader b;
   if (n >= sizeof(b)) std::memcpy(&b, m, sizeof(b));
   if (n < sizeof(b) || b.magic != kBatchMagic || b.count == 0 || b.count > (n - sizeof(b)) / sizeof(Header)) {
-    out.push_back({nullptr, 0,
+    out.push_back({Header{}, nullptr, 0,
                    absl::StrFormat("a control message of %d bytes with a malformed batch header (magic %#x, %d "
                                    "records)",
                                    n, b.magic, b.count)});
@@ -126,16 +120,16 @@ void SplitBatch(const std::byte* m, std::size_t n, std::vector<Record>* records)
         }
       }
       if (why.empty()) {
-        out.push_back({m + at, len, ""});
+        out.push_back({h, m + at, len, ""});
         at += len;
         continue;
       }
       why = absl::StrFormat("record %d of %d in a control message of %d bytes: %s", i + 1, b.count, n, why);
     }
-    out.push_back({nullptr, 0, why});
+    out.push_back({Header{}, nullptr, 0, why});
   }
   if (why.empty() && at != n) {
-    out.back() = {nullptr, 0,
+    out.back() = {Header{}, nullptr, 0,
                   absl::StrFormat("a control message of %d bytes with %d bytes past its last record", n, n - at)};
   }
 }
@@ -437,7 +431,7 @@ void WindowState::Serve(int* work) {
       for (const Record& r : records) {
         std::unique_ptr<ServedOp> op = NewServed();
         op->origin = origin;
-        op->refusal = r.why.empty() ? Check(*this, *op, r.at, r.n) : r.why;
+        op->refusal = r.why.empty() ? Check(*this, *op, r) : r.why;
         Take(std::move(op), work);
       }
     }

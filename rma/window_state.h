@@ -99,6 +99,12 @@ struct OriginOp {
   void* local = nullptr;
 };
 
+// An operation's error, with why.
+inline void RaiseFailed(OriginOp& op, const absl::Status& st, fsm::EventQueue<OriginOp, RmaSignal>& events) {
+  RmaSignal x;
+  x.error = st;
+  events.Raise<OpMachine>(op, OpEvent::kError, x);
+}
 // The end of an operation the origin moved itself (Store, CrossCopy):
 // stored, or error with why.
 inline void RaiseMoved(OriginOp& op, const absl::Status& st, fsm::EventQueue<OriginOp, RmaSignal>& events) {
@@ -106,9 +112,7 @@ inline void RaiseMoved(OriginOp& op, const absl::Status& st, fsm::EventQueue<Ori
     events.Raise<OpMachine>(op, OpEvent::kStored);
     return;
   }
-  RmaSignal x;
-  x.error = st;
-  events.Raise<OpMachine>(op, OpEvent::kError, x);
+  RaiseFailed(op, st, events);
 }
 
 // A shared window's segment: one mapping on every rank of the host, a
@@ -165,10 +169,10 @@ struct Asked {
   std::shared_ptr<Packet> packet;  // the batch that carries it
   Request answer_req;
   std::byte answer{};
-  // Both ended, or its batch could not be sent (or it was never asked).
+  // Both ended, or its batch could not be sent (or it was never asked:
+  // an active answer's receive has its packet).
   bool answered() const {
-    return !answer_req.active() || (packet != nullptr && !packet->failure.ok()) ||
-           (answer_req.completed() && packet != nullptr && packet->req.completed());
+    return !answer_req.active() || !packet->failure.ok() || (answer_req.completed() && packet->req.completed());
   }
 };
 
@@ -291,8 +295,6 @@ class WindowState {
     std::shared_ptr<Packet> packet;  // null: empty
     uint32_t count = 0;
     std::vector<OriginOp*> ops;  // its operations (rma_op batched)
-    uint64_t fence_ops = 0;      // of them, those counted in sent_to, and in group_sent
-    uint64_t group_ops = 0;
   };
   std::vector<OutBatch> batches;
   uint64_t control_messages = 0;  // batches sent

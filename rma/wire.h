@@ -105,11 +105,13 @@ inline std::size_t RecordBytes(const Header& h) {
   return sizeof(Header) + std::size_t{h.runs} * sizeof(Run) +
          (h.inline_data != 0 ? static_cast<std::size_t>(DataBytes(static_cast<OpKind>(h.kind), h.op, h.bytes)) : 0);
 }
-// A control message's records, split: each one's bytes, until one cannot
-// be read (its size runs past the message's end, or a header is foreign):
-// that one and every one after it are refused, with `why`. A message
-// whose batch header is malformed is one refused record.
+// A control message's records, split: each one's header and bytes, until
+// one cannot be read (a foreign or malformed header, or a size that runs
+// past the message's end): that one and every one after it are refused,
+// with `why`. A message whose batch header is malformed is one refused
+// record.
 struct Record {
+  Header h;  // a readable record's: its magic, kind, block count and sizes checked
   const std::byte* at = nullptr;
   std::size_t n = 0;
   std::string why;  // empty: readable
