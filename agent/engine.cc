@@ -135,6 +135,60 @@ car::Car* CarOf(const Request& req) { return EngineAccess::CarOf(req); }
 
 void CapEager(Request& req, uint64_t bytes) { EngineAccess::CapEager(req, bytes); }
 
+namespace {
+
+// The one method with rma that carries every member of `comm`, or null.
+methods::Method* OneSidedMethod(const Comm& comm) {
+  agent::Runtime& rt = EngineAccess::RuntimeOf(comm);
+  methods::Method* m = nullptr;
+  for (int r = 0; r < comm.size(); ++r) {
+    methods::Method& here = rt.routes().MethodFor(EngineAccess::WorldRank(comm, r));
+    if (!here.caps().rma || (m != nullptr && m != &here)) return nullptr;
+    m = &here;
+  }
+  return m;
+}
+
+}  // namespace
+
+bool OneSided(const Comm& comm) { return EngineAccess::IsAlive(comm) && OneSidedMethod(comm) != nullptr; }
+
+absl::StatusOr<Exposed> Expose(const Comm& comm, void* base, std::size_t bytes) {
+  CARTAGE_RETURN_IF_ERROR(EngineAccess::Alive(comm, "expose"));
+  methods::Method* m = OneSidedMethod(comm);
+  if (m == nullptr) {
+    return absl::FailedPreconditionError("expose: no one method with one-sided transfers carries every rank");
+  }
+  CARTAGE_ASSIGN_OR_RETURN(methods::Method::Exposed e, m->Expose(base, bytes));
+  return Exposed{e.token, e.addr, e.key};
+}
+
+void Unexpose(const Comm& comm, uint64_t token) {
+  if (!EngineAccess::IsAlive(comm)) return;
+  if (methods::Method* m = OneSidedMethod(comm)) m->Unexpose(token);
+}
+
+absl::Status StartOneSided(const Comm& comm, bool write, void* local, uint64_t bytes, int peer, uint64_t addr,
+                           uint64_t key, Request* req) {
+  CARTAGE_RETURN_IF_ERROR(EngineAccess::Alive(comm, write ? "one-sided write" : "one-sided read"));
+  if (req == nullptr || req->active() || req->persistent()) {
+    return absl::FailedPreconditionError(absl::StrFormat("one-sided %s %s rank %d: the request is not idle",
+                                                         write ? "write" : "read", write ? "to" : "from", peer));
+  }
+  if (peer < 0 || peer >= comm.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat("one-sided %s: rank %d is not in a communicator of %d",
+                                                      write ? "write" : "read", peer, comm.size()));
+  }
+  agent::Runtime& rt = EngineAccess::RuntimeOf(comm);
+  const int world = EngineAccess::WorldRank(comm, peer);
+  if (!rt.routes().MethodFor(world).caps().rma) {
+    return absl::FailedPreconditionError(absl::StrFormat("one-sided %s rank %d: its method (%s) has no rma",
+                                                         write ? "write to" : "read from", peer,
+                                                         rt.routes().MethodFor(world).name()));
+  }
+  return rt.StartRma(write, local, bytes, world, car::RemoteRef{addr, key}, req);
+}
+
 Comm CollectiveChannel(const Comm& comm) { return EngineAccess::CollectiveChannel(comm); }
 
 absl::Status Alive(const Comm& comm, absl::string_view op) { return EngineAccess::Alive(comm, op); }

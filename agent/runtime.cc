@@ -16,6 +16,7 @@
 #include "base/check.h"
 #include "car/machines.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "cartage/cartage.h"
@@ -274,6 +275,25 @@ absl::Status Runtime::CreateAndPost(const car::MessageSpec& m, int peer, Request
   Attach(req, *car, peer);
   ArmRequest(req);
   return PostNow(**car);
+}
+
+absl::Status Runtime::StartRma(bool write, void* local, uint64_t bytes, int peer, car::RemoteRef remote,
+                               Request* req) {
+  absl::StatusOr<Car*> car = pool_->CreateInPlace([&] {
+    return car::CarSpec{.kind = CarKind::kRma,
+                        .flags = write ? car::CarFlag::kSendData : car::CarFlag::kRecvData,
+                        .envelope = {.context_id = 0, .rank = peer, .tag = 0},
+                        .segment = car::Segment::Of(local, bytes, datatype::BasicType::kByte),
+                        .counter = &req->done_,
+                        .vc = routes_.VcFor(peer),
+                        .owner = this,
+                        .remote = remote};
+  });
+  if (!car.ok()) return car.status();
+  routes_.Bind(**car, peer);
+  Attach(req, *car, peer);
+  ArmRequest(req);
+  return car::RmaCarMachine::Dispatch(**car, car::RmaCarEvent::kPost);
 }
 
 absl::Status Runtime::Restart(Car& car, int peer, base::Completion* counter) {

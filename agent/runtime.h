@@ -165,6 +165,10 @@ class Runtime : public methods::MethodHost {
   absl::Status Post(Request* req);
   // Create, then Post, in one call: a nonblocking send's or receive's.
   absl::Status CreateAndPost(const car::MessageSpec& m, int peer, Request* req);
+  // A one-sided CAR (car_rma) for `req`: writes `bytes` at `local` to world
+  // rank `peer`'s memory at `remote`, or reads them from there (`write`
+  // false), posted at once. The caller checked that the peer's method has rma.
+  absl::Status StartRma(bool write, void* local, uint64_t bytes, int peer, car::RemoteRef remote, Request* req);
   // Rearm, then post: a schedule's step (engine::StartCounted) starts in
   // this one call.
   absl::Status Restart(car::Car& car, int peer, base::Completion* counter);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "datatype/segment_walk.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
@@ -20,6 +21,7 @@ absl::string_view KindName(CarKind k) {
     case CarKind::kRecv: return "recv";
     case CarKind::kUnexpected: return "unexpected";
     case CarKind::kVertex: return "vertex";
+    case CarKind::kRma: return "rma";
     case CarKind::kCount: break;
   }
   return "?";
@@ -146,12 +148,22 @@ absl::Status ValidateSpec(const CarSpec& s) {
     return Reject(s, "successors and predecessors belong to schedule vertices");
   }
   if (s.synchronous && s.kind != CarKind::kSend) return Reject(s, "only a send can be synchronous");
+  if (s.kind == CarKind::kRma) {
+    // One direction, its own segment: nothing packed, reduced or depended on.
+    if (s.flags != CarFlags(CarFlag::kSendData) && s.flags != CarFlags(CarFlag::kRecvData)) {
+      return Reject(s, "a one-sided CAR writes (SEND_DATA) or reads (RECV_DATA), with no other flag");
+    }
+    if (!g.contiguous()) return Reject(s, "a one-sided CAR moves one run of memory");
+  } else if (s.remote.addr != 0 || s.remote.key != 0) {
+    return Reject(s, "only a one-sided CAR names a peer's memory");
+  }
   return absl::OkStatus();
 }
 
 // Car's constructor leaves the state word at 0 for every kind.
 static_assert(static_cast<uint8_t>(SendDef::kInitial) == 0 && static_cast<uint8_t>(RecvDef::kInitial) == 0 &&
-                  static_cast<uint8_t>(UnexpectedDef::kInitial) == 0 && static_cast<uint8_t>(VertexDef::kInitial) == 0,
+                  static_cast<uint8_t>(UnexpectedDef::kInitial) == 0 && static_cast<uint8_t>(VertexDef::kInitial) == 0 &&
+                  static_cast<uint8_t>(RmaCarDef::kInitial) == 0,
               "a fresh CAR starts in state 0 of its machine");
 
 void Car::Rearm() {
@@ -160,6 +172,7 @@ void Car::Rearm() {
     case CarKind::kRecv: RecvMachine::Reset(*this); break;
     case CarKind::kUnexpected: UnexpectedMachine::Reset(*this); break;
     case CarKind::kVertex: VertexMachine::Reset(*this); break;
+    case CarKind::kRma: RmaCarMachine::Reset(*this); break;
     case CarKind::kCount: break;
   }
   proto_ = 0;
@@ -177,6 +190,7 @@ absl::string_view Car::state_name() const {
     case CarKind::kRecv: return RecvDef::kStates[s];
     case CarKind::kUnexpected: return UnexpectedDef::kStates[s];
     case CarKind::kVertex: return VertexDef::kStates[s];
+    case CarKind::kRma: return RmaCarDef::kStates[s];
     case CarKind::kCount: break;
   }
   return "?";

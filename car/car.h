@@ -45,10 +45,11 @@ enum class CarKind : uint8_t {
   kRecv,        // car_recv: a posted receive
   kUnexpected,  // car_unexpected: an arrived message no receive has matched yet
   kVertex,      // car_vertex: one step of a collective schedule
+  kRma,         // car_rma: a one-sided write or read the method moves itself
   kCount
 };
 
-// "send", "recv", "unexpected", "vertex".
+// "send", "recv", "unexpected", "vertex", "rma".
 absl::string_view KindName(CarKind k);
 
 // The type flags of seed 002 (three independent sets: direction, buffer
@@ -199,6 +200,10 @@ struct Vc {
   // (an empty send, a receive that takes and drops the peer's message) and
   // raise kComplete once settled. None: nothing to settle.
   void (*drain)(Car&, CarEvents&) = nullptr;
+  // A one-sided CAR (car_rma): write or read the peer's exposed memory;
+  // the method raises complete or error. Only a method whose capabilities
+  // say rma has it.
+  void (*start_rma)(Car&, CarEvents&) = nullptr;
 };
 
 // memcpy, the copies of 4 to 16 bytes made in line (two loads and two
@@ -223,6 +228,13 @@ inline void CopyBytes(void* to, const void* from, uint64_t n) {
   }
 }
 
+// Where a one-sided CAR's data goes or comes from in its peer's memory:
+// the address and key the peer's method exposed it with.
+struct RemoteRef {
+  uint64_t addr = 0;
+  uint64_t key = 0;
+};
+
 // Everything a CAR is built from. The pool validates it (ValidateSpec).
 struct CarSpec {
   CarKind kind = CarKind::kSend;
@@ -242,6 +254,7 @@ struct CarSpec {
   std::span<Car* const> successors = {};  // vertices: who waits on this one
   uint32_t predecessors = 0;         // vertices: how many it waits on
   void* owner = nullptr;             // who built it (the agent, a schedule): its own operations find it here
+  RemoteRef remote = {};             // car_rma: the peer's memory it writes or reads
 };
 
 // Rejects flag combinations and fields that make no sense, naming the rule.

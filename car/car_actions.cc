@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "car/vertex_fsm.h"
@@ -48,6 +49,9 @@ std::string Describe(const Car& c) {
                              rank, tag, e.context_id);
     }
     case CarKind::kVertex: return absl::StrFormat("schedule vertex #%d", c.id());
+    case CarKind::kRma:
+      return absl::StrFormat("one-sided %s #%d %s rank %d", c.flags().has(CarFlag::kSendData) ? "write" : "read",
+                             c.id(), c.flags().has(CarFlag::kSendData) ? "to" : "from", e.rank);
     case CarKind::kCount: break;
   }
   return "car";
@@ -59,6 +63,7 @@ bool IsFinal(Car& c) {
     case CarKind::kRecv: return RecvMachine::IsFinal(c);
     case CarKind::kUnexpected: return UnexpectedMachine::IsFinal(c);
     case CarKind::kVertex: return VertexMachine::IsFinal(c);
+    case CarKind::kRma: return RmaCarMachine::IsFinal(c);
     case CarKind::kCount: break;
   }
   return true;
@@ -75,6 +80,7 @@ void RaiseProgress(Car& dependent, CarEvents& events) {
     case CarKind::kRecv: events.Raise<RecvMachine>(dependent, RecvEvent::kProgress); break;
     case CarKind::kVertex: events.Raise<VertexMachine>(dependent, VertexEvent::kPredecessorDone); break;
     case CarKind::kUnexpected:
+    case CarKind::kRma:
     case CarKind::kCount: break;
   }
 }
@@ -128,6 +134,7 @@ bool CarActions::ErrorQueued(const Car& c, const CarEvents& events) {
     case CarKind::kRecv: return events.Queued<RecvMachine>(c, RecvEvent::kError);
     case CarKind::kUnexpected: return events.Queued<UnexpectedMachine>(c, UnexpectedEvent::kError);
     case CarKind::kVertex: return events.Queued<VertexMachine>(c, VertexEvent::kError);
+    case CarKind::kRma: return events.Queued<RmaCarMachine>(c, RmaCarEvent::kError);
     case CarKind::kCount: break;
   }
   return false;
@@ -147,6 +154,7 @@ void CarActions::RaiseError(Car& c, CarEvents& events, absl::Status error) {
     case CarKind::kRecv: events.Raise<RecvMachine>(c, RecvEvent::kError, s); break;
     case CarKind::kUnexpected: events.Raise<UnexpectedMachine>(c, UnexpectedEvent::kError, s); break;
     case CarKind::kVertex: events.Raise<VertexMachine>(c, VertexEvent::kError, s); break;
+    case CarKind::kRma: events.Raise<RmaCarMachine>(c, RmaCarEvent::kError, s); break;
     case CarKind::kCount: break;
   }
 }
@@ -174,6 +182,17 @@ void CarActions::StartRendezvous(Car& c, const CarSignal&, CarEvents& events) {
 
 void CarActions::StartData(Car& c, const CarSignal&, CarEvents& events) {
   CallVc(c, events, &Vc::start_data, "start_data");
+}
+
+// ---- One-sided ----------------------------------------------------------------
+
+void CarActions::StartRma(Car& c, const CarSignal&, CarEvents& events) {
+  CallVc(c, events, &Vc::start_rma, "start_rma");
+}
+
+void CarActions::FinishRma(Car& c, const CarSignal&, CarEvents& events) {
+  c.bytes_done_ = c.payload_bytes();
+  Complete(c, events);
 }
 
 // ---- Receive side ------------------------------------------------------------

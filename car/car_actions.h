@@ -1,5 +1,5 @@
 // The code on the edges of the CAR machines: every guard and action the
-// tables in send_fsm.h, recv_fsm.h, unexpected_fsm.h and vertex_fsm.h name.
+// tables in send_fsm.h, recv_fsm.h, unexpected_fsm.h, vertex_fsm.h and rma_fsm.h name.
 // Each table wraps these functions in named fsm::Guard / fsm::Action objects;
 // the names are what the diagrams show.
 #ifndef CARTAGE_CAR_CAR_ACTIONS_H_
@@ -139,6 +139,10 @@ struct CarActions {
   static void CountDown(Car& c, const CarSignal& s, CarEvents& events);
   static void Launch(Car& c, const CarSignal& s, CarEvents& events);
   static void Release(Car& c, const CarSignal& s, CarEvents& events);  // CountDown, then Launch
+  // One-sided CARs: handed to the VC's start_rma; once the method says the
+  // data arrived (FinishRma), all of it counts as moved.
+  static void StartRma(Car& c, const CarSignal& s, CarEvents& events);
+  static void FinishRma(Car& c, const CarSignal& s, CarEvents& events);
   // Endings shared by every machine. CompleteCar in line, as StartEager:
   // a send's local completion follows its post in the same piece of code.
   ABSL_ATTRIBUTE_ALWAYS_INLINE static void CompleteCar(Car& c, const CarSignal&, CarEvents& events) {

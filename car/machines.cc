@@ -1,6 +1,7 @@
 #include "car/machines.h"
 
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "car/vertex_fsm.h"
@@ -13,6 +14,7 @@ absl::Status RegisterCarMachines(fsm::Registry& registry) {
   CARTAGE_RETURN_IF_ERROR(registry.Register(RecvMachine::Describe()));
   CARTAGE_RETURN_IF_ERROR(registry.Register(UnexpectedMachine::Describe()));
   CARTAGE_RETURN_IF_ERROR(registry.Register(VertexMachine::Describe()));
+  CARTAGE_RETURN_IF_ERROR(registry.Register(RmaCarMachine::Describe()));
   return absl::OkStatus();
 }
 
@@ -24,6 +26,7 @@ fsm::LiveCar DescribeLive(const Car& car, int64_t now_ns) {
     case CarKind::kRecv: r.machine = &fsm::kNamesOf<RecvDef>; break;
     case CarKind::kUnexpected: r.machine = &fsm::kNamesOf<UnexpectedDef>; break;
     case CarKind::kVertex: r.machine = &fsm::kNamesOf<VertexDef>; break;
+    case CarKind::kRma: r.machine = &fsm::kNamesOf<RmaCarDef>; break;
     case CarKind::kCount: break;
   }
   // No event: the subject is the CAR's own, not what an arrival announces.

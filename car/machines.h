@@ -1,5 +1,5 @@
 // Registration of the CAR machines (car_send, car_recv, car_unexpected,
-// car_vertex) with an fsm::Registry, for `cartage diagrams` and `cartage
+// car_vertex, car_rma) with an fsm::Registry, for `cartage diagrams` and `cartage
 // info`, and a live CAR described by its machine, for hang dumps.
 #ifndef CARTAGE_CAR_MACHINES_H_
 #define CARTAGE_CAR_MACHINES_H_

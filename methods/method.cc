@@ -125,6 +125,13 @@ absl::StatusOr<MethodBuffer> Method::AllocBuffer(std::size_t min) {
 
 void Method::FreeBuffer(MethodBuffer buf) { ::operator delete(buf.data); }
 
+absl::StatusOr<Method::Exposed> Method::Expose(void*, std::size_t bytes) {
+  return absl::UnimplementedError(
+      absl::StrFormat("%s cannot expose %d bytes to one-sided access: it has no rma", name(), bytes));
+}
+
+void Method::Unexpose(uint64_t) {}
+
 void Method::RecvReady(car::Car& send) {
   (void)car::SendMachine::Dispatch(send, car::SendEvent::kProgress);
 }

@@ -51,8 +51,8 @@ struct Capabilities {
   bool ordered = true;             // messages to one peer arrive in posting order
   bool reliable = true;            // nothing is lost or duplicated
   bool tag_matching = false;       // the method matches envelopes itself (native)
-  bool rma = false;                // one-sided put/get
-  bool atomics = false;            // remote atomics
+  bool rma = false;                // one-sided writes and reads (Expose, car_rma CARs)
+  bool atomics = false;            // remote atomics (no built-in method offers them: accumulates are the target agent's)
   bool needs_registration = false; // buffers must be registered before transfer
   // A rendezvous message moves with one copy, the receiver reading the
   // sender's buffer (shm: CMA, where its start-up probe finds it works);
@@ -223,6 +223,23 @@ class Method {
   // error (kResourceExhausted) the caller queues on and retries.
   virtual absl::StatusOr<MethodBuffer> AllocBuffer(std::size_t min);
   virtual void FreeBuffer(MethodBuffer buf);
+
+  // ---- One-sided transfers (caps().rma) -------------------------------------------
+  // [buf, buf + bytes) exposed to the peers' one-sided writes and reads:
+  // what a peer's car_rma CARs name it by (CarSpec::remote: `addr` is its
+  // first byte's address, `key` the method's key), and a token for
+  // Unexpose. A method without rma refuses (kUnimplemented, the default).
+  // The VC's start_rma then moves a car_rma CAR: SEND_DATA writes its
+  // segment into the peer's memory, RECV_DATA reads from it; the method
+  // raises complete once a write is placed at the peer (so that a message
+  // sent after it finds it there) or a read has landed, or error.
+  struct Exposed {
+    uint64_t token = 0;
+    uint64_t addr = 0;
+    uint64_t key = 0;
+  };
+  virtual absl::StatusOr<Exposed> Expose(void* buf, std::size_t bytes);
+  virtual void Unexpose(uint64_t token);
 
   // ---- Inter-method calls (seed 002) -------------------------------------------
   // A receive on another method has matched the data `send` forwards: the

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "car/car.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "car/unexpected_fsm.h"
 #include "methods/common/handle_table.h"
@@ -118,6 +119,8 @@ inline void DispatchError(car::Car& c, const absl::Status& why) {
   err.error = why;
   if (c.kind() == car::CarKind::kSend) {
     if (!car::SendMachine::IsFinal(c)) (void)car::SendMachine::Dispatch(c, car::SendEvent::kError, err);
+  } else if (c.kind() == car::CarKind::kRma) {
+    if (!car::RmaCarMachine::IsFinal(c)) (void)car::RmaCarMachine::Dispatch(c, car::RmaCarEvent::kError, err);
   } else if (!car::RecvMachine::IsFinal(c)) {
     (void)car::RecvMachine::Dispatch(c, car::RecvEvent::kError, err);
   }

@@ -69,6 +69,29 @@ car::Car* CarOf(const Request& req);
 // single-copy method moves with one copy instead of two).
 void CapEager(Request& req, uint64_t bytes);
 
+// One-sided transfers through the method that carries a communicator's
+// ranks, where it moves data into and out of a peer's memory itself
+// (Capabilities::rma: ofi on a provider with FI_RMA). A region is exposed
+// on each rank (`addr` and `key` are what the others name it by, passed
+// on by the caller); a transfer is a car_rma CAR that completes `req` once
+// a write is placed at the peer (a message sent after it finds it there)
+// or a read has landed.
+struct Exposed {
+  uint64_t token = 0;
+  uint64_t addr = 0;
+  uint64_t key = 0;
+};
+// Whether one method with rma carries every member of `comm`, this rank
+// included (then Expose and StartOneSided can work).
+bool OneSided(const Comm& comm);
+// [base, base + bytes) exposed through that method, or why not.
+absl::StatusOr<Exposed> Expose(const Comm& comm, void* base, std::size_t bytes);
+void Unexpose(const Comm& comm, uint64_t token);
+// Writes (`write`) `bytes` at `local` to `addr` at rank `peer` of `comm`,
+// whose region `key` names, or reads them from there into `local`.
+absl::Status StartOneSided(const Comm& comm, bool write, void* local, uint64_t bytes, int peer, uint64_t addr,
+                           uint64_t key, Request* req);
+
 // `comm` on its collective context: the same ranks, traffic that never
 // matches point-to-point traffic (schedules send on it).
 Comm CollectiveChannel(const Comm& comm);
