@@ -5,7 +5,9 @@
 #include "methods/ofi/ofi_method.h"
 
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "car/car_actions.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "methods/common/host_keys.h"
 #include "methods/common/wire_cars.h"
@@ -52,6 +55,7 @@ void OfiMethod::FailPeer(int peer, const absl::Status& why) {
   p.vc.start_eager = &OfiMethod::FailAtOnce;
   p.vc.start_rendezvous = &OfiMethod::FailAtOnce;
   p.vc.post_recv = &OfiMethod::FailAtOnce;
+  p.vc.start_rma = &OfiMethod::FailAtOnce;
   // Everything the provider holds for the peer: receives are cancelled (the
   // provider reports ECANCELED later, to an orphan), sends orphaned.
   std::vector<OfiOp*> mine;
@@ -158,6 +162,23 @@ ssize_t OfiMethod::Issue(OfiOp* op) {
       return fi_trecv(ep_, op->buf, op->len, nullptr, op->addr, op->tag, op->ignore, &op->ctx);
     case OfiOp::Kind::kAckRecv:
       return fi_trecv(ep_, op->buf, op->len, nullptr, op->addr, op->tag, op->ignore, &op->ctx);
+    case OfiOp::Kind::kWrite: {
+      // Complete once placed at the peer: a message sent after the write
+      // (a flush's, a fence's) then finds the data there, whatever order
+      // the provider keeps between writes and messages.
+      iovec iov{op->buf, op->len};
+      fi_rma_iov remote{op->tag, op->len, op->ignore};
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.iov_count = 1;
+      msg.addr = op->addr;
+      msg.rma_iov = &remote;
+      msg.rma_iov_count = 1;
+      msg.context = &op->ctx;
+      return fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    }
+    case OfiOp::Kind::kRead:
+      return fi_read(ep_, op->buf, op->len, nullptr, op->addr, op->tag, op->ignore, &op->ctx);
     case OfiOp::Kind::kPeek: {
       fi_msg_tagged msg{};
       msg.addr = op->addr;
@@ -227,7 +248,8 @@ const car::Vc OfiMethod::kOps{.name = "ofi",
                               .start_rendezvous = &StartSend,
                               .post_recv = &PostRecv,
                               .unpost_recv = &UnpostRecv,
-                              .send_ack = &SendAck};
+                              .send_ack = &SendAck,
+                              .start_rma = &StartRma};
 
 void OfiMethod::StartSend(Car& c, CarEvents& events) {
   OfiCarState& st = StateOf(c);
@@ -307,6 +329,53 @@ void OfiMethod::SendAck(Car& c, CarEvents& events) {
   op->tag = m.layout().Ack(c.envelope().context_id, m.rank_, StateOf(c).tag);
   op->inject = true;
   m.Post(op, &events);
+}
+
+void OfiMethod::StartRma(Car& c, CarEvents& events) {
+  OfiMethod& m = MethodOf<OfiMethod>(c);
+  const int peer = PeerOf(c);
+  if (!m.provider_.rma) {
+    car::CarActions::RaiseError(c, events, absl::FailedPreconditionError(absl::StrFormat(
+                                               "ofi: %s offers no FI_RMA (or CARTAGE_OFI_RMA=0)", m.provider_.name)));
+    return;
+  }
+  const bool write = c.flags().has(car::CarFlag::kSendData);
+  OfiOp* op = m.NewOp(write ? OfiOp::Kind::kWrite : OfiOp::Kind::kRead, &c, peer);
+  const car::Segment& g = c.segment();
+  op->buf = static_cast<std::byte*>(g.buf) + g.first;
+  op->len = g.bytes();
+  op->addr = m.addrs_[static_cast<std::size_t>(peer)];
+  op->tag = c.spec().remote.addr;
+  op->ignore = c.spec().remote.key;
+  StateOf(c).op = op;
+  m.Post(op, &events);
+}
+
+absl::StatusOr<Method::Exposed> OfiMethod::Expose(void* buf, std::size_t bytes) {
+  if (!provider_.rma) return Method::Expose(buf, bytes);
+  fid_mr* mr = nullptr;
+  // Nothing to reach in an empty region: a key of 0 that no access uses
+  // (the origin refuses any access to it).
+  if (bytes > 0) {
+    // A key of our own where the provider takes the one asked for (no
+    // FI_MR_PROV_KEY): one per region, never reused.
+    const uint64_t requested = exposed_.size() + 1;
+    const int rc = fi_mr_reg(domain_, buf, bytes, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, requested, 0, &mr, nullptr);
+    if (rc != 0) {
+      return absl::UnavailableError(absl::StrFormat("ofi: rank %d: registering %d bytes for one-sided access on %s: %s",
+                                                    rank_, bytes, provider_.name, FiError(rc)));
+    }
+  }
+  exposed_.push_back(mr);
+  const uint64_t addr = provider_.mr_virt_addr ? static_cast<uint64_t>(reinterpret_cast<uintptr_t>(buf)) : 0;
+  return Exposed{exposed_.size(), addr, mr != nullptr ? fi_mr_key(mr) : 0};
+}
+
+void OfiMethod::Unexpose(uint64_t token) {
+  if (token == 0 || token > exposed_.size()) return;
+  fid_mr*& mr = exposed_[token - 1];
+  if (mr != nullptr) fi_close(&mr->fid);
+  mr = nullptr;
 }
 
 void OfiMethod::FailAtOnce(Car& c, CarEvents& events) {

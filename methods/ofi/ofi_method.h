@@ -69,7 +69,8 @@ struct ProviderChoice {
   uint64_t max_message = 0;
   std::size_t inject_size = 0;
   bool host_only = false;  // shm: reaches one host
-  bool rma = false;        // advertises FI_RMA
+  bool rma = false;        // FI_RMA asked for and offered: one-sided writes and reads
+  bool mr_virt_addr = true;  // a peer names exposed memory by its address (FI_MR_VIRT_ADDR), else by offset
   std::size_t rx_iov_limit = 1;
   bool control = false;    // FI_MSG: control messages (the unexpected account, news of deaths)
 };
@@ -94,7 +95,7 @@ bool ProviderNamed(const std::string& name, const std::vector<std::string>& list
 // the provider still holds after its CAR has failed (a dead peer) stays
 // valid until the provider lets it go.
 struct OfiOp {
-  enum class Kind : uint8_t { kSend, kRecv, kAckRecv, kAckSend, kPeek, kCtlRecv, kCtlSend };
+  enum class Kind : uint8_t { kSend, kRecv, kAckRecv, kAckSend, kPeek, kCtlRecv, kCtlSend, kWrite, kRead };
   fi_context2 ctx;          // the provider's scratch (FI_CONTEXT2 mode); first
   Kind kind = Kind::kSend;
   bool inject = false;      // fi_tinject: no completion will come
@@ -105,8 +106,8 @@ struct OfiOp {
   void* buf = nullptr;
   uint64_t len = 0;
   uint64_t addr = 0;        // fi_addr_t
-  uint64_t tag = 0;
-  uint64_t ignore = 0;
+  uint64_t tag = 0;         // a write or read: the peer's address
+  uint64_t ignore = 0;      // ...and its key
   std::byte* bounce = nullptr;  // a non-contiguous message, packed (owned)
   uint64_t ctl[3] = {};         // a control message: what it says, its figure, its sender
   OfiOp* next_free = nullptr;
@@ -148,6 +149,8 @@ class OfiMethod final : public Method {
     if (provider_.control) SendControl(peer, kGone, static_cast<uint64_t>(gone));
   }
   void Close() override;
+  absl::StatusOr<Exposed> Expose(void* buf, std::size_t bytes) override;
+  void Unexpose(uint64_t token) override;
 
   // VC operations (car::Vc); the VC's context is the method. The provider
   // matches, so posting a receive is the method's operation, not the agent's.
@@ -156,6 +159,7 @@ class OfiMethod final : public Method {
   static void PostRecv(car::Car& c, car::CarEvents& events);
   static void UnpostRecv(car::Car& c, car::CarEvents& events);
   static void SendAck(car::Car& c, car::CarEvents& events);
+  static void StartRma(car::Car& c, car::CarEvents& events);
   static void FailAtOnce(car::Car& c, car::CarEvents& events);
 
   static OfiCarState& StateOf(car::Car& c) { return *static_cast<OfiCarState*>(c.method_private()); }
@@ -254,6 +258,7 @@ class OfiMethod final : public Method {
   std::byte* sink_ = nullptr;
   static constexpr std::size_t kSinkBytes = std::size_t{1} << 30;
   std::vector<uint64_t> addrs_;  // fi_addr_t per world rank
+  std::vector<fid_mr*> exposed_;  // by token - 1 (null: unexposed)
   std::vector<Peer> peers_;
   car::Vc any_;             // wildcard receives
   std::deque<OfiOp> ops_;        // the pool (stable addresses)

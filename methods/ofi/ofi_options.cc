@@ -32,6 +32,8 @@ std::vector<ParamInfo> Params() {
       {"EVENTS", "100", "completions read per fi_cq_read (progress reads until the queue is empty)"},
       {"HOLD_S", "60", "seconds a send waits while its receiver holds its share of CARTAGE_UNEXPECTED_MAX_MB "
                        "in messages no receive took, before both sides fail naming the cap (0: wait for ever)"},
+      {"RMA", "1", "1: ask the provider for FI_RMA, so that windows' puts and gets are its one-sided writes and "
+                   "reads; 0: never (the target's agent serves them, as on tcp)"},
   };
 }
 
@@ -54,6 +56,11 @@ absl::StatusOr<OfiOptions> OfiOptions::FromEnvironment() {
       return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_HOLD_S=%s: need seconds >= 0", v));
     }
   }
+  if (const char* v = std::getenv("CARTAGE_OFI_RMA")) {
+    const std::string_view r(v);
+    if (r != "0" && r != "1") return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_RMA=%s: use 0 or 1", v));
+    o.rma = r == "1";
+  }
   return o;
 }
 
@@ -70,6 +77,7 @@ Capabilities CapsOf(const ProviderChoice* p) {
     c.max_context = p->layout.max_context();
     c.max_tag = p->layout.max_tag();
     c.max_rank = p->layout.max_source();
+    c.rma = p->rma;
   }
   return c;
 }
@@ -87,7 +95,8 @@ std::vector<std::string> Details() {
   absl::StatusOr<ProviderChoice> p = ChooseProvider(*o);
   if (!p.ok()) return {std::string(p.status().message())};
   return {absl::StrFormat("provider %s (fabric %s, domain %s): inject %d B, max message %d B%s%s", p->name, p->fabric,
-                          p->domain, p->inject_size, p->max_message, p->rma ? ", FI_RMA" : "",
+                          p->domain, p->inject_size, p->max_message,
+                          p->rma ? (p->mr_virt_addr ? ", FI_RMA (by address)" : ", FI_RMA (by offset)") : "",
                           p->control ? ", FI_MSG" : " (no FI_MSG: no unexpected-message cap, no news of deaths)"),
           absl::StrCat("tag layout ", p->layout.Describe())};
 }

@@ -19,6 +19,7 @@ struct OfiOptions {
   TagMode tag_mode = TagMode::kAuto;
   int events = 100;                  // completions read per fi_cq_read
   int hold_s = 60;                   // a send held back for the receiver this long fails (0: never)
+  bool rma = true;                   // ask for FI_RMA: windows' puts and gets as the provider's writes and reads
   static absl::StatusOr<OfiOptions> FromEnvironment();
 };
 std::vector<ParamInfo> Params();

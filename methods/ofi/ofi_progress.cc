@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "car/recv_fsm.h"
+#include "car/rma_fsm.h"
 #include "car/send_fsm.h"
 #include "methods/common/wire_cars.h"
 
@@ -137,6 +138,15 @@ void OfiMethod::OnCompletion(OfiOp* op, const fi_cq_tagged_entry& e) {
       if (!SendMachine::IsFinal(*c)) (void)SendMachine::Dispatch(*c, SendEvent::kAck);
       return;
     }
+    case OfiOp::Kind::kWrite:
+    case OfiOp::Kind::kRead: {
+      Car* c = op->car;
+      FreeOp(op);
+      if (c == nullptr) return;
+      StateOf(*c).op = nullptr;
+      (void)car::RmaCarMachine::Dispatch(*c, car::RmaCarEvent::kComplete);
+      return;
+    }
     case OfiOp::Kind::kAckSend:
     case OfiOp::Kind::kCtlSend:
       FreeOp(op);
@@ -178,6 +188,8 @@ void OfiMethod::OnError(const fi_cq_err_entry& err) {
   if (c == nullptr || cancelled) return;  // an orphan, or Cancel() finishes the CAR
   const char* what = kind == OfiOp::Kind::kRecv      ? "receive from"
                      : kind == OfiOp::Kind::kAckRecv ? "acknowledgement from"
+                     : kind == OfiOp::Kind::kWrite   ? "one-sided write to"
+                     : kind == OfiOp::Kind::kRead    ? "one-sided read from"
                                                      : "send to";
   FailCar(*c, absl::UnavailableError(absl::StrFormat(
                   "ofi: %s rank %d failed on %s: %s", what, peer >= 0 ? peer : PeerOf(*c), provider_.name,

@@ -94,11 +94,13 @@ namespace {
 
 // Tagged, reliable, ordered (MPI's non-overtaking rule), one thread per
 // domain; the address vector as a table so that fi_addr_t is the rank.
-FiInfoPtr Hints(bool directed, bool msg) {
+FiInfoPtr Hints(bool directed, bool msg, bool rma) {
   FiInfoPtr hints(fi_allocinfo());
   // FI_MSG carries the method's control messages, apart from the tagged
   // matching (a wildcard receive posted there would slow every match).
-  hints->caps = FI_TAGGED | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0) | (msg ? FI_MSG : 0);
+  // FI_RMA: windows' puts and gets as the provider's writes and reads.
+  hints->caps = FI_TAGGED | FI_SEND | FI_RECV | (directed ? FI_DIRECTED_RECV : 0) | (msg ? FI_MSG : 0) |
+                (rma ? FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -111,20 +113,38 @@ FiInfoPtr Hints(bool directed, bool msg) {
 
 }  // namespace
 
+namespace {
+
+std::string Name(const char* s) { return s != nullptr ? s : ""; }
+
+// The same provider, fabric and domain as `i` in `list`, or null.
+fi_info* Same(fi_info* list, const fi_info* i) {
+  for (fi_info* j = list; j != nullptr; j = j->next) {
+    if (Name(j->fabric_attr->prov_name) == Name(i->fabric_attr->prov_name) &&
+        Name(j->fabric_attr->name) == Name(i->fabric_attr->name) &&
+        Name(j->domain_attr->name) == Name(i->domain_attr->name)) {
+      return j;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoPtr* out) {
   std::vector<std::string> seen;
   // First with FI_DIRECTED_RECV (ofi_tag_full needs it), then without; each
   // first with FI_MSG (the control messages), then without.
   for (const auto& [directed, msg] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true},
                                       std::pair{false, false}}) {
-    FiInfoPtr hints = Hints(directed, msg);
+    FiInfoPtr hints = Hints(directed, msg, /*rma=*/false);
     fi_info* list = nullptr;
     const int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints.get(), &list);
     RestoreFatalSignals();  // providers starting up may have installed theirs
     if (rc != 0) continue;
     FiInfoPtr owner(list);
     for (fi_info* i = list; i != nullptr; i = i->next) {
-      const std::string prov = i->fabric_attr->prov_name != nullptr ? i->fabric_attr->prov_name : "?";
+      const std::string prov = Name(i->fabric_attr->prov_name);
       if (std::find(seen.begin(), seen.end(), prov) == seen.end()) seen.push_back(prov);
       if (!options.include.empty() && !ProviderNamed(prov, options.include)) continue;
       if (ProviderNamed(prov, options.exclude)) continue;
@@ -139,17 +159,37 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
         }
         continue;  // another provider may suit the mode
       }
+      // The provider chosen, asked again with FI_RMA: where it offers it
+      // (the same provider, fabric and domain, the same tag format), that
+      // is the endpoint opened. FI_RMA never changes which provider wins.
+      FiInfoPtr with_rma;
+      fi_info* chosen = i;
+      if (options.rma) {
+        FiInfoPtr rma_hints = Hints(directed, msg, /*rma=*/true);
+        fi_info* rma_list = nullptr;
+        const int rma_rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, rma_hints.get(), &rma_list);
+        RestoreFatalSignals();
+        if (rma_rc == 0) {
+          with_rma.reset(rma_list);
+          fi_info* j = Same(rma_list, i);
+          if (j != nullptr && (j->caps & FI_RMA) != 0 && j->ep_attr->mem_tag_format == i->ep_attr->mem_tag_format &&
+              j->domain_attr->cq_data_size == i->domain_attr->cq_data_size) {
+            chosen = j;
+          }
+        }
+      }
       ProviderChoice c{prov,
-                       i->fabric_attr->name != nullptr ? i->fabric_attr->name : "",
-                       i->domain_attr->name != nullptr ? i->domain_attr->name : "",
+                       Name(chosen->fabric_attr->name),
+                       Name(chosen->domain_attr->name),
                        *layout,
-                       i->ep_attr->max_msg_size,
-                       i->tx_attr->inject_size,
+                       chosen->ep_attr->max_msg_size,
+                       chosen->tx_attr->inject_size,
                        prov == "shm",
-                       (i->caps & FI_RMA) != 0,
-                       i->rx_attr->iov_limit,
+                       chosen != i,
+                       (chosen->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0,
+                       chosen->rx_attr->iov_limit,
                        msg};
-      if (out != nullptr) out->reset(fi_dupinfo(i));
+      if (out != nullptr) out->reset(fi_dupinfo(chosen));
       return c;
     }
   }
@@ -272,6 +312,10 @@ OfiMethod::~OfiMethod() { CloseFabric(); }
 
 void OfiMethod::CloseFabric() {
   if (ep_ != nullptr) fi_close(&ep_->fid);
+  for (fid_mr*& mr : exposed_) {  // windows never freed (a rank that failed first)
+    if (mr != nullptr) fi_close(&mr->fid);
+    mr = nullptr;
+  }
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
