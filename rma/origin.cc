@@ -1,6 +1,7 @@
 // The origin side of one-sided communication: an operation's checks, its
 // control message, the CARs that carry it (rma_op), and the fence that
-// closes an epoch (rma_epoch). Passive epochs are in passive.cc.
+// closes an epoch (rma_epoch). Passive epochs are in passive.cc; the
+// method's own writes and reads in one_sided.cc.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -205,6 +206,22 @@ absl::Status WindowState::Issue(const Access& a, std::shared_ptr<OriginOp>* issu
     ++issued;
     if (issued_op != nullptr) *issued_op = std::move(held);
     return d.status;
+  }
+  if (MovesRemotely(kind, static_cast<uint64_t>(layout_bytes), &runs)) {
+    // The method writes or reads the target's memory itself: once its lock is granted.
+    if (passive) CARTAGE_RETURN_IF_ERROR(AwaitGrant(*locks[t]));
+    auto o = std::make_shared<OriginOp>();
+    Begin(*o, kind, target, a.disp, static_cast<uint64_t>(layout_bytes));
+    o->access = &a;
+    o->runs = &runs;
+    (void)OpMachine::Dispatch(*o, OpEvent::kIssue);
+    o->access = nullptr;
+    o->runs = nullptr;
+    if (OpMachine::StateOf(*o) == OpState::kFailed) return o->status;
+    ops.push_back(std::move(o));
+    ++issued;
+    if (issued_op != nullptr) *issued_op = ops.back();
+    return absl::OkStatus();
   }
   auto o = std::make_shared<OriginOp>();
   Begin(*o, kind, target, a.disp, static_cast<uint64_t>(layout_bytes));
@@ -461,7 +478,15 @@ std::size_t WindowState::AdvanceOps(int* work) {
   std::size_t left = 0;
   for (std::size_t i = ops_final; i < ops.size(); ++i) {
     OriginOp& op = *ops[i];
-    OpMessages& m = *op.msg;  // every operation kept here is a served one
+    if (op.remote.has_value()) {  // the method moves it: its CAR's end is the operation's
+      if (OpMachine::StateOf(op) == OpState::kIssued && op.remote->req.completed()) {
+        FinishRemote(op);
+        ++*work;
+      }
+      if (!OpMachine::IsFinal(op)) ++left;
+      continue;
+    }
+    OpMessages& m = *op.msg;  // the rest kept here are served ones
     if (OpMachine::StateOf(op) == OpState::kIssued && m.packet->req.completed() && m.data_req.completed()) {
       absl::Status st = m.packet->Result();  // completed: at once
       st.Update(m.data_req.Wait());
@@ -509,7 +534,7 @@ absl::Status WindowState::Fence() {
     // On a shared window it orders the program's own stores before every
     // rank's loads of the epoch it opens; on a single-copy one, before
     // every rank's copies.
-    if (direct() || single_copy) {
+    if (direct() || single_copy || one_sided) {
       MemoryBarrier();
       if (absl::Status s = Barrier(comm); !s.ok()) {
         return absl::Status(s.code(), absl::StrFormat("%s: fence opening the first epoch: %s", Name(), s.message()));
@@ -538,8 +563,10 @@ absl::Status WindowState::Fence() {
     const uint64_t expected = std::accumulate(expect.begin(), expect.end(), uint64_t{0});
     if (s.ok()) s = RunUntil([this, expected] { return OpsFinal(-1) && served_in_epoch >= expected; });
     // A single-copy window's puts of the next epoch land as they are
-    // issued: not before every rank has served this one's accumulates.
-    if (s.ok() && single_copy) s = Barrier(comm);
+    // issued: not before every rank has served this one's accumulates. A
+    // one-sided window's target learns of no write into it: every rank's
+    // are placed once every rank is here.
+    if (s.ok() && (single_copy || one_sided)) s = Barrier(comm);
   }
   if (s.ok()) {
     for (const std::shared_ptr<OriginOp>& o : ops) {

@@ -242,7 +242,18 @@ absl::Status WindowState::Unlock(int target) {
   }
   // The unlock goes after every operation to the target, which serves them
   // in order: its answer says they are all done there. A lock never used
-  // asked nothing of the target, and is released with no message.
+  // asked nothing of the target, and is released with no message. The
+  // method's one-sided writes are not in that order: the unlock waits
+  // until each is placed, so that no other origin's lock overtakes it.
+  if (one_sided) {
+    if (absl::Status placed = RunUntil([&] { return RemoteFinal(target); }); !placed.ok()) {
+      RmaSignal x;
+      x.error = placed;
+      if (!AccessMachine::IsFinal(*a)) (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);
+      (void)EpochMachine::Dispatch(*this, EpochEvent::kUnlock);
+      return placed;
+    }
+  }
   MakeRoom(target, sizeof(Header));
   (void)AccessMachine::Dispatch(*a, AccessEvent::kUnlock);
   SendBatch(target);  // the unlock goes with the operations it closes

@@ -211,6 +211,11 @@ struct OpActions {
   // failed: a target gone).
   static bool OneCopy(const OriginOp& op, const RmaSignal& x);
   static void CrossCopy(OriginOp& op, const RmaSignal& x, OpEvents& events);
+  // A put or get on a one-sided window: the method moves it, as a car_rma
+  // CAR the origin starts (StartRemote; stored once the CAR completed, a
+  // write placed at the target, or error).
+  static bool OneSided(const OriginOp& op, const RmaSignal& x);
+  static void StartRemote(OriginOp& op, const RmaSignal& x, OpEvents& events);
   // A served operation's record joins its target's batch (a fetch's reply
   // receive posted first; raises error if that fails); once the batch is
   // sent (departed), its data that travels apart follows (SendData).
@@ -228,7 +233,7 @@ struct OpDef {
   static constexpr absl::string_view kSummary =
       "an operation at its origin: its record batched with the others to its target, the batch and its data "
       "sent, what it fetches received back; on a shared window the origin's own loads and stores, on a "
-      "single-copy one its own copy";
+      "single-copy one its own copy, on a one-sided one the method's write or read (a car_rma CAR)";
   static constexpr std::array<absl::string_view, 6> kStates = {"idle",          "batched", "issued",
                                                                "awaiting_data", "done",    "failed"};
   static constexpr std::array<fsm::EventSpec, 6> kEvents = {{{"issue", fsm::EventKind::kUser},
@@ -255,6 +260,8 @@ inline constexpr fsm::Action<D> kCopy{"Copy", &OpActions::Copy};
 inline constexpr fsm::Action<D> kStore{"Store", &OpActions::Store};
 inline constexpr fsm::Guard<D> kOneCopy{"OneCopy", &OpActions::OneCopy};
 inline constexpr fsm::Action<D> kCrossCopy{"CrossCopy", &OpActions::CrossCopy};
+inline constexpr fsm::Guard<D> kOneSided{"OneSided", &OpActions::OneSided};
+inline constexpr fsm::Action<D> kStartRemote{"StartRemote", &OpActions::StartRemote};
 inline constexpr fsm::Action<D> kAppend{"Append", &OpActions::Append};
 inline constexpr fsm::Action<D> kSendData{"SendData", &OpActions::SendData};
 inline constexpr fsm::Action<D> kFail{"Fail", &OpActions::Fail};
@@ -264,6 +271,7 @@ inline constexpr auto kTable = fsm::MakeTable<D>({
   {S::kIdle,           E::kIssue,  kDirectCopy, kCopy, S::kDone},
   {S::kIdle,           E::kIssue,  kDirect, kStore, S::kIssued},
   {S::kIdle,           E::kIssue,  kOneCopy, kCrossCopy, S::kIssued},
+  {S::kIdle,           E::kIssue,  kOneSided, kStartRemote, S::kIssued},
   {S::kIdle,           E::kIssue,  {},     kAppend, S::kBatched},
   {S::kBatched,        E::kDeparted, {},   kSendData, S::kIssued},
   {S::kBatched,        E::kError,  {},     kFail,  S::kFailed},

@@ -79,6 +79,17 @@ struct OpMessages {
   Request data_req, reply_req;
 };
 
+// An operation the method moves one-sidedly (a one-sided window's put or
+// get): its car_rma CAR's request, and where its data is packed where
+// the origin's layout is not one block (a get unpacks it once it landed).
+struct RemoteMove {
+  Request req;
+  std::vector<std::byte> packed;
+  void* into = nullptr;
+  int64_t into_count = 0;
+  std::optional<Datatype> into_type;
+};
+
 struct OriginOp {
   fsm::StateWord state;
   uint64_t id = 0;
@@ -91,6 +102,8 @@ struct OriginOp {
   // Only where the target's agent serves it: a shared window's operation
   // sends nothing.
   std::optional<OpMessages> msg;
+  // Only where the method moves it one-sidedly (StartRemote).
+  std::optional<RemoteMove> remote;
   // While a shared window's operation is issued (Copy, Store): the call's
   // access and its target layout (null: one block, contiguous on every
   // side); a put or get with no layout has only its buffer here, no access.
@@ -260,6 +273,26 @@ class WindowState {
     return single_copy && (kind == OpKind::kPut || kind == OpKind::kGet) && n >= kOneCopyMin;
   }
   static constexpr uint64_t kOneCopyMin = 2048;
+  // A one-sided window (neither shared nor single-copy, every rank carried
+  // by one method with rma: ofi on a provider with FI_RMA): every rank's
+  // memory exposed through that method, named by an address and a key. A
+  // put or get of at least `one_sided_min` bytes whose target data is one
+  // block is the origin's car_rma CAR, which the method moves with nothing
+  // for the target's agent to do; the rest, and every accumulate, are
+  // served (the one accumulate path). Below the minimum the served batch
+  // costs less: it carries a lock, the data and the unlock in one message
+  // where the method's write waits for the grant and then for the target
+  // to say it is placed (CARTAGE_RMA_ONE_SIDED_MIN, default 16 KiB).
+  bool one_sided = false;
+  uint64_t one_sided_min = kOneSidedMin;
+  static constexpr uint64_t kOneSidedMin = 16384;
+  std::vector<uint64_t> remote_addrs;
+  std::vector<uint64_t> remote_keys;
+  uint64_t exposed_token = 0;  // this rank's exposure's token (0: none)
+  bool MovesRemotely(OpKind kind, uint64_t n, const Layout* runs) const {
+    return one_sided && (kind == OpKind::kPut || kind == OpKind::kGet) && n >= one_sided_min && n > 0 &&
+           (runs == nullptr || runs->size() == 1);
+  }
 
   fsm::StateWord state;   // rma_epoch
   uint32_t epoch = 0;     // the epoch open here (0: none yet)
@@ -417,6 +450,12 @@ class WindowState {
   void Serve(int* work);
   // Advances this rank's operations whose CARs ended; how many are left.
   std::size_t AdvanceOps(int* work);
+  // A one-sided operation whose CAR completed: stored (a get's data
+  // unpacked where it was packed), or error.
+  void FinishRemote(OriginOp& op);
+  // Whether this rank's one-sided operations to `target` are all final
+  // (an unlock waits for them: the target learns of none of them).
+  bool RemoteFinal(int target) const;
   // Starts the serving of the queued operations whose turn it is.
   void StartQueued(int origin, int* work);
   void StopService();

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,9 @@ namespace {
 const Datatype kF64 = Datatype::Basic(BasicType::kDouble);
 
 bool g_expect_shared = true;
+// The launch's windows that are neither shared nor single-copy are the
+// method's one-sided writes and reads (ofi with FI_RMA, CARTAGE_RMA_SHARED=0).
+bool g_expect_one_sided = false;
 
 // An allocated window goes the way the launch says.
 void ExpectPath(const Window& x, const char* what) {
@@ -73,8 +77,9 @@ int Matrix(const Comm& w) {
   KIT_EXPECT(x.state() == "idle", "a new window is %s", std::string(x.state()));
   // On one host its puts and gets are the origin's own copies, where the
   // launch shares windows.
-  KIT_EXPECT(!x.shared() && x.single_copy() == g_expect_shared, "the window over the caller's memory is %s",
-             x.single_copy() ? "single-copy" : "served");
+  KIT_EXPECT(!x.shared() && x.single_copy() == g_expect_shared && x.one_sided() == g_expect_one_sided,
+             "the window over the caller's memory is %s",
+             x.single_copy() ? "single-copy" : x.one_sided() ? "one-sided" : "served");
   // An operation before the first fence is refused.
   const absl::Status early = x.Put(mem.data(), 8, right, 0);
   KIT_EXPECT(early.code() == absl::StatusCode::kFailedPrecondition && absl::StrContains(early.message(), "no epoch"),
@@ -199,8 +204,12 @@ int Matrix(const Comm& w) {
   ExpectWindow(mem, ref, "after the refused operations (unchanged)");
   KIT_EXPECT(x.issued() == 6 + 5 + 5, "issued %d operations", x.issued());
   // Served: the accumulates, and the puts and gets but those a single-copy
-  // window copies (of 2 KiB or more: two of each).
-  const int copied = x.single_copy() ? 4 : 0;
+  // window copies (of 2 KiB or more: two of each) or a one-sided window's
+  // method moves (those with one target block: the large put and get, and,
+  // where the launch lowers CARTAGE_RMA_ONE_SIDED_MIN to 1, the small
+  // contiguous put and get and the put from a strided origin too).
+  const char* min = std::getenv("CARTAGE_RMA_ONE_SIDED_MIN");
+  const int copied = x.single_copy() ? 4 : !x.one_sided() ? 0 : min != nullptr && std::string(min) == "1" ? 5 : 2;
   KIT_EXPECT(x.served() == static_cast<uint64_t>(6 + 5 - copied + (me == 0 ? n * 2 + 3 : 3)),
              "served %d operations", x.served());
   // A passive epoch on it: a put and a get under an exclusive lock on the
@@ -477,6 +486,23 @@ Comm Survivors(const Comm& w) {
   auto split = w.Split(w.rank() == w.size() - 1 ? -1 : 0, w.rank());
   KIT_OK(split.status());
   return split->has_value() ? **split : w;
+}
+
+// Rank 0 asks for more memory than it can have; every rank's Allocate
+// fails, naming rank 0, and the job goes on.
+int Unallocatable(const Comm& w) {
+  const int me = w.rank();
+  const uint64_t huge = uint64_t{1} << 48;
+  auto win = Window::Allocate(w, me == 0 ? huge : 1024, 1);
+  KIT_EXPECT(!win.ok() && win.status().code() == absl::StatusCode::kResourceExhausted &&
+                 absl::StrContains(win.status().message(), "rank 0 could not allocate its 281474976710656 bytes"),
+             "an allocation rank 0 cannot make: %s", win.status().ToString());
+  KIT_OK(cartage::Barrier(w));
+  auto next = Window::Allocate(w, 64, 1);  // the next window is whole
+  KIT_OK(next.status());
+  KIT_OK((*next)->Free());
+  if (me == 0) std::printf("PASS rma unallocatable (%d ranks)\n", w.size());
+  return 0;
 }
 
 int Dead(const Comm& w) {
@@ -1020,6 +1046,7 @@ int Batching(const Comm& w) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   g_expect_shared = argc <= 2 || std::string(argv[2]) == "shared";
+  g_expect_one_sided = argc > 2 && std::string(argv[2]) == "one-sided";
   auto agent = cartage::Agent::FromEnvironment();
   if (!agent.ok()) {
     std::fprintf(stderr, "rma_ranks: %s\n", agent.status().ToString().c_str());
@@ -1038,7 +1065,8 @@ int main(int argc, char** argv) {
   if (mode == "groupdead") return GroupDead(w);
   if (mode == "dynamic") return Dynamic(w);
   if (mode == "batching") return Batching(w);
+  if (mode == "unallocatable") return Unallocatable(w);
   std::fprintf(stderr,
-               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic|batching [shared|served]\n");
+               "usage: rma_ranks matrix|passive|computing|torn|dead|shared|lockdead|groups|groupdead|dynamic|batching|unallocatable [shared|served|one-sided]\n");
   return 2;
 }

@@ -22,7 +22,8 @@ namespace {
 using ::testing::HasSubstr;
 
 // One launch of `n` ranks of rma_ranks `mode`, whose allocated windows go
-// `path` ("shared", or "served" by the target's agent), with `env`; rank 0
+// `path` ("shared", "served" by the target's agent, or "one-sided": the
+// method's writes and reads), with `env`; rank 0
 // must print `pass` for `n` ranks.
 void ExpectPass(int n, const std::string& mode, const std::string& path, const std::vector<std::string>& env,
                 const std::string& pass) {
@@ -34,6 +35,13 @@ void ExpectPass(int n, const std::string& mode, const std::string& path, const s
 }
 
 const std::vector<std::string> kServedOnShm = {"CARTAGE_RMA_SHARED=0"};
+// Windows neither shared nor single-copy over ofi: puts and gets with one
+// target block are the provider's own writes and reads (tcp;ofi_rxm has
+// FI_RMA), from 16 KiB (kOneSidedOnOfi) or from one byte (kEveryOneSided).
+const std::vector<std::string> kOneSidedOnOfi = {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
+                                                 "CARTAGE_RMA_SHARED=0"};
+const std::vector<std::string> kEveryOneSided = {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
+                                                 "CARTAGE_RMA_SHARED=0", "CARTAGE_RMA_ONE_SIDED_MIN=1"};
 
 // Allocated windows over one host are shared (the origin's loads and
 // stores), whatever the method; with CARTAGE_RMA_SHARED=0 the target's
@@ -43,15 +51,23 @@ TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnShm) {
   ExpectPass(3, "matrix", "served", kServedOnShm, "matrix");
 }
 
+// On ofi (tcp;ofi_rxm offers FI_RMA) the puts and gets with one target
+// block are the provider's writes and reads; with CARTAGE_OFI_RMA=0 they
+// are served, as on tcp.
 TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcpAndOfi) {
-  for (const char* method : {"tcp", "ofi"}) {
-    for (int n : {2, 3}) {
-      ExpectPass(n, "matrix", "served",
-                 {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
-                  "CARTAGE_RMA_SHARED=0"},
-                 "matrix");
-    }
+  for (int n : {2, 3}) {
+    ExpectPass(n, "matrix", "served", {"CARTAGE_METHODS=tcp", "CARTAGE_RMA_SHARED=0"}, "matrix");
+    ExpectPass(n, "matrix", "one-sided", kOneSidedOnOfi, "matrix");
+    ExpectPass(n, "matrix", "one-sided", kEveryOneSided, "matrix");
   }
+  // libfabric's shm provider names exposed memory by address, tcp;ofi_rxm by offset.
+  ExpectPass(2, "matrix", "one-sided",
+             {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=shm", "CARTAGE_RMA_SHARED=0",
+              "CARTAGE_RMA_ONE_SIDED_MIN=1"},
+             "matrix");
+  std::vector<std::string> served = kOneSidedOnOfi;
+  served.push_back("CARTAGE_OFI_RMA=0");
+  ExpectPass(2, "matrix", "served", served, "matrix");
 }
 
 // Locks: an exclusive read-modify-write of one counter by every rank,
@@ -61,6 +77,7 @@ TEST(RmaRanks, PassiveEpochsKeepExclusionAndFlushOnShmAndTcp) {
   ExpectPass(3, "passive", "served", kServedOnShm, "passive");
   ExpectPass(3, "passive", "served", {"CARTAGE_METHODS=tcp", "CARTAGE_RMA_SHARED=0"}, "passive");
   ExpectPass(3, "passive", "shared", {"CARTAGE_METHODS=tcp"}, "passive");
+  ExpectPass(3, "passive", "one-sided", kEveryOneSided, "passive");
 }
 
 // Post, start, complete, wait and test: a ring, many origins into one
@@ -71,12 +88,8 @@ TEST(RmaRanks, GeneralActiveTargetEpochsMatchTheReferenceOnEveryMethod) {
   for (int n : {2, 3, 4}) ExpectPass(n, "groups", "shared", {}, "groups");
   ExpectPass(3, "groups", "served", kServedOnShm, "groups");
   ExpectPass(3, "groups", "shared", {"CARTAGE_METHODS=tcp"}, "groups");
-  for (const char* method : {"tcp", "ofi"}) {
-    ExpectPass(3, "groups", "served",
-               {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
-                "CARTAGE_RMA_SHARED=0"},
-               "groups");
-  }
+  ExpectPass(3, "groups", "served", {"CARTAGE_METHODS=tcp", "CARTAGE_RMA_SHARED=0"}, "groups");
+  ExpectPass(3, "groups", "one-sided", kEveryOneSided, "groups");
 }
 
 // Dynamic windows: regions attached and detached, operations into them by
@@ -92,14 +105,15 @@ TEST(RmaRanks, DynamicWindowsReachOnlyTheRegionsAttached) {
 
 // A series of small operations to one target travels as one control
 // message, which leaves when full, before data that goes apart, and when
-// a fence, an unlock or a request's wait needs it; on shm, tcp and ofi.
+// a fence, an unlock or a request's wait needs it; on shm, tcp and ofi
+// (its puts served: CARTAGE_OFI_RMA=0).
 TEST(RmaRanks, SmallOperationsToOneTargetTravelInOneControlMessage) {
   ExpectPass(2, "batching", "served", kServedOnShm, "batching");
   ExpectPass(3, "batching", "served", kServedOnShm, "batching");
   for (const char* method : {"tcp", "ofi"}) {
     ExpectPass(3, "batching", "served",
                {absl::StrCat("CARTAGE_METHODS=", method), "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
-                "CARTAGE_RMA_SHARED=0"},
+                "CARTAGE_OFI_RMA=0", "CARTAGE_RMA_SHARED=0"},
                "batching");
   }
 }
@@ -193,6 +207,16 @@ TEST(RmaWire, ABatchSplitsIntoItsRecordsAndRefusesFromTheFirstUnreadableOne) {
   EXPECT_THAT(none[0].why, HasSubstr("a control message of 5 bytes"));
 }
 
+// Rank 0 cannot allocate its window's memory: every rank's Allocate fails,
+// naming it (none waits in a collective rank 0 never joins), and the next
+// window is made; on shm (where its segment cannot be mapped either) and
+// over ofi.
+TEST(RmaRanks, AnAllocationOneRankCannotMakeFailsTheWindowOnEveryRank) {
+  ExpectPass(3, "unallocatable", "shared", {}, "unallocatable");  // no segment either: served, then refused
+  ExpectPass(3, "unallocatable", "served", kServedOnShm, "unallocatable");
+  ExpectPass(2, "unallocatable", "one-sided", kOneSidedOnOfi, "unallocatable");
+}
+
 // A writer under exclusive locks and readers under shared ones, 300 rounds
 // of a 64 KiB block (served: it goes by rendezvous both ways): no reader
 // sees a block half written.
@@ -210,6 +234,10 @@ TEST(RmaRanks, APassiveTargetThatComputesServesThroughItsProgressThread) {
     ExpectPass(n, "computing", "served", {"CARTAGE_PROGRESS_THREAD=1", "CARTAGE_RMA_SHARED=0"}, "passive");
   }
   ExpectPass(3, "computing", "shared", {}, "passive");
+  // The provider's writes into the computing rank need its progress too.
+  std::vector<std::string> ofi = kEveryOneSided;
+  ofi.push_back("CARTAGE_PROGRESS_THREAD=1");
+  ExpectPass(2, "computing", "one-sided", ofi, "passive");
 }
 
 // AllocateShared: loads and stores across ranks, locks and Sync, queries,
@@ -242,6 +270,7 @@ TEST(RmaRanks, ADeadRankFailsTheFenceOrTheLockNamingIt) {
   const std::vector<Case> cases = {{"dead", 2, "shared", {}, "fence"},
                                    {"dead", 3, "shared", {}, "fence"},
                                    {"dead", 3, "served", kServedOnShm, "fence"},
+                                   {"dead", 3, "one-sided", kEveryOneSided, "fence"},
                                    {"lockdead", 2, "shared", {}, "lock"},
                                    {"lockdead", 3, "shared", {}, "lock"},
                                    {"groupdead", 2, "shared", {}, "start"},

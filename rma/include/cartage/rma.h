@@ -119,6 +119,13 @@ class Window {
   // memory (not with CARTAGE_RMA_SHARED=0). Smaller ones, and its
   // accumulates, are served by the target's agent.
   bool single_copy() const;
+  // Whether its puts and gets whose target data is one block are the
+  // method's own one-sided writes and reads (ofi on a provider with
+  // FI_RMA: `tcp;ofi_rxm`), with nothing for the target's agent to do: a
+  // window neither shared nor single-copy (ranks on several hosts, or
+  // CARTAGE_RMA_SHARED=0) whose ranks one such method carries. Not with
+  // CARTAGE_OFI_RMA=0. Its other operations are served.
+  bool one_sided() const;
 
   // Not freed by Free(): its service stops here, locally (operations other
   // ranks still send to it are not served).

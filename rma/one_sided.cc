@@ -1,0 +1,70 @@
+// One-sided windows: every rank is carried by one method that writes and
+// reads other ranks' memory itself (ofi on a provider with FI_RMA), and
+// each rank's window memory is exposed through it when the window is made.
+// A put or get whose target data is one block is then the origin's car_rma
+// CAR (rma_op's OneSided row: idle -issue/StartRemote-> issued -stored->
+// done), which the method moves with nothing for the target's agent to
+// do; the others, and every accumulate, are served (the one accumulate
+// path of such a window).
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "cartage/engine.h"
+#include "datatype/segment_walk.h"
+#include "rma/window_state.h"
+
+namespace cartage::rma {
+
+bool OpActions::OneSided(const OriginOp& op, const RmaSignal&) {
+  return op.win->MovesRemotely(op.kind, op.bytes, op.runs);
+}
+
+void OpActions::StartRemote(OriginOp& op, const RmaSignal&, OpEvents& events) {
+  const WindowState& w = *op.win;
+  const Access& a = *op.access;
+  const auto t = static_cast<std::size_t>(op.target);
+  const bool put = op.kind == OpKind::kPut;
+  const Datatype& type = put ? *a.origin_type : *a.result_type;
+  const int64_t count = put ? a.origin_count : a.result_count;
+  RemoteMove& r = op.remote.emplace();
+  // The data here as one block: the buffer itself where it is contiguous,
+  // else a temporary (packed before a put, unpacked once a get landed).
+  std::byte* local = static_cast<std::byte*>(put ? const_cast<void*>(a.origin) : a.result);
+  if (!type.contiguous()) {
+    r.packed.resize(static_cast<std::size_t>(op.bytes));
+    if (put) {
+      datatype::Pack(a.origin, count, type, 0, static_cast<int64_t>(op.bytes), r.packed.data());
+    } else {
+      r.into = a.result;
+      r.into_count = count;
+      r.into_type = type;
+    }
+    local = r.packed.data();
+  }
+  const uint64_t offset = op.runs != nullptr && !op.runs->empty() ? static_cast<uint64_t>((*op.runs)[0].offset) : 0;
+  const uint64_t there = w.remote_addrs[t] + op.disp * static_cast<uint64_t>(w.units[t]) + offset;
+  const absl::Status st =
+      engine::StartOneSided(w.comm, put, local, op.bytes, op.target, there, w.remote_keys[t], &r.req);
+  if (!st.ok()) RaiseFailed(op, st, events);
+}
+
+void WindowState::FinishRemote(OriginOp& op) {
+  RemoteMove& r = *op.remote;
+  absl::Status st = r.req.Wait();  // completed: at once
+  if (st.ok() && r.into != nullptr) {
+    datatype::Unpack(r.packed.data(), r.into_count, *r.into_type, 0, static_cast<int64_t>(op.bytes), r.into);
+  }
+  RmaSignal x;
+  x.error = std::move(st);
+  (void)OpMachine::Dispatch(op, x.error.ok() ? OpEvent::kStored : OpEvent::kError, x);
+}
+
+bool WindowState::RemoteFinal(int target) const {
+  return std::all_of(ops.begin() + static_cast<std::ptrdiff_t>(ops_final), ops.end(),
+                     [target](const std::shared_ptr<OriginOp>& o) {
+                       return o->target != target || !o->remote.has_value() || OpMachine::IsFinal(*o);
+                     });
+}
+
+}  // namespace cartage::rma
