@@ -160,7 +160,7 @@ absl::StatusOr<Exposed> Expose(const Comm& comm, void* base, std::size_t bytes) 
     return absl::FailedPreconditionError("expose: no one method with one-sided transfers carries every rank");
   }
   CARTAGE_ASSIGN_OR_RETURN(methods::Method::Exposed e, m->Expose(base, bytes));
-  return Exposed{e.token, e.addr, e.key};
+  return Exposed{e.token, e.addr, e.key, m->caps().rma_ordered};
 }
 
 void Unexpose(const Comm& comm, uint64_t token) {

@@ -49,7 +49,7 @@ std::string Describe(const Capabilities& c) {
   f.push_back(c.ordered ? "ordered" : "unordered");
   f.push_back(c.reliable ? "reliable" : "unreliable");
   f.push_back(c.tag_matching ? "native tag matching" : "agent tag matching");
-  f.push_back(c.rma ? "RMA" : "no RMA");
+  f.push_back(!c.rma ? "no RMA" : c.rma_ordered ? "RMA (sends after writes in order)" : "RMA");
   f.push_back(c.atomics ? "atomics" : "no atomics");
   f.push_back(c.needs_registration ? "needs registration" : "no registration");
   if (c.single_copy) f.push_back("single-copy rendezvous");

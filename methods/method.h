@@ -52,6 +52,10 @@ struct Capabilities {
   bool reliable = true;            // nothing is lost or duplicated
   bool tag_matching = false;       // the method matches envelopes itself (native)
   bool rma = false;                // one-sided writes and reads (Expose, car_rma CARs)
+  // A message sent after a one-sided write to the same peer arrives after
+  // the write is placed there (ofi: FI_ORDER_SAW), so it need not wait for
+  // the write's completion to say the write is done.
+  bool rma_ordered = false;
   bool atomics = false;            // remote atomics (no built-in method offers them: accumulates are the target agent's)
   bool needs_registration = false; // buffers must be registered before transfer
   // A rendezvous message moves with one copy, the receiver reading the

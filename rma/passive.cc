@@ -243,9 +243,10 @@ absl::Status WindowState::Unlock(int target) {
   // The unlock goes after every operation to the target, which serves them
   // in order: its answer says they are all done there. A lock never used
   // asked nothing of the target, and is released with no message. The
-  // method's one-sided writes are not in that order: the unlock waits
-  // until each is placed, so that no other origin's lock overtakes it.
-  if (one_sided) {
+  // method's one-sided writes are in that order only where it keeps sends
+  // after writes (remote_ordered); else the unlock waits until each is
+  // placed, so that no other origin's lock overtakes it.
+  if (one_sided && !remote_ordered) {
     if (absl::Status placed = RunUntil([&] { return RemoteFinal(target); }); !placed.ok()) {
       RmaSignal x;
       x.error = placed;

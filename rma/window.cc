@@ -219,6 +219,7 @@ absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uin
     return st;
   }
   w.one_sided = true;
+  w.remote_ordered = e->ordered;  // one method carries every rank: the same everywhere
   w.one_sided_min = min;
   w.exposed_token = e->token;
   for (const Named& n : all) {

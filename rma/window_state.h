@@ -284,6 +284,7 @@ class WindowState {
   // where the method's write waits for the grant and then for the target
   // to say it is placed (CARTAGE_RMA_ONE_SIDED_MIN, default 16 KiB).
   bool one_sided = false;
+  bool remote_ordered = false;  // a message after a write to a rank finds it placed (the method's FI_ORDER_SAW)
   uint64_t one_sided_min = kOneSidedMin;
   static constexpr uint64_t kOneSidedMin = 16384;
   std::vector<uint64_t> remote_addrs;

@@ -134,10 +134,24 @@ TEST_F(ContractTest, BuffersHaveAtLeastTheAskedSize) {
   self_.FreeBuffer(*b);
 }
 
+TEST_F(ContractTest, AMethodWithoutRmaRefusesToExposeMemoryNamingItself) {
+  char buf[64] = {};
+  absl::StatusOr<Method::Exposed> e = self_.Expose(buf, sizeof(buf));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("self cannot expose 64 bytes to one-sided access"));
+  self_.Unexpose(1);  // nothing exposed: no effect
+}
+
 TEST(Capabilities, DescribeSaysWhatAMethodCanDo) {
   EXPECT_EQ(Describe(self::SelfMethod::Caps()),
             "reach process, eager any size, max message any size, ordered, reliable, agent tag matching, no RMA, "
             "no atomics, no registration, serialised by the agent");
+  Capabilities rma = self::SelfMethod::Caps();
+  rma.rma = true;
+  EXPECT_THAT(Describe(rma), HasSubstr(", RMA, no atomics"));
+  rma.rma_ordered = true;
+  EXPECT_THAT(Describe(rma), HasSubstr(", RMA (sends after writes in order), no atomics"));
 }
 
 TEST(Registry, BuiltinsAreListedInFolderOrder) {

@@ -71,6 +71,7 @@ struct ProviderChoice {
   bool host_only = false;  // shm: reaches one host
   bool rma = false;        // FI_RMA asked for and offered: one-sided writes and reads
   bool mr_virt_addr = true;  // a peer names exposed memory by its address (FI_MR_VIRT_ADDR), else by offset
+  bool rma_ordered = false;  // sends after writes to a peer in order (FI_ORDER_SAW)
   std::size_t rx_iov_limit = 1;
   bool control = false;    // FI_MSG: control messages (the unexpected account, news of deaths)
 };

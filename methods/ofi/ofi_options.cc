@@ -78,6 +78,7 @@ Capabilities CapsOf(const ProviderChoice* p) {
     c.max_tag = p->layout.max_tag();
     c.max_rank = p->layout.max_source();
     c.rma = p->rma;
+    c.rma_ordered = p->rma && p->rma_ordered;
   }
   return c;
 }

@@ -94,7 +94,7 @@ namespace {
 
 // Tagged, reliable, ordered (MPI's non-overtaking rule), one thread per
 // domain; the address vector as a table so that fi_addr_t is the rank.
-FiInfoPtr Hints(bool directed, bool msg, bool rma) {
+FiInfoPtr Hints(bool directed, bool msg, bool rma, bool saw = false) {
   FiInfoPtr hints(fi_allocinfo());
   // FI_MSG carries the method's control messages, apart from the tagged
   // matching (a wildcard receive posted there would slow every match).
@@ -106,8 +106,10 @@ FiInfoPtr Hints(bool directed, bool msg, bool rma) {
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   hints->domain_attr->av_type = FI_AV_TABLE;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->tx_attr->msg_order = FI_ORDER_SAS;
-  hints->rx_attr->msg_order = FI_ORDER_SAS;
+  // FI_ORDER_SAW: a message after a write finds the write placed (an
+  // unlock then need not wait for the write's completion first).
+  hints->tx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
+  hints->rx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
   return hints;
 }
 
@@ -159,23 +161,24 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
         }
         continue;  // another provider may suit the mode
       }
-      // The provider chosen, asked again with FI_RMA: where it offers it
-      // (the same provider, fabric and domain, the same tag format), that
-      // is the endpoint opened. FI_RMA never changes which provider wins.
+      // The provider chosen, asked again with FI_RMA (first with sends
+      // ordered after writes, then without): where it offers it (the same
+      // provider, fabric and domain, the same tag format), that is the
+      // endpoint opened. FI_RMA never changes which provider wins.
       FiInfoPtr with_rma;
       fi_info* chosen = i;
-      if (options.rma) {
-        FiInfoPtr rma_hints = Hints(directed, msg, /*rma=*/true);
+      for (bool saw : {true, false}) {
+        if (!options.rma || chosen != i) break;
+        FiInfoPtr rma_hints = Hints(directed, msg, /*rma=*/true, saw);
         fi_info* rma_list = nullptr;
         const int rma_rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, rma_hints.get(), &rma_list);
         RestoreFatalSignals();
-        if (rma_rc == 0) {
-          with_rma.reset(rma_list);
-          fi_info* j = Same(rma_list, i);
-          if (j != nullptr && (j->caps & FI_RMA) != 0 && j->ep_attr->mem_tag_format == i->ep_attr->mem_tag_format &&
-              j->domain_attr->cq_data_size == i->domain_attr->cq_data_size) {
-            chosen = j;
-          }
+        if (rma_rc != 0) continue;
+        with_rma.reset(rma_list);
+        fi_info* j = Same(rma_list, i);
+        if (j != nullptr && (j->caps & FI_RMA) != 0 && j->ep_attr->mem_tag_format == i->ep_attr->mem_tag_format &&
+            j->domain_attr->cq_data_size == i->domain_attr->cq_data_size) {
+          chosen = j;
         }
       }
       ProviderChoice c{prov,
@@ -187,6 +190,7 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
                        prov == "shm",
                        chosen != i,
                        (chosen->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0,
+                       (chosen->tx_attr->msg_order & FI_ORDER_SAW) != 0,
                        chosen->rx_attr->iov_limit,
                        msg};
       if (out != nullptr) out->reset(fi_dupinfo(chosen));

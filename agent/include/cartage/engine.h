@@ -80,6 +80,10 @@ struct Exposed {
   uint64_t token = 0;
   uint64_t addr = 0;
   uint64_t key = 0;
+  // A message sent after a write to a peer arrives after the write is
+  // placed there (Capabilities::rma_ordered): it need not wait for the
+  // write's completion.
+  bool ordered = false;
 };
 // Whether one method with rma carries every member of `comm`, this rank
 // included (then Expose and StartOneSided can work).
