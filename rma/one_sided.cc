@@ -5,16 +5,69 @@
 // CAR (rma_op's OneSided row: idle -issue/StartRemote-> issued -stored->
 // done), which the method moves with nothing for the target's agent to
 // do; the others, and every accumulate, are served (the one accumulate
-// path of such a window).
+// path of such a window). Where there is no such method, a served
+// window's agreement still tells every rank whether every rank's memory
+// could be allocated.
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "cartage/collectives.h"
 #include "cartage/engine.h"
 #include "datatype/segment_walk.h"
 #include "rma/window_state.h"
 
 namespace cartage::rma {
+
+absl::StatusOr<uint64_t> OneSidedMin() {
+  uint64_t v = WindowState::kOneSidedMin;
+  const char* env = std::getenv("CARTAGE_RMA_ONE_SIDED_MIN");
+  if (env != nullptr && !absl::SimpleAtoi(env, &v)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("window: CARTAGE_RMA_ONE_SIDED_MIN=%s: need a number of bytes", env));
+  }
+  return v;
+}
+
+absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uint64_t bytes, uint64_t min) {
+  struct Named {
+    uint64_t ready;
+    uint64_t exposed;
+    uint64_t addr;
+    uint64_t key;
+  };
+  Named mine{ready ? 1u : 0u, 0, 0, 0};
+  absl::StatusOr<engine::Exposed> e = absl::FailedPreconditionError("no method with rma");
+  if (ready && engine::OneSided(comm)) e = engine::Expose(comm, base, static_cast<std::size_t>(bytes));
+  if (e.ok()) mine = {1, 1, e->addr, e->key};
+  std::vector<Named> all(static_cast<std::size_t>(comm.size()));
+  static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
+  absl::Status st = Allgather(comm, &mine, all.data(), 4, kU64);
+  for (std::size_t r = 0; st.ok() && r < all.size(); ++r) {
+    if (all[r].ready == 0) {
+      st = absl::ResourceExhaustedError(absl::StrFormat(
+          "window: rank %d could not allocate its %d bytes%s", r, w.sizes[r],
+          static_cast<int>(r) == comm.rank() ? "" : " (every rank fails the window)"));
+    }
+  }
+  const bool everywhere =
+      st.ok() && std::all_of(all.begin(), all.end(), [](const Named& n) { return n.exposed == 1; });
+  if (!everywhere) {
+    if (e.ok()) engine::Unexpose(comm, e->token);
+    return st;
+  }
+  w.one_sided = true;
+  w.remote_ordered = e->ordered;  // one method carries every rank: the same everywhere
+  w.one_sided_min = min;
+  w.exposed_token = e->token;
+  for (const Named& n : all) {
+    w.remote_addrs.push_back(n.addr);
+    w.remote_keys.push_back(n.key);
+  }
+  return absl::OkStatus();
+}
 
 bool OpActions::OneSided(const OriginOp& op, const RmaSignal&) {
   return op.win->MovesRemotely(op.kind, op.bytes, op.runs);

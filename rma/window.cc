@@ -12,7 +12,6 @@
 #include <string_view>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "cartage/collectives.h"
 #include "cartage/rma.h"
@@ -175,60 +174,6 @@ uint64_t ComputeHostKey() {
 }
 
 // Read once a process: every window it makes asks.
-// CARTAGE_RMA_ONE_SIDED_MIN: the least bytes a one-sided window's put or
-// get moves as the method's own write or read.
-absl::StatusOr<uint64_t> OneSidedMin() {
-  uint64_t v = WindowState::kOneSidedMin;
-  const char* env = std::getenv("CARTAGE_RMA_ONE_SIDED_MIN");
-  if (env != nullptr && !absl::SimpleAtoi(env, &v)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("window: CARTAGE_RMA_ONE_SIDED_MIN=%s: need a number of bytes", env));
-  }
-  return v;
-}
-
-// A served window's agreement: whether every rank's memory is `ready`
-// (cartage's allocation may fail on one rank), and, where one method with
-// rma carries every rank of `comm`, `base` exposed through it on every
-// rank, with every rank's address and key.
-absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uint64_t bytes, uint64_t min) {
-  struct Named {
-    uint64_t ready;
-    uint64_t exposed;
-    uint64_t addr;
-    uint64_t key;
-  };
-  Named mine{ready ? 1u : 0u, 0, 0, 0};
-  absl::StatusOr<engine::Exposed> e = absl::FailedPreconditionError("no method with rma");
-  if (ready && engine::OneSided(comm)) e = engine::Expose(comm, base, static_cast<std::size_t>(bytes));
-  if (e.ok()) mine = {1, 1, e->addr, e->key};
-  std::vector<Named> all(static_cast<std::size_t>(comm.size()));
-  static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
-  absl::Status st = Allgather(comm, &mine, all.data(), 4, kU64);
-  for (std::size_t r = 0; st.ok() && r < all.size(); ++r) {
-    if (all[r].ready == 0) {
-      st = absl::ResourceExhaustedError(absl::StrFormat(
-          "window: rank %d could not allocate its %d bytes%s", r, w.sizes[r],
-          static_cast<int>(r) == comm.rank() ? "" : " (every rank fails the window)"));
-    }
-  }
-  const bool everywhere =
-      st.ok() && std::all_of(all.begin(), all.end(), [](const Named& n) { return n.exposed == 1; });
-  if (!everywhere) {
-    if (e.ok()) engine::Unexpose(comm, e->token);
-    return st;
-  }
-  w.one_sided = true;
-  w.remote_ordered = e->ordered;  // one method carries every rank: the same everywhere
-  w.one_sided_min = min;
-  w.exposed_token = e->token;
-  for (const Named& n : all) {
-    w.remote_addrs.push_back(n.addr);
-    w.remote_keys.push_back(n.key);
-  }
-  return absl::OkStatus();
-}
-
 uint64_t HostKey() {
   static const uint64_t key = ComputeHostKey();
   return key;
@@ -247,7 +192,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
     return absl::InvalidArgumentError(absl::StrFormat("window: null base for %d bytes", bytes));
   }
   if (bytes > (uint64_t{1} << 48)) return absl::InvalidArgumentError(absl::StrFormat("window: %d bytes", bytes));
-  CARTAGE_ASSIGN_OR_RETURN(const uint64_t one_sided_min, OneSidedMin());
+  CARTAGE_ASSIGN_OR_RETURN(const uint64_t one_sided_min, rma::OneSidedMin());
   Comm own = comm.Dup();
   const uint32_t number = rma::g_windows.fetch_add(1, std::memory_order_relaxed) + 1;
   // Every rank's window, so that an origin checks its accesses itself, and
@@ -344,7 +289,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   // method and all learn what the others are named by (all or none: one
   // rank that could not makes the window served everywhere).
   if (!state->direct() && !single_copy && memory != Memory::kDynamic) {
-    CARTAGE_RETURN_IF_ERROR(Agree(own, *state, ready, base, bytes, one_sided_min));
+    CARTAGE_RETURN_IF_ERROR(rma::Agree(own, *state, ready, base, bytes, one_sided_min));
   }
   if (!state->direct()) {  // a shared window's operations need no service
     CARTAGE_RETURN_IF_ERROR(own.Irecv(state->control_buf.data(), state->control_buf.size(), kAnySource,

@@ -173,6 +173,16 @@ inline void MemoryBarrier() {
 uint64_t ProbeAddress();
 bool CanReach(pid_t pid, uint64_t probe);
 
+// CARTAGE_RMA_ONE_SIDED_MIN: the least bytes a one-sided window's put or
+// get moves as the method's own write or read (one_sided_min).
+absl::StatusOr<uint64_t> OneSidedMin();
+// A served window's agreement, collective over its ranks: whether every
+// rank's memory is `ready` (cartage's allocation may fail on one rank:
+// every rank then fails, naming it), and, where one method with rma
+// carries every rank, `base` exposed through it on every rank and every
+// rank's address and key learnt (all or none: else the window is served).
+absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uint64_t bytes, uint64_t min);
+
 // Takes `a`'s lock word on a shared window if it is free enough now.
 bool TakeLockWord(LockAccess& a);
 
