@@ -32,7 +32,8 @@ inline std::string Slurp(const std::string& path) {
   return s.str();
 }
 
-// Runs argv (argv[0] a path) with `env` added to this process's environment.
+// Runs argv (argv[0] a path) with `env` added to this process's environment
+// (a variable `env` names replaces this process's).
 inline CommandResult RunCommand(std::vector<std::string> argv, std::vector<std::string> env = {}) {
   const std::string dir = testing::TempDir();
   const std::string out = absl::StrCat(dir, "/cmd_out_", getpid());
@@ -45,7 +46,16 @@ inline CommandResult RunCommand(std::vector<std::string> argv, std::vector<std::
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
   std::vector<std::string> env_store;
-  for (char** e = environ; *e != nullptr; ++e) env_store.emplace_back(*e);
+  const auto named = [&env](const std::string& e) {
+    const std::string key = e.substr(0, e.find('=') + 1);
+    for (const std::string& mine : env) {
+      if (mine.compare(0, key.size(), key) == 0) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!named(*e)) env_store.emplace_back(*e);
+  }
   for (std::string& e : env) env_store.push_back(e);
   std::vector<char*> envp;
   for (std::string& e : env_store) envp.push_back(e.data());
