@@ -151,8 +151,6 @@ methods::Method* OneSidedMethod(const Comm& comm) {
 
 }  // namespace
 
-bool OneSided(const Comm& comm) { return EngineAccess::IsAlive(comm) && OneSidedMethod(comm) != nullptr; }
-
 absl::StatusOr<Exposed> Expose(const Comm& comm, void* base, std::size_t bytes) {
   CARTAGE_RETURN_IF_ERROR(EngineAccess::Alive(comm, "expose"));
   methods::Method* m = OneSidedMethod(comm);

@@ -10,6 +10,7 @@
 // could be allocated.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -39,9 +40,15 @@ absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uin
     uint64_t key;
   };
   Named mine{ready ? 1u : 0u, 0, 0, 0};
-  absl::StatusOr<engine::Exposed> e = absl::FailedPreconditionError("no method with rma");
-  if (ready && engine::OneSided(comm)) e = engine::Expose(comm, base, static_cast<std::size_t>(bytes));
-  if (e.ok()) mine = {1, 1, e->addr, e->key};
+  // Refused where no one method with rma carries every rank, or where it
+  // cannot register the memory: the window is then served.
+  std::optional<engine::Exposed> e;
+  if (ready) {
+    if (absl::StatusOr<engine::Exposed> x = engine::Expose(comm, base, static_cast<std::size_t>(bytes)); x.ok()) {
+      e = *x;
+      mine = {1, 1, e->addr, e->key};
+    }
+  }
   std::vector<Named> all(static_cast<std::size_t>(comm.size()));
   static const Datatype kU64 = Datatype::Basic(datatype::BasicType::kUint64);
   absl::Status st = Allgather(comm, &mine, all.data(), 4, kU64);
@@ -55,7 +62,7 @@ absl::Status Agree(const Comm& comm, WindowState& w, bool ready, void* base, uin
   const bool everywhere =
       st.ok() && std::all_of(all.begin(), all.end(), [](const Named& n) { return n.exposed == 1; });
   if (!everywhere) {
-    if (e.ok()) engine::Unexpose(comm, e->token);
+    if (e.has_value()) engine::Unexpose(comm, e->token);
     return st;
   }
   w.one_sided = true;
@@ -111,13 +118,6 @@ void WindowState::FinishRemote(OriginOp& op) {
   RmaSignal x;
   x.error = std::move(st);
   (void)OpMachine::Dispatch(op, x.error.ok() ? OpEvent::kStored : OpEvent::kError, x);
-}
-
-bool WindowState::RemoteFinal(int target) const {
-  return std::all_of(ops.begin() + static_cast<std::ptrdiff_t>(ops_final), ops.end(),
-                     [target](const std::shared_ptr<OriginOp>& o) {
-                       return o->target != target || !o->remote.has_value() || OpMachine::IsFinal(*o);
-                     });
 }
 
 }  // namespace cartage::rma

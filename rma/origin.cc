@@ -507,10 +507,12 @@ std::size_t WindowState::AdvanceOps(int* work) {
   return left;
 }
 
-bool WindowState::OpsFinal(int target) const {
+bool WindowState::OpsFinal(int target, bool remote) const {
   for (std::size_t i = ops_final; i < ops.size(); ++i) {
     OriginOp& o = *ops[i];
-    if ((target < 0 || o.target == target) && !OpMachine::IsFinal(o)) return false;
+    if ((target < 0 || o.target == target) && (!remote || o.remote.has_value()) && !OpMachine::IsFinal(o)) {
+      return false;
+    }
   }
   return true;
 }

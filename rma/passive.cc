@@ -247,7 +247,7 @@ absl::Status WindowState::Unlock(int target) {
   // after writes (remote_ordered); else the unlock waits until each is
   // placed, so that no other origin's lock overtakes it.
   if (one_sided && !remote_ordered) {
-    if (absl::Status placed = RunUntil([&] { return RemoteFinal(target); }); !placed.ok()) {
+    if (absl::Status placed = RunUntil([&] { return OpsFinal(target, /*remote=*/true); }); !placed.ok()) {
       RmaSignal x;
       x.error = placed;
       if (!AccessMachine::IsFinal(*a)) (void)AccessMachine::Dispatch(*a, AccessEvent::kError, x);

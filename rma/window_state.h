@@ -464,9 +464,6 @@ class WindowState {
   // A one-sided operation whose CAR completed: stored (a get's data
   // unpacked where it was packed), or error.
   void FinishRemote(OriginOp& op);
-  // Whether this rank's one-sided operations to `target` are all final
-  // (an unlock waits for them: the target learns of none of them).
-  bool RemoteFinal(int target) const;
   // Starts the serving of the queued operations whose turn it is.
   void StartQueued(int origin, int* work);
   void StopService();
@@ -480,8 +477,10 @@ class WindowState {
   // The lock this rank holds on `target`, or why a flush or unlock (`what`)
   // finds none to close.
   absl::StatusOr<LockAccess*> HeldLock(int target, const char* what);
-  // Whether every operation of this rank's to `target` (-1: any) is final.
-  bool OpsFinal(int target) const;
+  // Whether every operation of this rank's to `target` (-1: any) is final;
+  // `remote`: every one-sided one (an unlock may wait for those alone: the
+  // target learns of none of them).
+  bool OpsFinal(int target, bool remote = false) const;
   // The operations to `target` (-1: all) are final: their first failure.
   absl::Status TakeFinished(int target);
   void Take(std::unique_ptr<ServedOp> op, int* work);

@@ -41,8 +41,11 @@ const std::vector<std::string> kServedOnShm = {"CARTAGE_RMA_SHARED=0"};
 // FI_RMA), from 16 KiB (kOneSidedOnOfi) or from one byte (kEveryOneSided).
 const std::vector<std::string> kOneSidedOnOfi = {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
                                                  "CARTAGE_RMA_SHARED=0"};
-const std::vector<std::string> kEveryOneSided = {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=tcp;ofi_rxm",
-                                                 "CARTAGE_RMA_SHARED=0", "CARTAGE_RMA_ONE_SIDED_MIN=1"};
+const std::vector<std::string> kEveryOneSided = [] {
+  std::vector<std::string> env = kOneSidedOnOfi;
+  env.push_back("CARTAGE_RMA_ONE_SIDED_MIN=1");
+  return env;
+}();
 
 // Allocated windows over one host are shared (the origin's loads and
 // stores), whatever the method; with CARTAGE_RMA_SHARED=0 the target's

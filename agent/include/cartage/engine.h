@@ -85,10 +85,9 @@ struct Exposed {
   // write's completion.
   bool ordered = false;
 };
-// Whether one method with rma carries every member of `comm`, this rank
-// included (then Expose and StartOneSided can work).
-bool OneSided(const Comm& comm);
-// [base, base + bytes) exposed through that method, or why not.
+// [base, base + bytes) exposed through the one method with rma that
+// carries every member of `comm`, this rank included, or why not (there
+// is no such method, or it could not register the memory).
 absl::StatusOr<Exposed> Expose(const Comm& comm, void* base, std::size_t bytes);
 void Unexpose(const Comm& comm, uint64_t token);
 // Writes (`write`) `bytes` at `local` to `addr` at rank `peer` of `comm`,
