@@ -73,6 +73,15 @@ bool Defined(OpKind op, BasicType type);
 // the other (in and inout may be unaligned). A predefined, defined pair only.
 void ReduceBasic(OpKind op, BasicType type, const void* in, void* inout, int64_t n);
 
+// The instruction sets ReduceBasic's loops on integers and reals are built
+// for; it runs the widest this CPU has (BestIsa) where the operands do not
+// overlap, and the baseline loops where they do.
+enum class VectorIsa : uint8_t { kBaseline, kAvx2, kAvx512 };
+VectorIsa BestIsa();
+absl::string_view IsaName(VectorIsa isa);  // "baseline", "avx2", "avx512"
+// ReduceBasic at `isa` (or BestIsa, if this CPU lacks it): for tests.
+void ReduceBasicAt(VectorIsa isa, OpKind op, BasicType type, const void* in, void* inout, int64_t n);
+
 // Reduces bytes [first, last) of the packed stream of `count` elements of
 // `type` from `in` into `buf` (laid out by `type`), where Unpack would copy.
 // [first, last) must hold whole elements: of the basic type for predefined

@@ -162,6 +162,21 @@ void Apply(const Access& a, absl::Span<const Run> runs, std::byte* at, int64_t b
   }
 }
 
+// Apply on one block of one basic type, contiguous on every side
+// (AccumulateDirect's accumulate or get_accumulate): no layout to walk and
+// nothing to pack.
+void ApplyBlock(const Access& a, std::byte* at, std::size_t n) {
+  if (a.kind == OpKind::kGetAccumulate) std::memcpy(a.result, at, n);
+  if (a.op == kOpReplace) {
+    std::memcpy(at, a.origin, n);
+  } else if (a.op != kOpNoOp) {
+    datatype::BasicType basic = datatype::BasicType::kByte;
+    a.target_type->homogeneous(&basic);
+    datatype::ReduceBasic(static_cast<datatype::OpKind>(a.op), basic, a.origin, at,
+                          static_cast<int64_t>(n / datatype::SizeOf(basic)));
+  }
+}
+
 // The target's memory an operation on a shared window starts at.
 std::byte* TargetAt(const OriginOp& op) {
   const WindowState& w = *op.win;
@@ -208,15 +223,13 @@ void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
   std::byte* at = TargetAt(op);
   // Every accumulate to a rank's window holds its word: each applies
   // whole, whoever issues it.
-  const absl::Status st = op.win->Accumulating(
-      op.target, [&] {
-        const auto n = static_cast<int64_t>(op.bytes);
-        // (No layout: one block, contiguous on every side.)
-        const Run one[1] = {{0, n}};
-        const absl::Span<const Run> runs =
-            op.runs != nullptr ? absl::Span<const Run>(*op.runs) : absl::Span<const Run>(one, n > 0 ? 1 : 0);
-        Apply(*op.access, runs, at, n);
-      });
+  const absl::Status st = op.win->Accumulating(op.target, [&] {
+    if (op.runs == nullptr) {  // (no layout: one block, contiguous on every side)
+      ApplyBlock(*op.access, at, op.bytes);
+    } else {
+      Apply(*op.access, *op.runs, at, static_cast<int64_t>(op.bytes));
+    }
+  });
   RaiseMoved(op, st, events);
 }
 

@@ -4,6 +4,8 @@
 // pair it is not, reductions through derived types at every element split,
 // and user operators, commutative or not, on types with gaps.
 #include <complex>
+#include <cstdio>
+#include <type_traits>
 #include <cstring>
 #include <random>
 #include <string>
@@ -328,6 +330,99 @@ TEST(Op, UserOperatorSeesWholeElementsInTheTypeLayout) {
   }
   EXPECT_THAT(ReduceUnpack(op, packed.data(), kN, rec, 0, 20, dst.data()).message(),
               HasSubstr("cut an element of 12 bytes"));
+}
+
+// The reference for one element of an integer or real type.
+template <class T>
+T RefArithmetic(OpKind op, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case OpKind::kSum: return a + b;
+      case OpKind::kProd: return a * b;
+      case OpKind::kMin: return a < b ? a : b;
+      default: return a > b ? a : b;
+    }
+  } else {
+    return RefInteger<T>(op, a, b);
+  }
+}
+
+// n elements of T reduced at `isa`, the operands at byte offsets `skew`
+// (odd addresses included) of separate buffers, against the reference.
+template <class T>
+void CheckAt(VectorIsa isa, OpKind op, BasicType bt, int64_t n, std::size_t skew, std::mt19937_64& g) {
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  std::vector<std::byte> in(bytes + skew + 1), io(bytes + skew + 1);
+  std::vector<T> a(static_cast<std::size_t>(n)), b(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      a[i] = static_cast<T>(static_cast<int>(g() % 2001) - 1000) / static_cast<T>(8);
+      b[i] = i % 9 == 0 ? a[i] : static_cast<T>(static_cast<int>(g() % 2001) - 1000) / static_cast<T>(8);
+    } else {
+      a[i] = static_cast<T>(g());
+      b[i] = i % 7 == 0 ? static_cast<T>(0) : static_cast<T>(g());
+    }
+  }
+  std::memcpy(in.data() + skew, a.data(), bytes);
+  std::memcpy(io.data() + skew, b.data(), bytes);
+  const std::byte guard = io[skew + bytes];
+  ReduceBasicAt(isa, op, bt, in.data() + skew, io.data() + skew, n);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    T got;
+    std::memcpy(&got, io.data() + skew + i * sizeof(T), sizeof(T));
+    ASSERT_EQ(got, RefArithmetic<T>(op, a[i], b[i]))
+        << OpName(op) << " on " << TypeName(bt) << " at " << IsaName(isa) << ", " << n << " elements, offset "
+        << skew << ", element " << i;
+  }
+  ASSERT_EQ(io[skew + bytes], guard) << "wrote past the end at " << IsaName(isa);
+}
+
+TEST(Op, EveryVectorWidthThisCpuHasMatchesTheReference) {
+  std::mt19937_64 g(20261201);
+  const VectorIsa widths[] = {VectorIsa::kBaseline, VectorIsa::kAvx2, VectorIsa::kAvx512};
+  int ran = 0;
+  for (VectorIsa isa : widths) {
+    if (isa > BestIsa()) continue;  // (ReduceBasicAt would run BestIsa's again)
+    ++ran;
+    // Lengths that leave every remainder after a vector body of 64 bytes
+    // and its unrolled copies.
+    for (int64_t n : {0, 1, 3, 7, 8, 15, 16, 17, 63, 64, 65, 129, 1000}) {
+      for (std::size_t skew : {0, 1, 8}) {
+        for (OpKind op : {OpKind::kSum, OpKind::kProd, OpKind::kMin, OpKind::kMax}) {
+          CheckAt<int8_t>(isa, op, BasicType::kInt8, n, skew, g);
+          CheckAt<uint16_t>(isa, op, BasicType::kUint16, n, skew, g);
+          CheckAt<int32_t>(isa, op, BasicType::kInt32, n, skew, g);
+          CheckAt<uint64_t>(isa, op, BasicType::kUint64, n, skew, g);
+          CheckAt<float>(isa, op, BasicType::kFloat, n, skew, g);
+          CheckAt<double>(isa, op, BasicType::kDouble, n, skew, g);
+        }
+        for (OpKind op : {OpKind::kLxor, OpKind::kBand, OpKind::kBxor}) {
+          CheckAt<int16_t>(isa, op, BasicType::kInt16, n, skew, g);
+          CheckAt<uint32_t>(isa, op, BasicType::kUint32, n, skew, g);
+          CheckAt<int64_t>(isa, op, BasicType::kInt64, n, skew, g);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  EXPECT_GE(ran, 1);
+  std::printf("vector widths checked: %d (this CPU's widest: %s)\n", ran, std::string(IsaName(BestIsa())).c_str());
+}
+
+TEST(Op, OverlappingOperandsReduceElementByElementInOrder) {
+  // The same buffer on both sides: each element with itself.
+  std::vector<double> same = {1.5, -2, 3, 0.25, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  const std::vector<double> before = same;
+  ReduceBasic(OpKind::kSum, BasicType::kDouble, same.data(), same.data(), static_cast<int64_t>(same.size()));
+  for (std::size_t i = 0; i < same.size(); ++i) ASSERT_EQ(same[i], 2 * before[i]) << i;
+  // The incoming operand one element ahead: element i meets i + 1 before
+  // i + 1 changes; one behind, it meets i - 1 after it changed (a running sum).
+  std::vector<int32_t> ahead(40), behind(40);
+  for (int i = 0; i < 40; ++i) ahead[static_cast<std::size_t>(i)] = behind[static_cast<std::size_t>(i)] = i + 1;
+  ReduceBasic(OpKind::kSum, BasicType::kInt32, ahead.data() + 1, ahead.data(), 39);
+  for (int i = 0; i < 39; ++i) ASSERT_EQ(ahead[static_cast<std::size_t>(i)], 2 * i + 3) << i;
+  ReduceBasic(OpKind::kSum, BasicType::kInt32, behind.data(), behind.data() + 1, 39);
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(behind[static_cast<std::size_t>(i)], (i + 1) * (i + 2) / 2) << i;
 }
 
 }  // namespace
