@@ -46,6 +46,13 @@ const std::vector<std::string> kEveryOneSided = [] {
   env.push_back("CARTAGE_RMA_ONE_SIDED_MIN=1");
   return env;
 }();
+// The same with no order asked for after writes (no FI_ORDER_SAW): each
+// unlock waits for its writes to complete before it lets the lock go.
+const std::vector<std::string> kUnorderedOneSided = [] {
+  std::vector<std::string> env = kEveryOneSided;
+  env.push_back("CARTAGE_OFI_RMA=unordered");
+  return env;
+}();
 
 // Allocated windows over one host are shared (the origin's loads and
 // stores), whatever the method; with CARTAGE_RMA_SHARED=0 the target's
@@ -64,6 +71,7 @@ TEST(RmaRanks, EveryOperationMatchesTheSerialReferenceOnTcpAndOfi) {
     ExpectPass(n, "matrix", "one-sided", kOneSidedOnOfi, "matrix");
     ExpectPass(n, "matrix", "one-sided", kEveryOneSided, "matrix");
   }
+  ExpectPass(2, "matrix", "one-sided", kUnorderedOneSided, "matrix");
   // Another provider's registration and writes: libfabric's shm (cross-memory attach).
   ExpectPass(2, "matrix", "one-sided",
              {"CARTAGE_METHODS=ofi", "CARTAGE_OFI_PROVIDER_INCLUDE=shm", "CARTAGE_RMA_SHARED=0",
@@ -82,6 +90,7 @@ TEST(RmaRanks, PassiveEpochsKeepExclusionAndFlushOnShmAndTcp) {
   ExpectPass(3, "passive", "served", {"CARTAGE_METHODS=tcp", "CARTAGE_RMA_SHARED=0"}, "passive");
   ExpectPass(3, "passive", "shared", {"CARTAGE_METHODS=tcp"}, "passive");
   ExpectPass(3, "passive", "one-sided", kEveryOneSided, "passive");
+  ExpectPass(3, "passive", "one-sided", kUnorderedOneSided, "passive");
 }
 
 // Post, start, complete, wait and test: a ring, many origins into one

@@ -33,7 +33,9 @@ std::vector<ParamInfo> Params() {
       {"HOLD_S", "60", "seconds a send waits while its receiver holds its share of CARTAGE_UNEXPECTED_MAX_MB "
                        "in messages no receive took, before both sides fail naming the cap (0: wait for ever)"},
       {"RMA", "1", "1: ask the provider for FI_RMA, so that windows' puts and gets are its one-sided writes and "
-                   "reads; 0: never (the target's agent serves them, as on tcp)"},
+                   "reads, and for sends ordered after writes (FI_ORDER_SAW); unordered: FI_RMA alone (an "
+                   "unlock then waits for its writes to complete); 0: never (the target's agent serves them, "
+                   "as on tcp)"},
   };
 }
 
@@ -58,8 +60,11 @@ absl::StatusOr<OfiOptions> OfiOptions::FromEnvironment() {
   }
   if (const char* v = std::getenv("CARTAGE_OFI_RMA")) {
     const std::string_view r(v);
-    if (r != "0" && r != "1") return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_RMA=%s: use 0 or 1", v));
-    o.rma = r == "1";
+    if (r != "0" && r != "1" && r != "unordered") {
+      return absl::InvalidArgumentError(absl::StrFormat("CARTAGE_OFI_RMA=%s: use 0, 1 or unordered", v));
+    }
+    o.rma = r != "0";
+    o.rma_ordered = r == "1";
   }
   return o;
 }

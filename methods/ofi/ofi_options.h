@@ -20,6 +20,7 @@ struct OfiOptions {
   int events = 100;                  // completions read per fi_cq_read
   int hold_s = 60;                   // a send held back for the receiver this long fails (0: never)
   bool rma = true;                   // ask for FI_RMA: windows' puts and gets as the provider's writes and reads
+  bool rma_ordered = true;           // and for sends after writes in order (FI_ORDER_SAW), relied on where given
   static absl::StatusOr<OfiOptions> FromEnvironment();
 };
 std::vector<ParamInfo> Params();

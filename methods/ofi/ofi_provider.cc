@@ -169,6 +169,7 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
       fi_info* chosen = i;
       for (bool saw : {true, false}) {
         if (!options.rma || chosen != i) break;
+        if (saw && !options.rma_ordered) continue;
         FiInfoPtr rma_hints = Hints(directed, msg, /*rma=*/true, saw);
         fi_info* rma_list = nullptr;
         const int rma_rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, rma_hints.get(), &rma_list);
@@ -190,7 +191,8 @@ absl::StatusOr<ProviderChoice> ChooseProvider(const OfiOptions& options, FiInfoP
                        prov == "shm",
                        chosen != i,
                        (chosen->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0,
-                       (chosen->tx_attr->msg_order & FI_ORDER_SAW) != 0,
+                       // (a provider may give the order unasked: relied on only where asked for)
+                       options.rma_ordered && (chosen->tx_attr->msg_order & FI_ORDER_SAW) != 0,
                        chosen->rx_attr->iov_limit,
                        msg};
       if (out != nullptr) out->reset(fi_dupinfo(chosen));
