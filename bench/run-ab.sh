@@ -29,7 +29,7 @@ if not rows:
     sys.exit("no pair produced a figure")
 a = [r[0] for r in rows]
 b = [r[1] for r in rows]
-higher = label.split()[0] in ("bw", "bibw", "rate")  # throughput: more is better
+higher = label.split()[0] in ("bw", "bibw", "rate", "put_bw")  # throughput: more is better
 wins = sum(1 for x, y in rows if (y > x if higher else y < x))
 print("%s: A %.3f [%.3f-%.3f]  B %.3f [%.3f-%.3f]  B faster in %d/%d pairs, median B/A %.3f" % (
     label, st.median(a), min(a), max(a), st.median(b), min(b), max(b), wins, len(rows),

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "base/completion.h"
+#include "base/copy.h"
 #include "datatype/basic_type.h"
 #include "datatype/datatype.h"
 #include "datatype/op.h"
@@ -224,7 +225,7 @@ inline void CopyBytes(void* to, const void* from, uint64_t n) {
     std::memcpy(d, &head, 4);
     std::memcpy(d + n - 4, &tail, 4);
   } else {
-    std::memcpy(d, s, n);
+    base::CopyMemory(d, s, n);
   }
 }
 

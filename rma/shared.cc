@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/copy.h"
 #include "cartage/collectives.h"
 #include "datatype/op.h"
 #include "datatype/segment_walk.h"
@@ -166,9 +167,9 @@ void Apply(const Access& a, absl::Span<const Run> runs, std::byte* at, int64_t b
 // (AccumulateDirect's accumulate or get_accumulate): no layout to walk and
 // nothing to pack.
 void ApplyBlock(const Access& a, std::byte* at, std::size_t n) {
-  if (a.kind == OpKind::kGetAccumulate) std::memcpy(a.result, at, n);
+  if (a.kind == OpKind::kGetAccumulate) base::CopyMemory(a.result, at, n);
   if (a.op == kOpReplace) {
-    std::memcpy(at, a.origin, n);
+    base::CopyMemory(at, a.origin, n);
   } else if (a.op != kOpNoOp) {
     datatype::BasicType basic = datatype::BasicType::kByte;
     a.target_type->homogeneous(&basic);
@@ -195,9 +196,9 @@ void OpActions::Copy(OriginOp& op, const RmaSignal&, OpEvents&) {
   if (op.runs == nullptr) {  // one block on both sides
     if (op.bytes == 0) return;
     if (op.kind == OpKind::kPut) {
-      std::memcpy(at, op.local, op.bytes);
+      base::CopyMemory(at, op.local, op.bytes);
     } else {
-      std::memcpy(op.local, at, op.bytes);
+      base::CopyMemory(op.local, at, op.bytes);
     }
     return;
   }
@@ -206,12 +207,13 @@ void OpActions::Copy(OriginOp& op, const RmaSignal&, OpEvents&) {
   for (const Run& r : *op.runs) {
     if (op.kind == OpKind::kPut) {
       if (a.origin_type->contiguous()) {
-        std::memcpy(at + r.offset, static_cast<const std::byte*>(a.origin) + p, static_cast<std::size_t>(r.length));
+        base::CopyMemory(at + r.offset, static_cast<const std::byte*>(a.origin) + p,
+                         static_cast<std::size_t>(r.length));
       } else {
         datatype::Pack(a.origin, a.origin_count, *a.origin_type, p, p + r.length, at + r.offset);
       }
     } else if (a.result_type->contiguous()) {
-      std::memcpy(static_cast<std::byte*>(a.result) + p, at + r.offset, static_cast<std::size_t>(r.length));
+      base::CopyMemory(static_cast<std::byte*>(a.result) + p, at + r.offset, static_cast<std::size_t>(r.length));
     } else {
       datatype::Unpack(at + r.offset, a.result_count, *a.result_type, p, p + r.length, a.result);
     }

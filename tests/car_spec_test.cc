@@ -1,5 +1,6 @@
 // Flag combinations and fields that make no sense are rejected when the CAR
 // is built, with the rule in words.
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -267,6 +268,22 @@ TEST(CopyBytes, ExactBytesAtEveryLengthAndAlignment) {
         ASSERT_EQ(to[i], inside ? from[i - 8] : std::byte{0xee}) << "n " << n << " align " << align << " at " << i;
       }
     }
+  }
+}
+
+// Blocks of 1 MiB and more go in pieces of 256 KiB (base::CopyMemory):
+// every byte lands, at lengths on and beside the pieces' edges.
+TEST(CopyBytes, LargeBlocksLandWholeInPieces) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  std::vector<std::byte> from(2 * kMiB + 64);
+  for (std::size_t i = 0; i < from.size(); ++i) from[i] = static_cast<std::byte>((i * 131) ^ (i >> 11));
+  for (std::size_t n : {kMiB - 1, kMiB, kMiB + 1, kMiB + kMiB / 4 + 7, 2 * kMiB}) {
+    std::vector<std::byte> to(n + 16, std::byte{0xee});
+    CopyBytes(to.data() + 3, from.data() + 5, n);
+    ASSERT_EQ(to[0], std::byte{0xee});
+    ASSERT_EQ(to[2], std::byte{0xee});
+    ASSERT_EQ(std::memcmp(to.data() + 3, from.data() + 5, n), 0) << n;
+    for (std::size_t i = n + 3; i < to.size(); ++i) ASSERT_EQ(to[i], std::byte{0xee}) << n << " at " << i;
   }
 }
 
