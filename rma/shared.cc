@@ -167,6 +167,7 @@ void Apply(const Access& a, absl::Span<const Run> runs, std::byte* at, int64_t b
 // (AccumulateDirect's accumulate or get_accumulate): no layout to walk and
 // nothing to pack.
 void ApplyBlock(const Access& a, std::byte* at, std::size_t n) {
+  if (n == 0) return;  // (its buffers may be null)
   if (a.kind == OpKind::kGetAccumulate) base::CopyMemory(a.result, at, n);
   if (a.op == kOpReplace) {
     base::CopyMemory(at, a.origin, n);

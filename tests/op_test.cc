@@ -363,8 +363,10 @@ void CheckAt(VectorIsa isa, OpKind op, BasicType bt, int64_t n, std::size_t skew
       b[i] = i % 7 == 0 ? static_cast<T>(0) : static_cast<T>(g());
     }
   }
-  std::memcpy(in.data() + skew, a.data(), bytes);
-  std::memcpy(io.data() + skew, b.data(), bytes);
+  if (bytes > 0) {  // (an empty vector's data may be null)
+    std::memcpy(in.data() + skew, a.data(), bytes);
+    std::memcpy(io.data() + skew, b.data(), bytes);
+  }
   const std::byte guard = io[skew + bytes];
   ReduceBasicAt(isa, op, bt, in.data() + skew, io.data() + skew, n);
   for (std::size_t i = 0; i < a.size(); ++i) {
