@@ -238,21 +238,11 @@ absl::string_view IsaName(VectorIsa isa) {
   return "?";
 }
 
-void ReduceBasic(OpKind op, BasicType type, const void* in, void* inout, int64_t n) {
-  // One element (an RMA counter's fetch_and_op or accumulate): the loop
-  // folds away, and what is left is two switches and the operator.
-  if (n == 1 && Arithmetic(op, type, static_cast<const std::byte*>(in), static_cast<std::byte*>(inout), 1)) return;
-  static const ArithmeticFn best = ArithmeticAt(BestIsa());
-  if (!Apart(in, inout, n, type) || !best(op, type, static_cast<const std::byte*>(in), static_cast<std::byte*>(inout), n)) {
-    ReduceBasicAt(VectorIsa::kBaseline, op, type, in, inout, n);
-  }
-}
+namespace {
 
-void ReduceBasicAt(VectorIsa isa, OpKind op, BasicType type, const void* in_v, void* inout_v, int64_t n) {
-  const auto* in = static_cast<const std::byte*>(in_v);
-  auto* io = static_cast<std::byte*>(inout_v);
-  if (isa > BestIsa()) isa = BestIsa();
-  if (Apart(in, io, n, type) && ArithmeticAt(isa)(op, type, in, io, n)) return;
+// Element by element, in order: the types without vectorised loops, and
+// operands that overlap.
+void InOrder(OpKind op, BasicType type, const std::byte* in, std::byte* io, int64_t n) {
   switch (type) {
     case BasicType::kByte: Bytes(op, in, io, n); break;
     case BasicType::kInt8: Integer<false, int8_t>(op, in, io, n); break;
@@ -278,6 +268,25 @@ void ReduceBasicAt(VectorIsa isa, OpKind op, BasicType type, const void* in_v, v
     case BasicType::kLongDoubleInt: Located<long double>(op, type, in, io, n); break;
     case BasicType::kCount: break;
   }
+}
+
+}  // namespace
+
+void ReduceBasic(OpKind op, BasicType type, const void* in, void* inout, int64_t n) {
+  const auto* from = static_cast<const std::byte*>(in);
+  auto* io = static_cast<std::byte*>(inout);
+  // One element (an RMA counter's fetch_and_op or accumulate): the loop
+  // folds away, and what is left is two switches and the operator.
+  if (n == 1 && Arithmetic(op, type, from, io, 1)) return;
+  static const ArithmeticFn best = ArithmeticAt(BestIsa());
+  if (!Apart(in, inout, n, type) || !best(op, type, from, io, n)) InOrder(op, type, from, io, n);
+}
+
+void ReduceBasicAt(VectorIsa isa, OpKind op, BasicType type, const void* in, void* inout, int64_t n) {
+  const auto* from = static_cast<const std::byte*>(in);
+  auto* io = static_cast<std::byte*>(inout);
+  if (isa > BestIsa()) isa = BestIsa();
+  if (!Apart(in, inout, n, type) || !ArithmeticAt(isa)(op, type, from, io, n)) InOrder(op, type, from, io, n);
 }
 
 absl::Status Op::Check(const Datatype& type) const {

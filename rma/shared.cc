@@ -155,27 +155,11 @@ void Apply(const Access& a, absl::Span<const Run> runs, std::byte* at, int64_t b
   }
   for (const Run& r : runs) {
     if (a.op == kOpReplace) {
-      std::memcpy(at + r.offset, in, static_cast<std::size_t>(r.length));
+      base::CopyMemory(at + r.offset, in, static_cast<std::size_t>(r.length));
     } else {
       datatype::ReduceBasic(static_cast<datatype::OpKind>(a.op), basic, in, at + r.offset, r.length / size);
     }
     in += r.length;
-  }
-}
-
-// Apply on one block of one basic type, contiguous on every side
-// (AccumulateDirect's accumulate or get_accumulate): no layout to walk and
-// nothing to pack.
-void ApplyBlock(const Access& a, std::byte* at, std::size_t n) {
-  if (n == 0) return;  // (its buffers may be null)
-  if (a.kind == OpKind::kGetAccumulate) base::CopyMemory(a.result, at, n);
-  if (a.op == kOpReplace) {
-    base::CopyMemory(at, a.origin, n);
-  } else if (a.op != kOpNoOp) {
-    datatype::BasicType basic = datatype::BasicType::kByte;
-    a.target_type->homogeneous(&basic);
-    datatype::ReduceBasic(static_cast<datatype::OpKind>(a.op), basic, a.origin, at,
-                          static_cast<int64_t>(n / datatype::SizeOf(basic)));
   }
 }
 
@@ -227,11 +211,11 @@ void OpActions::Store(OriginOp& op, const RmaSignal&, OpEvents& events) {
   // Every accumulate to a rank's window holds its word: each applies
   // whole, whoever issues it.
   const absl::Status st = op.win->Accumulating(op.target, [&] {
-    if (op.runs == nullptr) {  // (no layout: one block, contiguous on every side)
-      ApplyBlock(*op.access, at, op.bytes);
-    } else {
-      Apply(*op.access, *op.runs, at, static_cast<int64_t>(op.bytes));
-    }
+    const auto n = static_cast<int64_t>(op.bytes);
+    // (No layout: one block, contiguous on every side; none for no bytes.)
+    const Run one[1] = {{0, n}};
+    Apply(*op.access, op.runs != nullptr ? absl::Span<const Run>(*op.runs) : absl::Span<const Run>(one, n > 0 ? 1 : 0),
+          at, n);
   });
   RaiseMoved(op, st, events);
 }
