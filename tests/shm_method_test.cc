@@ -160,6 +160,15 @@ TEST_F(ShmMethodTest, TheRingsAreFaultedInAtAttach) {
   }
 }
 
+// A block's robust mutex says whether the thread that made its rank's
+// segment runs: rank 0's was made on this thread, rank 1's on one that
+// has ended, whose end the kernel marked in it.
+TEST_F(ShmMethodTest, ABlockSaysWhetherTheThreadThatMadeItRuns) {
+  ShmSegment& seg = rank0_->segment();
+  EXPECT_TRUE(seg.block(0).ThreadLives());
+  EXPECT_FALSE(seg.block(1).ThreadLives());
+}
+
 // Runs `f` on a thread pinned to `cpu`; false if it could not be pinned.
 template <class F>
 bool OnCpu(int cpu, F f) {

@@ -94,6 +94,9 @@ absl::StatusOr<std::unique_ptr<ShmMethod>> ShmMethod::Create(Exchange& ex, Metho
     }
     RankBlock& b = m->segment_->block(p);
     m->pids_[static_cast<std::size_t>(p)] = b.pid.load(std::memory_order_acquire);
+    // Watched from now, while the pid is the peer's: a single copy from it
+    // later must not read another process that reuses the pid.
+    if (p != m->rank_) m->watch_.Watch(m->pids_[static_cast<std::size_t>(p)]);
     if (!options.cma) continue;
     // CMA works with this peer if we can read its probe word.
     uint64_t got = 0;
@@ -321,6 +324,14 @@ void ShmMethod::SendCts(Car& c, CarEvents& events) {
     done += static_cast<uint64_t>(got);
   }
   if (timed) m.choosers_[peer].Observe(/*cma=*/true, want, NowNs() - start_ns);
+  // Read from the sender only if it still lives: once gone, its pid may be
+  // another process's, whose bytes these would be.
+  if (want > 0 && !m.segment_->block(source).ThreadLives() && m.watch_.Gone(m.pids_[peer])) {
+    m.SendControl(source, {kRecCts, s.wire.remote, 0, 2});
+    car::CarActions::RaiseError(
+        c, events, absl::UnavailableError(absl::StrFormat("rank %d is gone: its data could not be read", source)));
+    return;
+  }
   m.SendControl(source, {kRecCts, s.wire.remote, 0, 1});
   CarSignal data;
   data.bytes = total;  // all of it is accounted; what did not fit was not read

@@ -147,6 +147,13 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::Create(Exchange& ex, std
   mine.probe_address = reinterpret_cast<uint64_t>(&g_probe_word);
   mine.probe_value = probe;
   mine.cpu.store(-1, std::memory_order_relaxed);
+  pthread_mutexattr_t robust;
+  pthread_mutexattr_init(&robust);
+  pthread_mutexattr_setpshared(&robust, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&robust, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&mine.life, &robust);
+  pthread_mutexattr_destroy(&robust);
+  if (pthread_mutex_lock(&mine.life) == 0) seg->mine_ = &mine;
   mine.pid.store(::getpid(), std::memory_order_release);
   CARTAGE_RETURN_IF_ERROR(ex.Fence());  // everyone attached and filled in its block
   if (me == 0) ::shm_unlink(seg->name_.c_str());
@@ -196,6 +203,10 @@ absl::Status ShmSegment::Populate(const RingShared* rings, std::size_t bytes, in
 }
 
 ShmSegment::~ShmSegment() {
+  // The held mutex is on its thread's robust list, which glibc and the
+  // kernel walk: unmapped under it, they would read freed memory. Released
+  // from another thread it cannot be, and the mapping stays.
+  if (mine_ != nullptr && pthread_mutex_unlock(&mine_->life) != 0) return;
   if (base_ != nullptr) ::munmap(base_, bytes_);
 }
 

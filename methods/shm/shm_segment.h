@@ -9,6 +9,9 @@
 #ifndef CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 #define CARTAGE_METHODS_SHM_SHM_SEGMENT_H_
 
+#include <linux/futex.h>
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +34,17 @@ struct alignas(kLine) RankBlock {
   uint64_t probe_address;           // a word in the rank's memory, for the CMA check
   uint64_t probe_value;             // what that word holds
   std::atomic<int32_t> cpu;         // the CPU the rank last said it ran on (-1: not yet)
+  // Robust, held by the thread that made the rank's segment: the kernel
+  // marks it as that thread ends, before its process can be reaped and its
+  // pid handed on, so a peer reads whether the pid is still the rank's
+  // with one load where the thread lives (ThreadLives), and asks the
+  // kernel (a pidfd) only where it does not.
+  pthread_mutex_t life;
+
+  bool ThreadLives() const {
+    const int word = __atomic_load_n(&life.__data.__lock, __ATOMIC_ACQUIRE);
+    return (word & FUTEX_TID_MASK) != 0 && (word & FUTEX_OWNER_DIED) == 0;
+  }
 };
 
 // Faults in, for writing, the pages that [p, p + bytes) touches, then reads
@@ -80,6 +94,7 @@ class ShmSegment {
   RingShared* RingAt(int from, int to);
   void* base_ = nullptr;
   std::size_t bytes_ = 0;
+  RankBlock* mine_ = nullptr;  // this rank's block, whose life it holds (null: not held)
   int ranks_ = 0;
   std::size_t ring_stride_ = 0;
   std::string name_;
