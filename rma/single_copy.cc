@@ -24,6 +24,11 @@ namespace {
 constexpr uint64_t kProbeValue = 0x434d41726d613031;  // "CMArma01"
 const volatile uint64_t g_probe = kProbeValue;
 
+// Copies up to this size in one block go through the target's memory file
+// (/proc/PID/mem), above it by process_vm_writev or readv: 2 KiB took 0.84
+// against 1.11 µs, 4 KiB 1.18 against 1.31, 16 KiB 3.55 against 1.96.
+constexpr uint64_t kMemoryFileMax = 4096;
+
 // Moves `total` bytes between `local` (packed) and the blocks `runs` from
 // `remote` in process `pid`, as many blocks a call as the kernel takes, on
 // from where a short copy stopped.
@@ -101,7 +106,28 @@ void OpActions::CrossCopy(OriginOp& op, const RmaSignal&, OpEvents& events) {
     if (put) datatype::Pack(a.origin, count, type, 0, static_cast<int64_t>(op.bytes), packed.data());
     local = packed.data();
   }
-  absl::Status st = CopyAcross(put, w.pids[t], remote, *op.runs, local, op.bytes);
+  // Only the process the pid named when the window was made: a few KiB in
+  // one block through its memory file, which moves nothing once it is gone;
+  // more with one copy, a put after asking whether it still lives and a
+  // get's bytes counted only if it still lived after.
+  const auto gone = [&] {
+    return absl::UnavailableError(absl::StrFormat("rank %d is gone: its memory is no longer there (pid %d)",
+                                                  op.target, static_cast<int>(w.pids[t])));
+  };
+  absl::Status st;
+  const base::ProcessHandle& process = *w.processes[t];
+  const base::ProcessMemory& file = process.memory();
+  if (op.runs->size() == 1 && op.bytes <= kMemoryFileMax && file.open()) {
+    const int64_t moved = file.Move(put, local, op.bytes, remote + static_cast<uint64_t>((*op.runs)[0].offset));
+    if (moved == 0 && op.bytes > 0) st = gone();
+    if (moved < 0) {
+      st = absl::UnavailableError(absl::StrFormat("%s of rank %d's memory failed: %s", put ? "a write" : "a read",
+                                                  op.target, std::strerror(errno)));
+    }
+  } else {
+    st = put && process.Gone() ? gone() : CopyAcross(put, w.pids[t], remote, *op.runs, local, op.bytes);
+    if (st.ok() && !put && process.Gone()) st = gone();
+  }
   if (st.ok() && !put && !packed.empty()) {
     datatype::Unpack(packed.data(), count, type, 0, static_cast<int64_t>(op.bytes), a.result);
   }

@@ -261,9 +261,13 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   // reach every other's memory (all agree: one rank that cannot makes the
   // window served everywhere).
   bool single_copy = false;
+  std::vector<std::shared_ptr<const base::ProcessHandle>> processes;
   if (memory == Memory::kCallers && apart < 0) {
     int64_t reach = 1;
     for (std::size_t r = 0; r < all.size(); ++r) {
+      // Opened before the probe: every rank is alive until the agreement
+      // below, so each pid is still its rank's process here.
+      processes.push_back(base::OpenProcess(static_cast<int>(all[r].pid)));
       if (!rma::CanReach(static_cast<pid_t>(all[r].pid), all[r].probe)) reach = 0;
     }
     int64_t everywhere = 0;
@@ -278,6 +282,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
       state->pids.push_back(static_cast<pid_t>(s.pid));
       state->remote_bases.push_back(static_cast<uintptr_t>(s.base));
     }
+    state->processes = std::move(processes);
   }
   state->owned = std::move(owned);
   state->shared = std::move(shared);

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/process_watch.h"
 #include "cartage/cartage.h"
 #include "cartage/engine.h"
 #include "datatype/op.h"
@@ -276,6 +277,10 @@ class WindowState {
   bool single_copy = false;
   std::vector<pid_t> pids;
   std::vector<uintptr_t> remote_bases;
+  // Those processes, their pidfds and memory files opened as the window was
+  // made: a copy goes only to the process the pid named then, never to one
+  // that reuses it.
+  std::vector<std::shared_ptr<const base::ProcessHandle>> processes;
   // Whether a `kind` of `n` bytes goes by one copy: a put or get on a
   // single-copy window, large enough that a system call costs less than
   // the target's serving it (below 2 KiB its control message carries it).
