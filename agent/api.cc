@@ -267,12 +267,11 @@ absl::Status Request::Free() {
   return absl::OkStatus();
 }
 
-Request::~Request() {
+void Request::Retire() {
   if (Orphaned()) {
     (void)Abandon("");
     return;
   }
-  if (!in_flight_ && !persistent_) return;
   Runtime::Entry in(runtime_);  // a destructor cannot refuse: it goes on where the level is broken
   if (in_flight_) {
     if (!activity_) (void)runtime_->Cancel(car_);  // fine to fail: it is then waited for

@@ -14,7 +14,7 @@
 set -euo pipefail
 launcher=$1
 probe=$2
-declare -A budget=([send]=580 [recv]=880 [isend]=700 [irecv]=1015 [posted]=950 [barrier]=1575)
+declare -A budget=([send]=580 [recv]=880 [isend]=680 [irecv]=990 [posted]=950 [barrier]=1575)
 command -v valgrind >/dev/null || { echo "instr_budget: valgrind is missing (tools/install-deps.sh installs it)"; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "${out}"' EXIT

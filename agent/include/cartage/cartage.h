@@ -107,8 +107,11 @@ class Request {
  public:
   Request() = default;
   // An active request is cancelled if it can be (a posted receive) and then
-  // waited for.
-  ~Request();
+  // waited for. A finished one, the common case, has nothing to let go of:
+  // that test is in line, with no call and no frame.
+  ~Request() {
+    if (in_flight_ || persistent_) [[unlikely]] Retire();
+  }
   Request(const Request&) = delete;
   Request& operator=(const Request&) = delete;
 
@@ -162,6 +165,7 @@ class Request {
   bool Orphaned() const { return life_ != nullptr && !life_->load(std::memory_order_relaxed); }
   // Lets go of what the gone Agent owned; the status names `op`.
   absl::Status Abandon(absl::string_view op);
+  void Retire();  // the destructor's work for a request still active or persistent
   car::Car* car_ = nullptr;
   base::Completion done_;
   bool in_flight_ = false;
