@@ -42,6 +42,14 @@ inline bool ProcessGone(int pid) {
   return state == 'Z' || state == 'X';
 }
 
+// A pidfd for `pid` (-1 with errno where none can be had), and whether the
+// process one names has ended: readable once it has, reaped or not.
+inline int OpenPidfd(int pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+inline bool PidfdEnded(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
 // Processes watched through pidfds: readable once the process ended,
 // reaped or not, and never the process that reuses its pid. `Watch` opens
 // one while the process is known to be the one meant (at set-up, before
@@ -70,8 +78,7 @@ class ProcessWatch {
     if (it == fds_.end()) it = Open(pid);
     if (it->second == kEnded) return true;
     if (it->second == kNoFd) return ProcessGone(pid);
-    pollfd p{it->second, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    return PidfdEnded(it->second);
   }
 
  private:
@@ -79,8 +86,8 @@ class ProcessWatch {
   static constexpr int kEnded = -2;  // gone at the first look: whatever has the pid later is another
 
   absl::flat_hash_map<int, int>::iterator Open(int pid) {
-    const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-    return fds_.emplace(pid, fd >= 0 ? static_cast<int>(fd) : errno == ESRCH ? kEnded : kNoFd).first;
+    const int fd = OpenPidfd(pid);
+    return fds_.emplace(pid, fd >= 0 ? fd : errno == ESRCH ? kEnded : kNoFd).first;
   }
 
   absl::flat_hash_map<int, int> fds_;  // pid -> pidfd, kNoFd or kEnded
@@ -136,7 +143,7 @@ class ProcessMemory {
 class ProcessHandle {
  public:
   explicit ProcessHandle(int pid)
-      : pid_(pid), pidfd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))), memory_(pid) {}
+      : pid_(pid), pidfd_(OpenPidfd(pid)), memory_(pid) {}
   ProcessHandle(const ProcessHandle&) = delete;
   ProcessHandle& operator=(const ProcessHandle&) = delete;
   ~ProcessHandle() {
@@ -145,11 +152,7 @@ class ProcessHandle {
 
   int pid() const { return pid_; }
   const ProcessMemory& memory() const { return memory_; }
-  bool Gone() const {
-    if (pidfd_ < 0) return ProcessGone(pid_);
-    pollfd p{pidfd_, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-  }
+  bool Gone() const { return pidfd_ < 0 ? ProcessGone(pid_) : PidfdEnded(pidfd_); }
 
  private:
   int pid_;
