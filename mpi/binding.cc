@@ -1,0 +1,440 @@
+// The MPI C binding: each call checks its handles and arguments as MPI
+// defines them, then makes one call of cartage's public API. MPI's own
+// bookkeeping (handles, error handlers, statuses) lives here; data moves
+// only through cartage::Comm, cartage::Request and the collectives.
+#include "mpi/include/mpi.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "cartage/cartage.h"
+#include "cartage/collectives.h"
+#include "mpi/handles.h"
+
+namespace cartage::mpi_binding {
+namespace {
+
+// Completes a request that finished (Wait or a successful Test): its
+// status, and the slot handed back.
+int Complete(MPI_Request* request, Slot* slot, const absl::Status& st, MPI_Status* status, const char* fn) {
+  int rc = MPI_SUCCESS;
+  if (slot->proc_null) {
+    SetEmptyStatus(status);
+  } else {
+    rc = FromStatus(slot->comm, fn, st);
+    if (slot->recv) {
+      SetStatus(status, slot->req.source(), slot->req.tag(), slot->req.bytes(), rc);
+    } else if (status != MPI_STATUS_IGNORE) {
+      status->MPI_ERROR = rc;
+    }
+  }
+  FreeSlot(request);
+  return rc;
+}
+
+int StartP2p(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+             const char* fn, bool recv, bool sync) {
+  Args a;
+  if (int rc = Check(comm, fn, count, type, peer, tag, recv, &a); rc != MPI_SUCCESS) return rc;
+  Slot* slot = NewSlot(request);
+  slot->recv = recv;
+  slot->comm = comm;
+  if (peer == MPI_PROC_NULL) {
+    slot->proc_null = true;
+    return MPI_SUCCESS;
+  }
+  absl::Status st;
+  if (recv) {
+    st = a.comm->Irecv(const_cast<void*>(buf), count, *a.type, SourceArg(peer), TagArg(tag), &slot->req);
+  } else if (sync) {
+    st = a.comm->Issend(buf, count, *a.type, peer, tag, &slot->req);
+  } else {
+    st = a.comm->Isend(buf, count, *a.type, peer, tag, &slot->req);
+  }
+  if (!st.ok()) {
+    FreeSlot(request);
+    return FromStatus(comm, fn, st);
+  }
+  return MPI_SUCCESS;
+}
+
+int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, const char* fn) {
+  (void)argc;
+  (void)argv;
+  State& s = S();
+  if (s.phase != Phase::kBefore) {
+    std::fprintf(stderr, "cartage mpi: %s: MPI is already %s\n", fn,
+                 s.phase == Phase::kRunning ? "initialized" : "finalized");
+    AbortJob(MPI_ERR_OTHER);
+  }
+  cartage::AgentOptions options;
+  options.threads = level;
+  absl::StatusOr<std::unique_ptr<cartage::Agent>> agent = cartage::Agent::FromEnvironment(options);
+  if (!agent.ok()) {
+    std::fprintf(stderr, "cartage mpi: %s: %s\n", fn, std::string(agent.status().message()).c_str());
+    AbortJob(MPI_ERR_OTHER);
+  }
+  s.agent = *std::move(agent);
+  s.world = s.agent->World();
+  // MPI_COMM_SELF: this rank alone (a split by rank, collective over the world).
+  absl::StatusOr<std::optional<cartage::Comm>> self = s.world->Split(s.world->rank(), 0);
+  if (!self.ok() || !self->has_value()) {
+    std::fprintf(stderr, "cartage mpi: %s: MPI_COMM_SELF: %s\n", fn,
+                 self.ok() ? "no communicator" : std::string(self.status().message()).c_str());
+    AbortJob(MPI_ERR_OTHER);
+  }
+  s.self = **self;
+  s.phase = Phase::kRunning;
+  return MPI_SUCCESS;
+}
+
+// Reduce and Allreduce: their checks, MPI_IN_PLACE, then the call.
+int Reduction(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+              MPI_Comm comm, const char* fn) {
+  Args a;
+  if (int rc = Check(comm, fn, count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
+  const std::optional<OpKind> kind = OpOf(op);
+  if (!kind.has_value()) {
+    return Error(comm, fn, MPI_ERR_OP,
+                 absl::StrFormat("operator 0x%08x is not a predefined reduction", static_cast<unsigned>(op)));
+  }
+  const cartage::Op reduction(*kind);
+  if (root >= 0 && root >= a.comm->size()) {
+    return Error(comm, fn, MPI_ERR_ROOT,
+                 absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
+  }
+  const void* send = sendbuf == MPI_IN_PLACE ? cartage::kInPlace : sendbuf;
+  const absl::Status st = root < 0 ? cartage::Allreduce(*a.comm, send, recvbuf, count, *a.type, reduction)
+                                   : cartage::Reduce(*a.comm, send, recvbuf, count, *a.type, reduction, root);
+  return FromStatus(comm, fn, st);
+}
+
+}  // namespace
+
+// The calls, with C linkage: the same functions mpi.h declares.
+extern "C" {
+
+// ---- Set-up and tear-down ----------------------------------------------------------
+
+int PMPI_Init(int* argc, char*** argv) { return Start(argc, argv, std::nullopt, "MPI_Init"); }
+
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  if (required < MPI_THREAD_SINGLE || required > MPI_THREAD_MULTIPLE) required = MPI_THREAD_MULTIPLE;
+  const int rc = Start(argc, argv, static_cast<cartage::ThreadLevel>(required), "MPI_Init_thread");
+  *provided = static_cast<int>(S().agent->thread_level());
+  return rc;
+}
+
+int PMPI_Query_thread(int* provided) {
+  int rc = MPI_SUCCESS;
+  if (CommOf(MPI_COMM_WORLD, "MPI_Query_thread", &rc) == nullptr) return rc;
+  *provided = static_cast<int>(S().agent->thread_level());
+  return MPI_SUCCESS;
+}
+
+int PMPI_Finalize(void) {
+  State& s = S();
+  int rc = MPI_SUCCESS;
+  if (CommOf(MPI_COMM_WORLD, "MPI_Finalize", &rc) == nullptr) return rc;
+  s.self.reset();
+  s.world.reset();
+  const absl::Status st = s.agent->Finalize();
+  s.phase = Phase::kAfter;
+  s.agent.reset();
+  if (!st.ok()) std::fprintf(stderr, "cartage mpi: MPI_Finalize: %s\n", std::string(st.message()).c_str());
+  return st.ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+int PMPI_Initialized(int* flag) {
+  *flag = S().phase != Phase::kBefore ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+int PMPI_Finalized(int* flag) {
+  *flag = S().phase == Phase::kAfter ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+int PMPI_Abort(MPI_Comm comm, int errorcode) {
+  (void)comm;
+  const State& s = S();
+  std::fprintf(stderr, "cartage mpi: rank %d: MPI_Abort with code %d\n", s.world.has_value() ? s.world->rank() : -1,
+               errorcode);
+  AbortJob(errorcode);
+}
+
+int PMPI_Get_processor_name(char* name, int* resultlen) {
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "localhost");
+  *resultlen = static_cast<int>(std::strlen(host));
+  std::memcpy(name, host, static_cast<std::size_t>(*resultlen) + 1);
+  return MPI_SUCCESS;
+}
+
+int PMPI_Get_version(int* version, int* subversion) {
+  *version = MPI_VERSION;
+  *subversion = MPI_SUBVERSION;
+  return MPI_SUCCESS;
+}
+
+double PMPI_Wtime(void) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - S().epoch).count();
+}
+
+double PMPI_Wtick(void) { return 1e-9; }
+
+// ---- Communicators and errors ------------------------------------------------------
+
+int PMPI_Comm_rank(MPI_Comm comm, int* rank) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_rank", &rc);
+  if (c == nullptr) return rc;
+  *rank = c->rank();
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_size(MPI_Comm comm, int* size) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_size", &rc);
+  if (c == nullptr) return rc;
+  *size = c->size();
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
+  int rc = MPI_SUCCESS;
+  if (CommOf(comm, "MPI_Comm_set_errhandler", &rc) == nullptr) return rc;
+  if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+    return Error(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG,
+                 absl::StrFormat("error handler 0x%08x is not MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN",
+                                 static_cast<unsigned>(errhandler)));
+  }
+  S().handler[HandlerIndex(comm)] = errhandler;
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
+  int rc = MPI_SUCCESS;
+  if (CommOf(comm, "MPI_Comm_get_errhandler", &rc) == nullptr) return rc;
+  *errhandler = S().handler[HandlerIndex(comm)];
+  return MPI_SUCCESS;
+}
+
+int PMPI_Error_class(int errorcode, int* errorclass) {
+  *errorclass = errorcode & ((1 << kClassBits) - 1);
+  return MPI_SUCCESS;
+}
+
+int PMPI_Error_string(int errorcode, char* string, int* resultlen) {
+  State& s = S();
+  std::string text = ClassName(errorcode & ((1 << kClassBits) - 1));
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto i = static_cast<std::size_t>(errorcode >> kClassBits);
+    if (i >= 1 && i <= s.messages.size()) text = s.messages[i - 1];
+  }
+  if (text.size() > MPI_MAX_ERROR_STRING - 1) text.resize(MPI_MAX_ERROR_STRING - 1);
+  std::memcpy(string, text.c_str(), text.size() + 1);
+  *resultlen = static_cast<int>(text.size());
+  return MPI_SUCCESS;
+}
+
+// ---- Point-to-point ----------------------------------------------------------------
+
+int PMPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Send", count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
+  if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+  return FromStatus(comm, "MPI_Send", a.comm->Send(buf, count, *a.type, dest, tag));
+}
+
+int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  MPI_Request r;
+  if (int rc = StartP2p(buf, count, datatype, dest, tag, comm, &r, "MPI_Ssend", false, true); rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return PMPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+
+int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Recv", count, datatype, source, tag, true, &a); rc != MPI_SUCCESS) return rc;
+  if (source == MPI_PROC_NULL) {
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  cartage::ProbeResult got;
+  const int rc =
+      FromStatus(comm, "MPI_Recv", a.comm->Recv(buf, count, *a.type, SourceArg(source), TagArg(tag), &got));
+  SetStatus(status, got.source, got.tag, got.bytes, rc);
+  return rc;
+}
+
+int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  MPI_Request r;
+  if (int rc = StartP2p(recvbuf, recvcount, recvtype, source, recvtag, comm, &r, "MPI_Sendrecv", true, false);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  const int sent = PMPI_Send(sendbuf, sendcount, sendtype, dest, sendtag, comm);
+  const int received = PMPI_Wait(&r, status);
+  return sent != MPI_SUCCESS ? sent : received;
+}
+
+int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return StartP2p(buf, count, datatype, dest, tag, comm, request, "MPI_Isend", false, false);
+}
+
+int PMPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                MPI_Request* request) {
+  return StartP2p(buf, count, datatype, dest, tag, comm, request, "MPI_Issend", false, true);
+}
+
+int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return StartP2p(buf, count, datatype, source, tag, comm, request, "MPI_Irecv", true, false);
+}
+
+int PMPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (*request == MPI_REQUEST_NULL) {
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  int rc = MPI_SUCCESS;
+  Slot* slot = ActiveSlot(*request, "MPI_Wait", &rc);
+  if (slot == nullptr) return rc;
+  const absl::Status st = slot->proc_null ? absl::OkStatus() : slot->req.Wait();
+  return Complete(request, slot, st, status, "MPI_Wait");
+}
+
+int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (*request == MPI_REQUEST_NULL) {
+    *flag = 1;
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  int rc = MPI_SUCCESS;
+  Slot* slot = ActiveSlot(*request, "MPI_Test", &rc);
+  if (slot == nullptr) return rc;
+  *flag = slot->proc_null || slot->req.Test() ? 1 : 0;
+  if (*flag == 0) return MPI_SUCCESS;
+  const absl::Status st = slot->proc_null ? absl::OkStatus() : slot->req.Wait();  // finished: returns at once
+  return Complete(request, slot, st, status, "MPI_Test");
+}
+
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
+  int failed = 0;
+  for (int i = 0; i < count; ++i) {
+    MPI_Status* st = array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[i];
+    if (PMPI_Wait(&array_of_requests[i], st) != MPI_SUCCESS) failed = 1;
+  }
+  // As MPI: one failure makes the call MPI_ERR_IN_STATUS; each status says which.
+  return failed != 0 ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+}
+
+int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  const Datatype* type = TypeOf(datatype);
+  if (type == nullptr) {
+    return Error(MPI_COMM_WORLD, "MPI_Get_count", MPI_ERR_TYPE,
+                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(datatype)));
+  }
+  const uint64_t bytes = static_cast<uint32_t>(status->count_lo) |
+                         (static_cast<uint64_t>(static_cast<uint32_t>(status->count_hi_and_cancelled) >> 1) << 32);
+  const auto size = static_cast<uint64_t>(type->size());
+  *count = size == 0 ? 0 : bytes % size != 0 ? MPI_UNDEFINED : static_cast<int>(bytes / size);
+  return MPI_SUCCESS;
+}
+
+int PMPI_Type_size(MPI_Datatype datatype, int* size) {
+  const Datatype* type = TypeOf(datatype);
+  if (type == nullptr) {
+    return Error(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_TYPE,
+                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(datatype)));
+  }
+  *size = static_cast<int>(type->size());
+  return MPI_SUCCESS;
+}
+
+// ---- Collectives ---------------------------------------------------------------------
+
+int PMPI_Barrier(MPI_Comm comm) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Barrier", &rc);
+  if (c == nullptr) return rc;
+  return FromStatus(comm, "MPI_Barrier", cartage::Barrier(*c));
+}
+
+int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Bcast", count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
+  if (root < 0 || root >= a.comm->size()) {
+    return Error(comm, "MPI_Bcast", MPI_ERR_ROOT,
+                 absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
+  }
+  return FromStatus(comm, "MPI_Bcast", cartage::Bcast(*a.comm, buffer, count, *a.type, root));
+}
+
+
+int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                MPI_Comm comm) {
+  if (root < 0) {
+    return Error(comm, "MPI_Reduce", MPI_ERR_ROOT, absl::StrFormat("root %d: no such rank", root));
+  }
+  return Reduction(sendbuf, recvbuf, count, datatype, op, root, comm, "MPI_Reduce");
+}
+
+int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return Reduction(sendbuf, recvbuf, count, datatype, op, -1, comm, "MPI_Allreduce");
+}
+
+}  // extern "C"
+}  // namespace cartage::mpi_binding
+
+// Each call is PMPI_<name>, and MPI_<name> a weak alias of it: a tool that
+// defines MPI_<name> itself interposes and calls PMPI_<name>.
+#define CARTAGE_MPI_ALIAS(name) extern "C" __attribute__((weak, alias("P" #name))) decltype(P##name) name
+
+
+CARTAGE_MPI_ALIAS(MPI_Init);
+CARTAGE_MPI_ALIAS(MPI_Init_thread);
+CARTAGE_MPI_ALIAS(MPI_Query_thread);
+CARTAGE_MPI_ALIAS(MPI_Finalize);
+CARTAGE_MPI_ALIAS(MPI_Initialized);
+CARTAGE_MPI_ALIAS(MPI_Finalized);
+CARTAGE_MPI_ALIAS(MPI_Abort);
+CARTAGE_MPI_ALIAS(MPI_Get_processor_name);
+CARTAGE_MPI_ALIAS(MPI_Get_version);
+CARTAGE_MPI_ALIAS(MPI_Wtime);
+CARTAGE_MPI_ALIAS(MPI_Wtick);
+CARTAGE_MPI_ALIAS(MPI_Comm_rank);
+CARTAGE_MPI_ALIAS(MPI_Comm_size);
+CARTAGE_MPI_ALIAS(MPI_Comm_set_errhandler);
+CARTAGE_MPI_ALIAS(MPI_Comm_get_errhandler);
+CARTAGE_MPI_ALIAS(MPI_Error_class);
+CARTAGE_MPI_ALIAS(MPI_Error_string);
+CARTAGE_MPI_ALIAS(MPI_Send);
+CARTAGE_MPI_ALIAS(MPI_Ssend);
+CARTAGE_MPI_ALIAS(MPI_Recv);
+CARTAGE_MPI_ALIAS(MPI_Sendrecv);
+CARTAGE_MPI_ALIAS(MPI_Isend);
+CARTAGE_MPI_ALIAS(MPI_Issend);
+CARTAGE_MPI_ALIAS(MPI_Irecv);
+CARTAGE_MPI_ALIAS(MPI_Wait);
+CARTAGE_MPI_ALIAS(MPI_Test);
+CARTAGE_MPI_ALIAS(MPI_Waitall);
+CARTAGE_MPI_ALIAS(MPI_Get_count);
+CARTAGE_MPI_ALIAS(MPI_Type_size);
+CARTAGE_MPI_ALIAS(MPI_Barrier);
+CARTAGE_MPI_ALIAS(MPI_Bcast);
+CARTAGE_MPI_ALIAS(MPI_Reduce);
+CARTAGE_MPI_ALIAS(MPI_Allreduce);

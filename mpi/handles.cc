@@ -1,0 +1,228 @@
+// The MPI binding's bookkeeping: the process's MPI state, error codes
+// and their texts, and what each kind of handle names.
+#include "mpi/handles.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_format.h"
+
+namespace cartage::mpi_binding {
+
+namespace {
+
+// The basic type of a predefined datatype handle.
+std::optional<BasicType> BasicOf(MPI_Datatype type) {
+  switch (type) {
+    case MPI_CHAR: case MPI_SIGNED_CHAR: case MPI_INT8_T: return BasicType::kInt8;
+    case MPI_UNSIGNED_CHAR: case MPI_UINT8_T: return BasicType::kUint8;
+    case MPI_BYTE: return BasicType::kByte;
+    case MPI_SHORT: case MPI_INT16_T: return BasicType::kInt16;
+    case MPI_UNSIGNED_SHORT: case MPI_UINT16_T: return BasicType::kUint16;
+    case MPI_INT: case MPI_INT32_T: return BasicType::kInt32;
+    case MPI_UNSIGNED: case MPI_UINT32_T: return BasicType::kUint32;
+    case MPI_LONG: case MPI_LONG_LONG_INT: case MPI_INT64_T: case MPI_AINT: case MPI_OFFSET: case MPI_COUNT:
+      return BasicType::kInt64;
+    case MPI_UNSIGNED_LONG: case MPI_UNSIGNED_LONG_LONG: case MPI_UINT64_T: return BasicType::kUint64;
+    case MPI_FLOAT: return BasicType::kFloat;
+    case MPI_DOUBLE: return BasicType::kDouble;
+    case MPI_LONG_DOUBLE: return BasicType::kLongDouble;
+    case MPI_C_BOOL: return BasicType::kBool;
+    case MPI_C_FLOAT_COMPLEX: return BasicType::kComplexFloat;
+    case MPI_C_DOUBLE_COMPLEX: return BasicType::kComplexDouble;
+    case MPI_C_LONG_DOUBLE_COMPLEX: return BasicType::kComplexLongDouble;
+    case MPI_FLOAT_INT: return BasicType::kFloatInt;
+    case MPI_DOUBLE_INT: return BasicType::kDoubleInt;
+    case MPI_LONG_INT: return BasicType::kLongInt;
+    case MPI_SHORT_INT: return BasicType::kShortInt;
+    case MPI_2INT: return BasicType::kTwoInt;
+    case MPI_LONG_DOUBLE_INT: return BasicType::kLongDoubleInt;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+State& S() {
+  static State* s = new State;  // never destroyed: calls may come from atexit handlers
+  return *s;
+}
+
+// ---- Errors ------------------------------------------------------------------
+
+const char* ClassName(int cls) {
+  switch (cls) {
+    case MPI_SUCCESS: return "no error";
+    case MPI_ERR_BUFFER: return "invalid buffer pointer";
+    case MPI_ERR_COUNT: return "invalid count argument";
+    case MPI_ERR_TYPE: return "invalid datatype";
+    case MPI_ERR_TAG: return "invalid tag";
+    case MPI_ERR_COMM: return "invalid communicator";
+    case MPI_ERR_RANK: return "invalid rank";
+    case MPI_ERR_ROOT: return "invalid root";
+    case MPI_ERR_OP: return "invalid reduction operator";
+    case MPI_ERR_ARG: return "invalid argument";
+    case MPI_ERR_TRUNCATE: return "message truncated";
+    case MPI_ERR_INTERN: return "internal error";
+    case MPI_ERR_IN_STATUS: return "error code is in status";
+    case MPI_ERR_REQUEST: return "invalid request";
+    case MPI_ERR_OTHER: return "other error";
+    default: return "unknown error";
+  }
+}
+
+// Ends the job: MPI_Abort, and an error under MPI_ERRORS_ARE_FATAL.
+[[noreturn]] void AbortJob(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code != 0 ? code : 1);
+}
+
+// An error of `cls` in `fn` on `comm`: fatal by default; under
+// MPI_ERRORS_RETURN a code whose text (MPI_Error_string) is `what`.
+int Error(MPI_Comm comm, const char* fn, int cls, const std::string& what) {
+  const std::string text = absl::StrFormat("%s: %s", fn, what);
+  State& s = S();
+  if (s.handler[HandlerIndex(comm)] != MPI_ERRORS_RETURN) {
+    std::fprintf(stderr, "cartage mpi: rank %d: %s (%s); aborting\n",
+                 s.world.has_value() ? s.world->rank() : -1, text.c_str(), ClassName(cls));
+    AbortJob(cls);
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.messages.size() == kMessages) s.messages.clear();  // old codes then read as their class's text
+  s.messages.push_back(text);
+  return cls | static_cast<int>(s.messages.size() << kClassBits);
+}
+
+// A cartage status as an MPI error of `fn`.
+int FromStatus(MPI_Comm comm, const char* fn, const absl::Status& st) {
+  if (st.ok()) return MPI_SUCCESS;
+  int cls = MPI_ERR_OTHER;
+  if (st.code() == absl::StatusCode::kOutOfRange) cls = MPI_ERR_TRUNCATE;
+  if (st.code() == absl::StatusCode::kInvalidArgument) cls = MPI_ERR_ARG;
+  return Error(comm, fn, cls, std::string(st.message()));
+}
+
+// ---- Handles -----------------------------------------------------------------
+
+// The communicator a handle names, or an error code in `*rc`.
+const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc) {
+  State& s = S();
+  if (s.phase != Phase::kRunning) {
+    std::fprintf(stderr, "cartage mpi: %s called %s\n", fn,
+                 s.phase == Phase::kBefore ? "before MPI_Init" : "after MPI_Finalize");
+    AbortJob(MPI_ERR_OTHER);
+  }
+  if (comm == MPI_COMM_WORLD) return &*s.world;
+  if (comm == MPI_COMM_SELF) return &*s.self;
+  *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_COMM,
+              absl::StrFormat("communicator 0x%08x is not MPI_COMM_WORLD or MPI_COMM_SELF", static_cast<unsigned>(comm)));
+  return nullptr;
+}
+
+const Datatype* TypeOf(MPI_Datatype type) {
+  // Built once: a handle's cartage type, by basic type.
+  static const std::vector<Datatype>* types = [] {
+    auto* v = new std::vector<Datatype>;
+    for (int b = 0; b < static_cast<int>(BasicType::kCount); ++b) v->push_back(Datatype::Basic(static_cast<BasicType>(b)));
+    return v;
+  }();
+  const std::optional<BasicType> basic = BasicOf(type);
+  return basic.has_value() ? &(*types)[static_cast<std::size_t>(*basic)] : nullptr;
+}
+
+std::optional<OpKind> OpOf(MPI_Op op) {
+  switch (op) {
+    case MPI_MAX: return OpKind::kMax;
+    case MPI_MIN: return OpKind::kMin;
+    case MPI_SUM: return OpKind::kSum;
+    case MPI_PROD: return OpKind::kProd;
+    case MPI_LAND: return OpKind::kLand;
+    case MPI_BAND: return OpKind::kBand;
+    case MPI_LOR: return OpKind::kLor;
+    case MPI_BOR: return OpKind::kBor;
+    case MPI_LXOR: return OpKind::kLxor;
+    case MPI_BXOR: return OpKind::kBxor;
+    case MPI_MINLOC: return OpKind::kMinloc;
+    case MPI_MAXLOC: return OpKind::kMaxloc;
+    default: return std::nullopt;
+  }
+}
+
+// Checks communicator, count, datatype, peer and tag as MPI does. `recv`:
+// MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
+int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a) {
+  int rc = MPI_SUCCESS;
+  a->comm = CommOf(comm, fn, &rc);
+  if (a->comm == nullptr) return rc;
+  if (count < 0) return Error(comm, fn, MPI_ERR_COUNT, absl::StrFormat("negative count %d", count));
+  a->type = TypeOf(type);
+  if (a->type == nullptr) {
+    return Error(comm, fn, MPI_ERR_TYPE,
+                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(type)));
+  }
+  const bool any = recv && peer == MPI_ANY_SOURCE;
+  if (peer != MPI_PROC_NULL && !any && (peer < 0 || peer >= a->comm->size())) {
+    return Error(comm, fn, MPI_ERR_RANK,
+                 absl::StrFormat("rank %d: no such rank in a communicator of %d", peer, a->comm->size()));
+  }
+  if (!(recv && tag == MPI_ANY_TAG) && (tag < 0 || tag > cartage::kMaxTag)) {
+    return Error(comm, fn, MPI_ERR_TAG, absl::StrFormat("tag %d is outside 0..%d", tag, cartage::kMaxTag));
+  }
+  return MPI_SUCCESS;
+}
+
+void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes, int error) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = error;
+  status->count_lo = static_cast<int>(bytes & 0xffffffffu);
+  status->count_hi_and_cancelled = static_cast<int>((bytes >> 32) << 1);  // bit 0: cancelled (never)
+}
+
+void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS); }
+
+// ---- Requests ----------------------------------------------------------------
+
+// A new request slot and its handle.
+Slot* NewSlot(MPI_Request* handle) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  int i;
+  if (!s.free_slots.empty()) {
+    i = s.free_slots.back();
+    s.free_slots.pop_back();
+  } else {
+    i = static_cast<int>(s.slots.size());
+    s.slots.push_back(std::make_unique<Slot>());
+  }
+  Slot* slot = s.slots[static_cast<std::size_t>(i)].get();
+  slot->used = true;
+  slot->proc_null = false;
+  *handle = kRequestBase | i;
+  return slot;
+}
+
+Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc) {
+  State& s = S();
+  if ((handle & ~0x03ffffff) == kRequestBase) {
+    const auto i = static_cast<std::size_t>(handle & 0x03ffffff);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (i < s.slots.size() && s.slots[i]->used) return s.slots[i].get();
+  }
+  *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_REQUEST,
+              absl::StrFormat("request 0x%08x is not an active request", static_cast<unsigned>(handle)));
+  return nullptr;
+}
+
+void FreeSlot(MPI_Request* handle) {
+  State& s = S();
+  const int i = *handle & 0x03ffffff;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.slots[static_cast<std::size_t>(i)]->used = false;
+  s.free_slots.push_back(i);
+  *handle = MPI_REQUEST_NULL;
+}
+
+}  // namespace cartage::mpi_binding

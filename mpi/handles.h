@@ -1,0 +1,106 @@
+// The MPI binding's bookkeeping (handles.cc): the process's MPI state, the
+// request table, error codes and their texts, and the cartage object each
+// handle names. Internal to the binding; programs see only mpi.h.
+#ifndef CARTAGE_MPI_HANDLES_H_
+#define CARTAGE_MPI_HANDLES_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cartage/cartage.h"
+#include "cartage/collectives.h"
+#include "mpi/include/mpi.h"
+
+namespace cartage::mpi_binding {
+
+enum class Phase { kBefore, kRunning, kAfter };
+
+// One slot of the request table; a handle names it by index.
+struct Slot {
+  cartage::Request req;
+  bool used = false;
+  bool proc_null = false;  // to or from MPI_PROC_NULL: complete at once, moves nothing
+  bool recv = false;
+  MPI_Comm comm = MPI_COMM_WORLD;  // whose error handler its completion answers to
+};
+
+struct State {
+  Phase phase = Phase::kBefore;
+  std::unique_ptr<cartage::Agent> agent;
+  std::optional<cartage::Comm> world;
+  std::optional<cartage::Comm> self;
+  MPI_Errhandler handler[2] = {MPI_ERRORS_ARE_FATAL, MPI_ERRORS_ARE_FATAL};  // world, self
+  std::mutex mu;                     // the request table and the error messages (MPI_THREAD_MULTIPLE)
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<int> free_slots;
+  std::vector<std::string> messages;  // an error code's text, by the code's upper bits
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+};
+
+constexpr int kRequestBase = static_cast<int>(0xac000000u);  // MPICH's direct request handles
+constexpr int kClassBits = 7;                                 // an error code: class | message index << 7
+constexpr std::size_t kMessages = 1024;                       // texts kept for MPI_Error_string
+
+// The process's state (never destroyed: calls may come from atexit handlers).
+State& S();
+
+// ---- Errors -------------------------------------------------------------------
+
+// A class's text ("invalid rank").
+const char* ClassName(int cls);
+// Ends the job: MPI_Abort, and an error under MPI_ERRORS_ARE_FATAL.
+[[noreturn]] void AbortJob(int code);
+// An error of `cls` in `fn` on `comm`: fatal by default; under
+// MPI_ERRORS_RETURN a code whose text (MPI_Error_string) is `what`.
+int Error(MPI_Comm comm, const char* fn, int cls, const std::string& what);
+// A cartage status as an MPI error of `fn` (MPI_SUCCESS if ok).
+int FromStatus(MPI_Comm comm, const char* fn, const absl::Status& st);
+
+// ---- Handles ------------------------------------------------------------------
+
+// Which of the two error handlers a communicator's calls answer to.
+inline int HandlerIndex(MPI_Comm comm) { return comm == MPI_COMM_SELF ? 1 : 0; }
+// The communicator a handle names, or null with an error code in `*rc`.
+const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc);
+// The cartage type of a predefined datatype handle, or null.
+const Datatype* TypeOf(MPI_Datatype type);
+// The reduction of a predefined operator handle.
+std::optional<OpKind> OpOf(MPI_Op op);
+
+// What a point-to-point call passes on, once checked.
+struct Args {
+  const cartage::Comm* comm = nullptr;
+  const Datatype* type = nullptr;
+};
+
+// Checks communicator, count, datatype, peer and tag as MPI does. `recv`:
+// MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
+int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a);
+
+inline int SourceArg(int peer) { return peer == MPI_ANY_SOURCE ? cartage::kAnySource : peer; }
+inline int TagArg(int tag) { return tag == MPI_ANY_TAG ? cartage::kAnyTag : tag; }
+
+void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes, int error);
+// The status of an operation with MPI_PROC_NULL (or MPI_REQUEST_NULL).
+void SetEmptyStatus(MPI_Status* status);
+
+// ---- Requests -----------------------------------------------------------------
+
+// A new request slot and its handle.
+Slot* NewSlot(MPI_Request* handle);
+// The slot an active request's handle names, or null with an error code
+// of `fn` in `*rc`.
+Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc);
+// Gives the slot back; the handle becomes MPI_REQUEST_NULL.
+void FreeSlot(MPI_Request* handle);
+
+}  // namespace cartage::mpi_binding
+
+#endif  // CARTAGE_MPI_HANDLES_H_

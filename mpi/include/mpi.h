@@ -1,0 +1,252 @@
+/* The MPI C binding over cartage, with the MPICH ABI: integer handles and
+ * the constant values and MPI_Status layout of MPICH 4.0's mpi.h, so that a
+ * program built against MPICH (libmpich.so.12) runs on cartage with nothing
+ * but LD_LIBRARY_PATH. tests/mpi_abi_test.sh checks every value defined here
+ * against MPICH's own header.
+ *
+ * What is here is what the library provides; a function it does not
+ * provide is not declared, and a program that calls one fails to link. */
+#ifndef CARTAGE_MPI_H_
+#define CARTAGE_MPI_H_
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Handles: integers, as MPICH's. */
+typedef int MPI_Comm;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Errhandler;
+typedef int MPI_Group;
+typedef int MPI_Info;
+typedef int MPI_Message;
+typedef int MPI_Win;
+typedef long MPI_Aint;
+typedef long MPI_Count;
+typedef long MPI_Offset;
+typedef int MPI_Fint;
+
+typedef struct MPI_Status {
+  int count_lo;
+  int count_hi_and_cancelled;
+  int MPI_SOURCE;
+  int MPI_TAG;
+  int MPI_ERROR;
+} MPI_Status;
+
+#define MPI_VERSION 4
+#define MPI_SUBVERSION 0
+
+/* Null handles. */
+#define MPI_COMM_NULL ((MPI_Comm)0x04000000)
+#define MPI_OP_NULL ((MPI_Op)0x18000000)
+#define MPI_GROUP_NULL ((MPI_Group)0x08000000)
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0x0c000000)
+#define MPI_REQUEST_NULL ((MPI_Request)0x2c000000)
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0x14000000)
+#define MPI_MESSAGE_NULL ((MPI_Message)0x2c000000)
+#define MPI_INFO_NULL ((MPI_Info)0x1c000000)
+#define MPI_WIN_NULL ((MPI_Win)0x20000000)
+
+/* Communicators. */
+#define MPI_COMM_WORLD ((MPI_Comm)0x44000000)
+#define MPI_COMM_SELF ((MPI_Comm)0x44000001)
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+
+/* Predefined datatypes (the C ones, and the fixed-width integers). */
+#define MPI_CHAR ((MPI_Datatype)0x4c000101)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)0x4c000118)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)0x4c000102)
+#define MPI_BYTE ((MPI_Datatype)0x4c00010d)
+#define MPI_SHORT ((MPI_Datatype)0x4c000203)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)0x4c000204)
+#define MPI_INT ((MPI_Datatype)0x4c000405)
+#define MPI_UNSIGNED ((MPI_Datatype)0x4c000406)
+#define MPI_LONG ((MPI_Datatype)0x4c000807)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)0x4c000808)
+#define MPI_LONG_LONG_INT ((MPI_Datatype)0x4c000809)
+#define MPI_LONG_LONG MPI_LONG_LONG_INT
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)0x4c000819)
+#define MPI_FLOAT ((MPI_Datatype)0x4c00040a)
+#define MPI_DOUBLE ((MPI_Datatype)0x4c00080b)
+#define MPI_LONG_DOUBLE ((MPI_Datatype)0x4c00100c)
+#define MPI_INT8_T ((MPI_Datatype)0x4c000137)
+#define MPI_INT16_T ((MPI_Datatype)0x4c000238)
+#define MPI_INT32_T ((MPI_Datatype)0x4c000439)
+#define MPI_INT64_T ((MPI_Datatype)0x4c00083a)
+#define MPI_UINT8_T ((MPI_Datatype)0x4c00013b)
+#define MPI_UINT16_T ((MPI_Datatype)0x4c00023c)
+#define MPI_UINT32_T ((MPI_Datatype)0x4c00043d)
+#define MPI_UINT64_T ((MPI_Datatype)0x4c00083e)
+#define MPI_C_BOOL ((MPI_Datatype)0x4c00013f)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)0x4c000840)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)0x4c001041)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)0x4c002042)
+#define MPI_AINT ((MPI_Datatype)0x4c000843)
+#define MPI_OFFSET ((MPI_Datatype)0x4c000844)
+#define MPI_COUNT ((MPI_Datatype)0x4c000845)
+/* The value-index pairs of MINLOC and MAXLOC. */
+#define MPI_FLOAT_INT ((MPI_Datatype)0x8c000000)
+#define MPI_DOUBLE_INT ((MPI_Datatype)0x8c000001)
+#define MPI_LONG_INT ((MPI_Datatype)0x8c000002)
+#define MPI_SHORT_INT ((MPI_Datatype)0x8c000003)
+#define MPI_2INT ((MPI_Datatype)0x4c000816)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)0x8c000004)
+
+/* Reduction operators. */
+#define MPI_MAX (MPI_Op)(0x58000001)
+#define MPI_MIN (MPI_Op)(0x58000002)
+#define MPI_SUM (MPI_Op)(0x58000003)
+#define MPI_PROD (MPI_Op)(0x58000004)
+#define MPI_LAND (MPI_Op)(0x58000005)
+#define MPI_BAND (MPI_Op)(0x58000006)
+#define MPI_LOR (MPI_Op)(0x58000007)
+#define MPI_BOR (MPI_Op)(0x58000008)
+#define MPI_LXOR (MPI_Op)(0x58000009)
+#define MPI_BXOR (MPI_Op)(0x5800000a)
+#define MPI_MINLOC (MPI_Op)(0x5800000b)
+#define MPI_MAXLOC (MPI_Op)(0x5800000c)
+
+/* Error handlers. */
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000001)
+
+/* Special ranks, tags and addresses. */
+#define MPI_PROC_NULL (-1)
+#define MPI_ANY_SOURCE (-2)
+#define MPI_ROOT (-3)
+#define MPI_ANY_TAG (-1)
+#define MPI_UNDEFINED (-32766)
+#define MPI_BOTTOM (void*)0
+#define MPI_IN_PLACE (void*)-1
+#define MPI_STATUS_IGNORE (MPI_Status*)1
+#define MPI_STATUSES_IGNORE (MPI_Status*)1
+
+#define MPI_MAX_PROCESSOR_NAME 128
+#define MPI_MAX_ERROR_STRING 512
+
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+/* Error classes. */
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_ROOT 7
+#define MPI_ERR_GROUP 8
+#define MPI_ERR_OP 9
+#define MPI_ERR_ARG 12
+#define MPI_ERR_UNKNOWN 13
+#define MPI_ERR_TRUNCATE 14
+#define MPI_ERR_OTHER 15
+#define MPI_ERR_INTERN 16
+#define MPI_ERR_IN_STATUS 17
+#define MPI_ERR_PENDING 18
+#define MPI_ERR_REQUEST 19
+#define MPI_ERR_LASTCODE 0x3fffffff
+
+/* Set-up and tear-down. */
+int MPI_Init(int* argc, char*** argv);
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+int MPI_Finalize(void);
+int MPI_Initialized(int* flag);
+int MPI_Finalized(int* flag);
+int MPI_Query_thread(int* provided);
+int MPI_Abort(MPI_Comm comm, int errorcode);
+int MPI_Get_processor_name(char* name, int* resultlen);
+int MPI_Get_version(int* version, int* subversion);
+double MPI_Wtime(void);
+double MPI_Wtick(void);
+
+/* Communicators (the two predefined ones). */
+int MPI_Comm_rank(MPI_Comm comm, int* rank);
+int MPI_Comm_size(MPI_Comm comm, int* size);
+
+/* Errors. */
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+int MPI_Error_class(int errorcode, int* errorclass);
+int MPI_Error_string(int errorcode, char* string, int* resultlen);
+
+/* Point-to-point. */
+int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status);
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request);
+int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request);
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+              MPI_Request* request);
+int MPI_Wait(MPI_Request* request, MPI_Status* status);
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+int MPI_Type_size(MPI_Datatype datatype, int* size);
+
+/* Collectives. */
+int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+               MPI_Comm comm);
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/* The same under their profiling names, for tools that interpose. */
+int PMPI_Init(int* argc, char*** argv);
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+int PMPI_Finalize(void);
+int PMPI_Initialized(int* flag);
+int PMPI_Finalized(int* flag);
+int PMPI_Query_thread(int* provided);
+int PMPI_Abort(MPI_Comm comm, int errorcode);
+int PMPI_Get_processor_name(char* name, int* resultlen);
+int PMPI_Get_version(int* version, int* subversion);
+double PMPI_Wtime(void);
+double PMPI_Wtick(void);
+int PMPI_Comm_rank(MPI_Comm comm, int* rank);
+int PMPI_Comm_size(MPI_Comm comm, int* size);
+int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+int PMPI_Error_class(int errorcode, int* errorclass);
+int PMPI_Error_string(int errorcode, char* string, int* resultlen);
+int PMPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status);
+int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request);
+int PMPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                MPI_Request* request);
+int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+               MPI_Request* request);
+int PMPI_Wait(MPI_Request* request, MPI_Status* status);
+int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+int PMPI_Type_size(MPI_Datatype datatype, int* size);
+int PMPI_Barrier(MPI_Comm comm);
+int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                MPI_Comm comm);
+int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CARTAGE_MPI_H_ */

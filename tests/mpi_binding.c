@@ -1,0 +1,210 @@
+/* The MPI binding from C, as an MPI program uses it: every call checked for
+ * the exact bytes, statuses and error classes MPI defines. Runs on 3 ranks
+ * (mpi_binding_test); with the argument "fatal", rank 0 sends to a rank
+ * that does not exist under the default MPI_ERRORS_ARE_FATAL, and the job
+ * must end naming the call (mpi_binding_fatal_test). */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+
+static int g_rank = -1;
+
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      fprintf(stderr, "mpi_binding: rank %d: line %d: %s\n", g_rank, __LINE__, #cond); \
+      MPI_Abort(MPI_COMM_WORLD, 2);                                                 \
+    }                                                                               \
+  } while (0)
+#define CHECK_OK(call) CHECK((call) == MPI_SUCCESS)
+
+/* An error code's class and whether its text holds `want`. */
+static void ExpectError(int rc, int cls, const char* want) {
+  int got = -1;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  CHECK(rc != MPI_SUCCESS);
+  CHECK_OK(MPI_Error_class(rc, &got));
+  CHECK_OK(MPI_Error_string(rc, text, &len));
+  if (got != cls || strstr(text, want) == NULL) {
+    fprintf(stderr, "mpi_binding: rank %d: error class %d (want %d), text \"%s\" (want \"%s\")\n", g_rank, got, cls,
+            text, want);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  CHECK((int)strlen(text) == len);
+}
+
+static void PointToPoint(int rank, int size) {
+  /* Rank 0 sends each other rank its own ints; they answer to any source. */
+  if (rank == 0) {
+    for (int r = 1; r < size; ++r) {
+      int data[5];
+      for (int i = 0; i < 5; ++i) data[i] = 100 * r + i;
+      CHECK_OK(MPI_Send(data, 5, MPI_INT, r, 7, MPI_COMM_WORLD));
+    }
+    int seen = 0;
+    for (int k = 1; k < size; ++k) {
+      long answer = 0;
+      MPI_Status st;
+      /* Tag 8: a rank done with this part may already send its ring message here. */
+      CHECK_OK(MPI_Recv(&answer, 1, MPI_LONG, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, &st));
+      CHECK(st.MPI_SOURCE >= 1 && st.MPI_SOURCE < size && st.MPI_TAG == 8 && st.MPI_ERROR == MPI_SUCCESS);
+      CHECK(answer == 1000L * st.MPI_SOURCE + 4);
+      seen |= 1 << st.MPI_SOURCE;
+    }
+    CHECK(seen == ((1 << size) - 2));
+  } else {
+    int data[8] = {0};
+    MPI_Status st;
+    int count = -1;
+    CHECK_OK(MPI_Recv(data, 8, MPI_INT, 0, 7, MPI_COMM_WORLD, &st));
+    CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == 7);
+    CHECK_OK(MPI_Get_count(&st, MPI_INT, &count));
+    CHECK(count == 5);
+    CHECK_OK(MPI_Get_count(&st, MPI_DOUBLE, &count));
+    CHECK(count == MPI_UNDEFINED); /* 20 bytes are not whole doubles */
+    for (int i = 0; i < 5; ++i) CHECK(data[i] == 100 * rank + i);
+    CHECK(data[5] == 0);
+    long answer = 1000L * rank + 4;
+    CHECK_OK(MPI_Send(&answer, 1, MPI_LONG, 0, 8, MPI_COMM_WORLD));
+  }
+
+  /* A ring of Isend and Irecv: 1,000 doubles to the right, received with
+   * MPI_ANY_TAG (the left neighbour's next messages come after it). */
+  double out[1000], in[1000];
+  for (int i = 0; i < 1000; ++i) out[i] = rank * 0.5 + i;
+  MPI_Request reqs[2];
+  MPI_Status sts[2];
+  CHECK_OK(MPI_Irecv(in, 1000, MPI_DOUBLE, (rank + size - 1) % size, MPI_ANY_TAG, MPI_COMM_WORLD, &reqs[0]));
+  CHECK_OK(MPI_Isend(out, 1000, MPI_DOUBLE, (rank + 1) % size, 3, MPI_COMM_WORLD, &reqs[1]));
+  CHECK_OK(MPI_Waitall(2, reqs, sts));
+  CHECK(reqs[0] == MPI_REQUEST_NULL && reqs[1] == MPI_REQUEST_NULL);
+  CHECK(sts[0].MPI_SOURCE == (rank + size - 1) % size && sts[0].MPI_TAG == 3);
+  for (int i = 0; i < 1000; ++i) CHECK(in[i] == ((rank + size - 1) % size) * 0.5 + i);
+
+  /* A synchronous send completes only once matched: Issend tested, then Ssend. */
+  if (rank == 1) {
+    const char msg[] = "synchronous";
+    MPI_Request r;
+    int flag = 0;
+    CHECK_OK(MPI_Issend(msg, (int)sizeof(msg), MPI_CHAR, 2, 5, MPI_COMM_WORLD, &r));
+    while (!flag) CHECK_OK(MPI_Test(&r, &flag, MPI_STATUS_IGNORE));
+    CHECK(r == MPI_REQUEST_NULL);
+    CHECK_OK(MPI_Ssend(msg, (int)sizeof(msg), MPI_CHAR, 2, 6, MPI_COMM_WORLD));
+  } else if (rank == 2) {
+    char got[32] = {0};
+    CHECK_OK(MPI_Recv(got, 32, MPI_CHAR, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(strcmp(got, "synchronous") == 0);
+    memset(got, 0, sizeof(got));
+    CHECK_OK(MPI_Recv(got, 32, MPI_CHAR, 1, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(strcmp(got, "synchronous") == 0);
+  }
+
+  /* MPI_PROC_NULL: nothing moves, the status says so. */
+  int x = 42, y = 7;
+  MPI_Status st;
+  CHECK_OK(MPI_Sendrecv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, &y, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &st));
+  CHECK(y == 7 && st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG);
+  /* Sendrecv around the ring. */
+  CHECK_OK(MPI_Sendrecv(&rank, 1, MPI_INT, (rank + 1) % size, 9, &y, 1, MPI_INT, (rank + size - 1) % size, 9,
+                        MPI_COMM_WORLD, &st));
+  CHECK(y == (rank + size - 1) % size && st.MPI_SOURCE == y);
+}
+
+static void Collectives(int rank, int size) {
+  CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
+  char text[16] = {0};
+  if (rank == 2) strcpy(text, "from rank two");
+  CHECK_OK(MPI_Bcast(text, 16, MPI_CHAR, 2, MPI_COMM_WORLD));
+  CHECK(strcmp(text, "from rank two") == 0);
+
+  int mine[3] = {rank, rank * rank, 1}, sum[3] = {0};
+  CHECK_OK(MPI_Allreduce(mine, sum, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  CHECK(sum[0] == size * (size - 1) / 2 && sum[1] == (size - 1) * size * (2 * size - 1) / 6 && sum[2] == size);
+  double v = 1.5 * rank, max = 0;
+  CHECK_OK(MPI_Reduce(&v, rank == 1 ? &max : NULL, 1, MPI_DOUBLE, MPI_MAX, 1, MPI_COMM_WORLD)); /* only the root's counts */
+  if (rank == 1) CHECK(max == 1.5 * (size - 1));
+  struct {
+    double value;
+    int index;
+  } pair = {rank == 1 ? -3.0 : (double)rank, rank}, least = {0, -1};
+  CHECK_OK(MPI_Allreduce(&pair, &least, 1, MPI_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD));
+  CHECK(least.value == -3.0 && least.index == 1);
+  long in_place = rank + 1;
+  CHECK_OK(MPI_Allreduce(MPI_IN_PLACE, &in_place, 1, MPI_LONG, MPI_PROD, MPI_COMM_WORLD));
+  CHECK(in_place == 6); /* 3 ranks: 1 * 2 * 3 */
+}
+
+static void SelfAndErrors(int rank, int size) {
+  int n = 0, r = -1;
+  CHECK_OK(MPI_Comm_size(MPI_COMM_SELF, &n));
+  CHECK_OK(MPI_Comm_rank(MPI_COMM_SELF, &r));
+  CHECK(n == 1 && r == 0);
+  unsigned short a = 0xbeef, b = 0;
+  MPI_Request req;
+  CHECK_OK(MPI_Irecv(&b, 1, MPI_UNSIGNED_SHORT, 0, 1, MPI_COMM_SELF, &req));
+  CHECK_OK(MPI_Send(&a, 1, MPI_UNSIGNED_SHORT, 0, 1, MPI_COMM_SELF));
+  CHECK_OK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+  CHECK(b == 0xbeef);
+
+  MPI_Errhandler h = MPI_ERRHANDLER_NULL;
+  CHECK_OK(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &h));
+  CHECK(h == MPI_ERRORS_ARE_FATAL);
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int v = 0;
+  ExpectError(MPI_Send(&v, 1, MPI_INT, 99, 0, MPI_COMM_WORLD), MPI_ERR_RANK, "MPI_Send: rank 99: no such rank");
+  ExpectError(MPI_Send(&v, 1, MPI_INT, 0, -5, MPI_COMM_WORLD), MPI_ERR_TAG, "tag -5");
+  ExpectError(MPI_Send(&v, -1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COUNT, "negative count");
+  ExpectError(MPI_Send(&v, 1, (MPI_Datatype)0x4c0007ff, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE, "0x4c0007ff");
+  ExpectError(MPI_Send(&v, 1, MPI_INT, size, 0, MPI_COMM_WORLD), MPI_ERR_RANK, "rank 3: no such rank");
+  ExpectError(MPI_Send(&v, 1, MPI_INT, 0, 0, (MPI_Comm)0x44000077), MPI_ERR_COMM, "communicator 0x44000077");
+  MPI_Request bogus = (MPI_Request)0xac0fffff;
+  ExpectError(MPI_Wait(&bogus, MPI_STATUS_IGNORE), MPI_ERR_REQUEST, "not an active request");
+  ExpectError(MPI_Allreduce(&v, &n, 1, MPI_INT, (MPI_Op)0x58000077, MPI_COMM_WORLD), MPI_ERR_OP, "operator");
+  /* Truncation: 16 ints into a buffer of 4, with cartage's account of it. */
+  if (rank == 0) {
+    int many[16] = {0};
+    CHECK_OK(MPI_Send(many, 16, MPI_INT, 1, 11, MPI_COMM_WORLD));
+  } else if (rank == 1) {
+    int few[4];
+    MPI_Status st;
+    ExpectError(MPI_Recv(few, 4, MPI_INT, 0, 11, MPI_COMM_WORLD, &st), MPI_ERR_TRUNCATE,
+                "message of 64 bytes truncated to the 16-byte receive buffer");
+  }
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+}
+
+int main(int argc, char** argv) {
+  int flag = 1;
+  CHECK_OK(MPI_Initialized(&flag));
+  CHECK(flag == 0);
+  CHECK_OK(MPI_Init(&argc, &argv));
+  CHECK_OK(MPI_Initialized(&flag));
+  CHECK(flag == 1);
+  int rank = -1, size = 0;
+  CHECK_OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  CHECK_OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  g_rank = rank;
+  if (argc > 1 && strcmp(argv[1], "fatal") == 0) {
+    if (rank == 0) MPI_Send(&rank, 1, MPI_INT, 99, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD); /* the others wait here until the job ends */
+    fprintf(stderr, "mpi_binding: rank %d: still running after a fatal error\n", rank);
+    return 3;
+  }
+  CHECK(size == 3);
+  const double t0 = MPI_Wtime();
+  PointToPoint(rank, size);
+  Collectives(rank, size);
+  SelfAndErrors(rank, size);
+  CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
+  char host[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  CHECK_OK(MPI_Get_processor_name(host, &len));
+  CHECK(len > 0 && (int)strlen(host) == len);
+  CHECK_OK(MPI_Barrier(MPI_COMM_WORLD));
+  CHECK_OK(MPI_Finalize());
+  CHECK_OK(MPI_Finalized(&flag));
+  CHECK(flag == 1);
+  printf("mpi_binding: rank %d of %d: every check passed\n", rank, size);
+  return 0;
+}
