@@ -17,6 +17,8 @@ packages=(
   iproute2                                          # tcp across network namespaces (tests/netns_test.sh)
   mpich                                             # mpiexec.hydra: ranks started by Hydra (PMI-1, PMI-2)
   openmpi-bin                                       # mpirun.openmpi: ranks started under PMIx
+  libmpich-dev                                      # MPICH's mpi.h and mpicc: the MPI binding's ABI is checked against them
+  netpipe-mpich2                                    # NPmpich2, built against MPICH: run unmodified on cartage's MPI binding
   slurm-wlm munge                                   # srun --mpi=pmix|pmi2 (tests/slurm_test.sh starts the daemons)
 )
 

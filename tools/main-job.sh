@@ -2,8 +2,9 @@
 # The main job: installs what is missing, builds the release preset, and runs
 # multi-rank programs on the shared-memory method through the launcher:
 # hello (4 ranks), ring (4 ranks: a token 100 times around, then 1 MiB
-# blocks to both neighbours), collectives and rma (4 ranks), and pingpong
-# (2 ranks). It ends by showing the
+# blocks to both neighbours), collectives and rma (4 ranks), pingpong
+# (2 ranks) and Debian's NetPIPE, built against MPICH, on cartage's MPI
+# binding (2 ranks). It ends by showing the
 # build (`cartage info`) and regenerating the state diagrams from the tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,10 @@ echo; echo "== cartage schedule allreduce/recursive_doubling --ranks 2 --bytes 8
 "${cartage}" schedule allreduce/recursive_doubling --ranks 2 --bytes 8 --format mermaid
 echo; echo "== cartage run -n 2 pingpong 20000"
 "${cartage}" run -n 2 --timeout 120 $b/examples/pingpong 20000
+echo; echo "== cartage run -n 2 NPmpich2 (Debian's NetPIPE, built against MPICH, unmodified, on cartage's MPI binding)"
+np_out=$(mktemp)
+"${cartage}" run -n 2 --timeout 120 env LD_LIBRARY_PATH="$PWD/$b/mpi" /usr/bin/NPmpich2 -u 65536 -p 0 -o "${np_out}"
+rm -f "${np_out}"
 echo; echo "== cartage info"
 "${cartage}" info
 echo; echo "== cartage diagrams"
