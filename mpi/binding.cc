@@ -12,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -83,38 +84,19 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
     AbortJob(MPI_ERR_OTHER);
   }
   s.agent = *std::move(agent);
-  s.world = s.agent->World();
+  const cartage::Comm world = s.agent->World();
+  s.world_rank = world.rank();
   // MPI_COMM_SELF: this rank alone (a split by rank, collective over the world).
-  absl::StatusOr<std::optional<cartage::Comm>> self = s.world->Split(s.world->rank(), 0);
+  absl::StatusOr<std::optional<cartage::Comm>> self = world.Split(world.rank(), 0);
   if (!self.ok() || !self->has_value()) {
     std::fprintf(stderr, "cartage mpi: %s: MPI_COMM_SELF: %s\n", fn,
                  self.ok() ? "no communicator" : std::string(self.status().message()).c_str());
     AbortJob(MPI_ERR_OTHER);
   }
-  s.self = **self;
+  NewComm(world, MPI_ERRORS_ARE_FATAL);  // slot 0: MPI_COMM_WORLD
+  NewComm(**self, MPI_ERRORS_ARE_FATAL);  // slot 1: MPI_COMM_SELF
   s.phase = Phase::kRunning;
   return MPI_SUCCESS;
-}
-
-// Reduce and Allreduce: their checks, MPI_IN_PLACE, then the call.
-int Reduction(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-              MPI_Comm comm, const char* fn) {
-  Args a;
-  if (int rc = Check(comm, fn, count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
-  const std::optional<OpKind> kind = OpOf(op);
-  if (!kind.has_value()) {
-    return Error(comm, fn, MPI_ERR_OP,
-                 absl::StrFormat("operator 0x%08x is not a predefined reduction", static_cast<unsigned>(op)));
-  }
-  const cartage::Op reduction(*kind);
-  if (root >= 0 && root >= a.comm->size()) {
-    return Error(comm, fn, MPI_ERR_ROOT,
-                 absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
-  }
-  const void* send = sendbuf == MPI_IN_PLACE ? cartage::kInPlace : sendbuf;
-  const absl::Status st = root < 0 ? cartage::Allreduce(*a.comm, send, recvbuf, count, *a.type, reduction)
-                                   : cartage::Reduce(*a.comm, send, recvbuf, count, *a.type, reduction, root);
-  return FromStatus(comm, fn, st);
 }
 
 }  // namespace
@@ -144,8 +126,11 @@ int PMPI_Finalize(void) {
   State& s = S();
   int rc = MPI_SUCCESS;
   if (CommOf(MPI_COMM_WORLD, "MPI_Finalize", &rc) == nullptr) return rc;
-  s.self.reset();
-  s.world.reset();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.comms.clear();  // every communicator goes before the agent
+    s.free_comms.clear();
+  }
   const absl::Status st = s.agent->Finalize();
   s.phase = Phase::kAfter;
   s.agent.reset();
@@ -166,8 +151,7 @@ int PMPI_Finalized(int* flag) {
 int PMPI_Abort(MPI_Comm comm, int errorcode) {
   (void)comm;
   const State& s = S();
-  std::fprintf(stderr, "cartage mpi: rank %d: MPI_Abort with code %d\n", s.world.has_value() ? s.world->rank() : -1,
-               errorcode);
+  std::fprintf(stderr, "cartage mpi: rank %d: MPI_Abort with code %d\n", s.world_rank, errorcode);
   AbortJob(errorcode);
 }
 
@@ -209,6 +193,38 @@ int PMPI_Comm_size(MPI_Comm comm, int* size) {
   return MPI_SUCCESS;
 }
 
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_dup", &rc);
+  if (c == nullptr) return rc;
+  *newcomm = NewComm(c->Dup(), CommSlotOf(comm)->handler);  // the error handler goes with it, as MPI says
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_split", &rc);
+  if (c == nullptr) return rc;
+  if (color < 0 && color != MPI_UNDEFINED) {
+    return Error(comm, "MPI_Comm_split", MPI_ERR_ARG,
+                 absl::StrFormat("color %d: a color is >= 0 or MPI_UNDEFINED", color));
+  }
+  absl::StatusOr<std::optional<cartage::Comm>> split = c->Split(color == MPI_UNDEFINED ? -1 : color, key);
+  if (!split.ok()) return FromStatus(comm, "MPI_Comm_split", split.status());
+  *newcomm = split->has_value() ? NewComm(**split, CommSlotOf(comm)->handler) : MPI_COMM_NULL;
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_free(MPI_Comm* comm) {
+  int rc = MPI_SUCCESS;
+  if (CommOf(*comm, "MPI_Comm_free", &rc) == nullptr) return rc;
+  if (*comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF) {
+    return Error(*comm, "MPI_Comm_free", MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
+  }
+  FreeComm(comm);
+  return MPI_SUCCESS;
+}
+
 int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   int rc = MPI_SUCCESS;
   if (CommOf(comm, "MPI_Comm_set_errhandler", &rc) == nullptr) return rc;
@@ -217,14 +233,14 @@ int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
                  absl::StrFormat("error handler 0x%08x is not MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN",
                                  static_cast<unsigned>(errhandler)));
   }
-  S().handler[HandlerIndex(comm)] = errhandler;
+  CommSlotOf(comm)->handler = errhandler;
   return MPI_SUCCESS;
 }
 
 int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   int rc = MPI_SUCCESS;
   if (CommOf(comm, "MPI_Comm_get_errhandler", &rc) == nullptr) return rc;
-  *errhandler = S().handler[HandlerIndex(comm)];
+  *errhandler = CommSlotOf(comm)->handler;
   return MPI_SUCCESS;
 }
 
@@ -305,6 +321,34 @@ int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
   return StartP2p(buf, count, datatype, source, tag, comm, request, "MPI_Irecv", true, false);
 }
 
+int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Iprobe", 0, MPI_BYTE, source, tag, true, &a); rc != MPI_SUCCESS) return rc;
+  *flag = 1;
+  if (source == MPI_PROC_NULL) {
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  absl::StatusOr<std::optional<cartage::ProbeResult>> got = a.comm->Iprobe(SourceArg(source), TagArg(tag));
+  if (!got.ok()) return FromStatus(comm, "MPI_Iprobe", got.status());
+  *flag = got->has_value() ? 1 : 0;
+  if (got->has_value()) SetStatus(status, (*got)->source, (*got)->tag, (*got)->bytes, MPI_SUCCESS);
+  return MPI_SUCCESS;
+}
+
+int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Probe", 0, MPI_BYTE, source, tag, true, &a); rc != MPI_SUCCESS) return rc;
+  if (source == MPI_PROC_NULL) {
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  absl::StatusOr<cartage::ProbeResult> got = a.comm->Probe(SourceArg(source), TagArg(tag));
+  if (!got.ok()) return FromStatus(comm, "MPI_Probe", got.status());
+  SetStatus(status, got->source, got->tag, got->bytes, MPI_SUCCESS);
+  return MPI_SUCCESS;
+}
+
 int PMPI_Wait(MPI_Request* request, MPI_Status* status) {
   if (*request == MPI_REQUEST_NULL) {
     SetEmptyStatus(status);
@@ -342,6 +386,47 @@ int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of
   return failed != 0 ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
 }
 
+int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
+  // The active requests; one to or from MPI_PROC_NULL is done already.
+  std::vector<cartage::Request*> active;
+  std::vector<int> at;
+  for (int i = 0; i < count; ++i) {
+    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
+    int rc = MPI_SUCCESS;
+    Slot* slot = ActiveSlot(array_of_requests[i], "MPI_Waitany", &rc);
+    if (slot == nullptr) return rc;
+    if (slot->proc_null) {
+      *index = i;
+      return PMPI_Wait(&array_of_requests[i], status);
+    }
+    active.push_back(&slot->req);
+    at.push_back(i);
+  }
+  if (active.empty()) {
+    *index = MPI_UNDEFINED;
+    SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  absl::StatusOr<std::size_t> done = cartage::WaitAny(absl::MakeConstSpan(active));
+  if (!done.ok()) return FromStatus(MPI_COMM_WORLD, "MPI_Waitany", done.status());
+  *index = at[*done];
+  return PMPI_Wait(&array_of_requests[*index], status);
+}
+
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]) {
+  std::vector<cartage::Request*> active;
+  for (int i = 0; i < count; ++i) {
+    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
+    int rc = MPI_SUCCESS;
+    Slot* slot = ActiveSlot(array_of_requests[i], "MPI_Testall", &rc);
+    if (slot == nullptr) return rc;
+    if (!slot->proc_null) active.push_back(&slot->req);
+  }
+  // As MPI: all complete and are freed, or none is.
+  *flag = cartage::TestAll(absl::MakeConstSpan(active)) ? 1 : 0;
+  return *flag != 0 ? PMPI_Waitall(count, array_of_requests, array_of_statuses) : MPI_SUCCESS;
+}
+
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   const Datatype* type = TypeOf(datatype);
   if (type == nullptr) {
@@ -365,44 +450,9 @@ int PMPI_Type_size(MPI_Datatype datatype, int* size) {
   return MPI_SUCCESS;
 }
 
-// ---- Collectives ---------------------------------------------------------------------
-
-int PMPI_Barrier(MPI_Comm comm) {
-  int rc = MPI_SUCCESS;
-  const cartage::Comm* c = CommOf(comm, "MPI_Barrier", &rc);
-  if (c == nullptr) return rc;
-  return FromStatus(comm, "MPI_Barrier", cartage::Barrier(*c));
-}
-
-int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  Args a;
-  if (int rc = Check(comm, "MPI_Bcast", count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
-  if (root < 0 || root >= a.comm->size()) {
-    return Error(comm, "MPI_Bcast", MPI_ERR_ROOT,
-                 absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
-  }
-  return FromStatus(comm, "MPI_Bcast", cartage::Bcast(*a.comm, buffer, count, *a.type, root));
-}
-
-
-int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                MPI_Comm comm) {
-  if (root < 0) {
-    return Error(comm, "MPI_Reduce", MPI_ERR_ROOT, absl::StrFormat("root %d: no such rank", root));
-  }
-  return Reduction(sendbuf, recvbuf, count, datatype, op, root, comm, "MPI_Reduce");
-}
-
-int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return Reduction(sendbuf, recvbuf, count, datatype, op, -1, comm, "MPI_Allreduce");
-}
-
 }  // extern "C"
 }  // namespace cartage::mpi_binding
 
-// Each call is PMPI_<name>, and MPI_<name> a weak alias of it: a tool that
-// defines MPI_<name> itself interposes and calls PMPI_<name>.
-#define CARTAGE_MPI_ALIAS(name) extern "C" __attribute__((weak, alias("P" #name))) decltype(P##name) name
 
 
 CARTAGE_MPI_ALIAS(MPI_Init);
@@ -418,6 +468,9 @@ CARTAGE_MPI_ALIAS(MPI_Wtime);
 CARTAGE_MPI_ALIAS(MPI_Wtick);
 CARTAGE_MPI_ALIAS(MPI_Comm_rank);
 CARTAGE_MPI_ALIAS(MPI_Comm_size);
+CARTAGE_MPI_ALIAS(MPI_Comm_dup);
+CARTAGE_MPI_ALIAS(MPI_Comm_split);
+CARTAGE_MPI_ALIAS(MPI_Comm_free);
 CARTAGE_MPI_ALIAS(MPI_Comm_set_errhandler);
 CARTAGE_MPI_ALIAS(MPI_Comm_get_errhandler);
 CARTAGE_MPI_ALIAS(MPI_Error_class);
@@ -429,12 +482,12 @@ CARTAGE_MPI_ALIAS(MPI_Sendrecv);
 CARTAGE_MPI_ALIAS(MPI_Isend);
 CARTAGE_MPI_ALIAS(MPI_Issend);
 CARTAGE_MPI_ALIAS(MPI_Irecv);
+CARTAGE_MPI_ALIAS(MPI_Iprobe);
+CARTAGE_MPI_ALIAS(MPI_Probe);
 CARTAGE_MPI_ALIAS(MPI_Wait);
 CARTAGE_MPI_ALIAS(MPI_Test);
 CARTAGE_MPI_ALIAS(MPI_Waitall);
+CARTAGE_MPI_ALIAS(MPI_Waitany);
+CARTAGE_MPI_ALIAS(MPI_Testall);
 CARTAGE_MPI_ALIAS(MPI_Get_count);
 CARTAGE_MPI_ALIAS(MPI_Type_size);
-CARTAGE_MPI_ALIAS(MPI_Barrier);
-CARTAGE_MPI_ALIAS(MPI_Bcast);
-CARTAGE_MPI_ALIAS(MPI_Reduce);
-CARTAGE_MPI_ALIAS(MPI_Allreduce);

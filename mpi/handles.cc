@@ -41,6 +41,19 @@ std::optional<BasicType> BasicOf(MPI_Datatype type) {
   }
 }
 
+// A free slot of `table` by index (a new one where none is free); the
+// caller holds the state's lock.
+template <class T>
+int TakeSlot(std::vector<std::unique_ptr<T>>& table, std::vector<int>& free) {
+  if (!free.empty()) {
+    const int i = free.back();
+    free.pop_back();
+    return i;
+  }
+  table.push_back(std::make_unique<T>());
+  return static_cast<int>(table.size()) - 1;
+}
+
 }  // namespace
 
 State& S() {
@@ -83,9 +96,11 @@ const char* ClassName(int cls) {
 int Error(MPI_Comm comm, const char* fn, int cls, const std::string& what) {
   const std::string text = absl::StrFormat("%s: %s", fn, what);
   State& s = S();
-  if (s.handler[HandlerIndex(comm)] != MPI_ERRORS_RETURN) {
-    std::fprintf(stderr, "cartage mpi: rank %d: %s (%s); aborting\n",
-                 s.world.has_value() ? s.world->rank() : -1, text.c_str(), ClassName(cls));
+  // A handle that names no communicator answers to MPI_COMM_WORLD's handler.
+  const CommSlot* slot = s.phase == Phase::kRunning ? CommSlotOf(comm) : nullptr;
+  if (slot == nullptr && s.phase == Phase::kRunning) slot = CommSlotOf(MPI_COMM_WORLD);
+  if (slot == nullptr || slot->handler != MPI_ERRORS_RETURN) {
+    std::fprintf(stderr, "cartage mpi: rank %d: %s (%s); aborting\n", s.world_rank, text.c_str(), ClassName(cls));
     AbortJob(cls);
   }
   std::lock_guard<std::mutex> lock(s.mu);
@@ -113,11 +128,48 @@ const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc) {
                  s.phase == Phase::kBefore ? "before MPI_Init" : "after MPI_Finalize");
     AbortJob(MPI_ERR_OTHER);
   }
-  if (comm == MPI_COMM_WORLD) return &*s.world;
-  if (comm == MPI_COMM_SELF) return &*s.self;
+  if (const CommSlot* slot = CommSlotOf(comm)) return &*slot->comm;
   *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_COMM,
-              absl::StrFormat("communicator 0x%08x is not MPI_COMM_WORLD or MPI_COMM_SELF", static_cast<unsigned>(comm)));
+              absl::StrFormat("communicator 0x%08x is not a communicator (MPI_COMM_WORLD, MPI_COMM_SELF, or one "
+                              "made and not freed)",
+                              static_cast<unsigned>(comm)));
   return nullptr;
+}
+
+CommSlot* CommSlotOf(MPI_Comm comm) {
+  State& s = S();
+  std::size_t i;
+  if (comm == MPI_COMM_WORLD) {
+    i = 0;
+  } else if (comm == MPI_COMM_SELF) {
+    i = 1;
+  } else if ((comm & ~0x03ffffff) == kCommBase && (comm & 0x03ffffff) >= 2) {
+    i = static_cast<std::size_t>(comm & 0x03ffffff);
+  } else {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (i >= s.comms.size() || !s.comms[i]->comm.has_value()) return nullptr;
+  return s.comms[i].get();
+}
+
+MPI_Comm NewComm(cartage::Comm comm, MPI_Errhandler handler) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int i = TakeSlot(s.comms, s.free_comms);
+  CommSlot& slot = *s.comms[static_cast<std::size_t>(i)];
+  slot.comm = std::move(comm);
+  slot.handler = handler;
+  return i == 0 ? MPI_COMM_WORLD : i == 1 ? MPI_COMM_SELF : kCommBase | i;
+}
+
+void FreeComm(MPI_Comm* comm) {
+  State& s = S();
+  const int i = *comm & 0x03ffffff;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms[static_cast<std::size_t>(i)]->comm.reset();
+  s.free_comms.push_back(i);
+  *comm = MPI_COMM_NULL;
 }
 
 const Datatype* TypeOf(MPI_Datatype type) {
@@ -189,14 +241,7 @@ void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_A
 Slot* NewSlot(MPI_Request* handle) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
-  int i;
-  if (!s.free_slots.empty()) {
-    i = s.free_slots.back();
-    s.free_slots.pop_back();
-  } else {
-    i = static_cast<int>(s.slots.size());
-    s.slots.push_back(std::make_unique<Slot>());
-  }
+  const int i = TakeSlot(s.slots, s.free_slots);
   Slot* slot = s.slots[static_cast<std::size_t>(i)].get();
   slot->used = true;
   slot->proc_null = false;

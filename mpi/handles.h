@@ -31,13 +31,20 @@ struct Slot {
   MPI_Comm comm = MPI_COMM_WORLD;  // whose error handler its completion answers to
 };
 
+// One communicator: MPI_COMM_WORLD (slot 0), MPI_COMM_SELF (1), and those
+// dup and split make (handle 0x84000000 | slot, as MPICH's direct ones).
+struct CommSlot {
+  std::optional<cartage::Comm> comm;  // empty: a free slot
+  MPI_Errhandler handler = MPI_ERRORS_ARE_FATAL;
+};
+
 struct State {
   Phase phase = Phase::kBefore;
   std::unique_ptr<cartage::Agent> agent;
-  std::optional<cartage::Comm> world;
-  std::optional<cartage::Comm> self;
-  MPI_Errhandler handler[2] = {MPI_ERRORS_ARE_FATAL, MPI_ERRORS_ARE_FATAL};  // world, self
-  std::mutex mu;                     // the request table and the error messages (MPI_THREAD_MULTIPLE)
+  int world_rank = -1;
+  std::mutex mu;  // the tables and the error messages (MPI_THREAD_MULTIPLE)
+  std::vector<std::unique_ptr<CommSlot>> comms;
+  std::vector<int> free_comms;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<int> free_slots;
   std::vector<std::string> messages;  // an error code's text, by the code's upper bits
@@ -45,6 +52,7 @@ struct State {
 };
 
 constexpr int kRequestBase = static_cast<int>(0xac000000u);  // MPICH's direct request handles
+constexpr int kCommBase = static_cast<int>(0x84000000u);     // and communicator handles
 constexpr int kClassBits = 7;                                 // an error code: class | message index << 7
 constexpr std::size_t kMessages = 1024;                       // texts kept for MPI_Error_string
 
@@ -65,10 +73,14 @@ int FromStatus(MPI_Comm comm, const char* fn, const absl::Status& st);
 
 // ---- Handles ------------------------------------------------------------------
 
-// Which of the two error handlers a communicator's calls answer to.
-inline int HandlerIndex(MPI_Comm comm) { return comm == MPI_COMM_SELF ? 1 : 0; }
 // The communicator a handle names, or null with an error code in `*rc`.
 const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc);
+// Its slot (null for a handle that names none; MPI must be running).
+CommSlot* CommSlotOf(MPI_Comm comm);
+// A handle for `comm`, which answers to `handler`.
+MPI_Comm NewComm(cartage::Comm comm, MPI_Errhandler handler);
+// Gives a made communicator's slot back; the handle becomes MPI_COMM_NULL.
+void FreeComm(MPI_Comm* comm);
 // The cartage type of a predefined datatype handle, or null.
 const Datatype* TypeOf(MPI_Datatype type);
 // The reduction of a predefined operator handle.
@@ -102,5 +114,9 @@ Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc);
 void FreeSlot(MPI_Request* handle);
 
 }  // namespace cartage::mpi_binding
+
+// Each call is PMPI_<name>, and MPI_<name> a weak alias of it: a tool that
+// defines MPI_<name> itself interposes and calls PMPI_<name>.
+#define CARTAGE_MPI_ALIAS(name) extern "C" __attribute__((weak, alias("P" #name))) decltype(P##name) name
 
 #endif  // CARTAGE_MPI_HANDLES_H_

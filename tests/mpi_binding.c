@@ -174,6 +174,101 @@ static void SelfAndErrors(int rank, int size) {
   CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
 }
 
+static void CommunicatorsAndMore(int rank, int size) {
+  /* Split into evens and odds (rank 1 alone), keys reversing the order;
+   * color MPI_UNDEFINED joins none. */
+  MPI_Comm half = MPI_COMM_NULL, none = MPI_COMM_WORLD, dup = MPI_COMM_NULL;
+  CHECK_OK(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half));
+  int hr = -1, hs = 0;
+  CHECK_OK(MPI_Comm_rank(half, &hr));
+  CHECK_OK(MPI_Comm_size(half, &hs));
+  CHECK(hs == (rank % 2 == 0 ? 2 : 1));
+  CHECK(hr == (rank == 0 ? 1 : 0)); /* evens: rank 2 (key -2) first, then rank 0 */
+  CHECK_OK(MPI_Comm_split(MPI_COMM_WORLD, rank == 1 ? 0 : MPI_UNDEFINED, 0, &none));
+  CHECK(rank == 1 ? none != MPI_COMM_NULL : none == MPI_COMM_NULL);
+  if (none != MPI_COMM_NULL) CHECK_OK(MPI_Comm_free(&none));
+  CHECK(none == MPI_COMM_NULL);
+  /* A duplicate: its own traffic, the parent's error handler. */
+  CHECK_OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+  CHECK(dup != MPI_COMM_WORLD && dup != MPI_COMM_NULL);
+  if (rank == 0) {
+    const int a = 1, b = 2;
+    CHECK_OK(MPI_Send(&a, 1, MPI_INT, 1, 4, dup));
+    CHECK_OK(MPI_Send(&b, 1, MPI_INT, 1, 4, MPI_COMM_WORLD));
+  } else if (rank == 1) {
+    int got = 0;
+    MPI_Status st;
+    /* The world's message does not match a receive on the duplicate. */
+    CHECK_OK(MPI_Recv(&got, 1, MPI_INT, 0, 4, MPI_COMM_WORLD, &st));
+    CHECK(got == 2);
+    /* Probe first, then receive what it saw. */
+    CHECK_OK(MPI_Probe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &st));
+    int n = 0;
+    CHECK_OK(MPI_Get_count(&st, MPI_INT, &n));
+    CHECK(st.MPI_SOURCE == 0 && st.MPI_TAG == 4 && n == 1);
+    int flag = 0;
+    CHECK_OK(MPI_Iprobe(0, 4, dup, &flag, &st));
+    CHECK(flag == 1);
+    CHECK_OK(MPI_Recv(&got, 1, MPI_INT, st.MPI_SOURCE, st.MPI_TAG, dup, MPI_STATUS_IGNORE));
+    CHECK(got == 1);
+    CHECK_OK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &flag, &st));
+    CHECK(flag == 0);
+  }
+  CHECK_OK(MPI_Comm_free(&dup));
+  CHECK(dup == MPI_COMM_NULL);
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MPI_Comm world = MPI_COMM_WORLD;
+  ExpectError(MPI_Comm_free(&world), MPI_ERR_COMM, "are not freed");
+  ExpectError(MPI_Barrier(dup), MPI_ERR_COMM, "not a communicator");
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+
+  /* Waitany over a null request, one from MPI_PROC_NULL and a real one;
+   * then Testall until the rest are done. */
+  MPI_Request reqs[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  int from_left = -1, index = -1;
+  CHECK_OK(MPI_Irecv(&from_left, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &reqs[1]));
+  CHECK_OK(MPI_Waitany(3, reqs, &index, MPI_STATUS_IGNORE));
+  CHECK(index == 1 && reqs[1] == MPI_REQUEST_NULL);
+  CHECK_OK(MPI_Irecv(&from_left, 1, MPI_INT, (rank + size - 1) % size, 12, MPI_COMM_WORLD, &reqs[2]));
+  CHECK_OK(MPI_Isend(&rank, 1, MPI_INT, (rank + 1) % size, 12, MPI_COMM_WORLD, &reqs[0]));
+  MPI_Status sts[3];
+  int all = 0;
+  while (!all) CHECK_OK(MPI_Testall(3, reqs, &all, sts));
+  CHECK(reqs[0] == MPI_REQUEST_NULL && reqs[2] == MPI_REQUEST_NULL);
+  CHECK(from_left == (rank + size - 1) % size && sts[2].MPI_SOURCE == from_left && sts[2].MPI_TAG == 12);
+  CHECK_OK(MPI_Waitany(3, reqs, &index, MPI_STATUS_IGNORE));
+  CHECK(index == MPI_UNDEFINED);
+
+  /* Gather, scatter, allgather, alltoall, scan and exscan, exact values. */
+  int mine[2] = {rank * 10, rank * 10 + 1}, gathered[6] = {0};
+  CHECK_OK(MPI_Gather(mine, 2, MPI_INT, gathered, 2, MPI_INT, 2, MPI_COMM_WORLD));
+  if (rank == 2) {
+    for (int i = 0; i < 6; ++i) CHECK(gathered[i] == (i / 2) * 10 + i % 2);
+  }
+  short parts[3] = {7, 8, 9}, part = -1;
+  CHECK_OK(MPI_Scatter(parts, 1, MPI_SHORT, &part, 1, MPI_SHORT, 0, MPI_COMM_WORLD));
+  CHECK(part == 7 + rank);
+  long all_ranks[3] = {-1, -1, -1};
+  all_ranks[rank] = 100 + rank;
+  CHECK_OK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all_ranks, 1, MPI_LONG, MPI_COMM_WORLD));
+  for (int i = 0; i < 3; ++i) CHECK(all_ranks[i] == 100 + i);
+  int out[3], in[3];
+  for (int i = 0; i < 3; ++i) out[i] = rank * 3 + i; /* to rank i */
+  CHECK_OK(MPI_Alltoall(out, 1, MPI_INT, in, 1, MPI_INT, MPI_COMM_WORLD));
+  for (int i = 0; i < 3; ++i) CHECK(in[i] == i * 3 + rank);
+  int prefix = 0, before = -7;
+  const int one = rank + 1;
+  CHECK_OK(MPI_Scan(&one, &prefix, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  CHECK(prefix == (rank + 1) * (rank + 2) / 2);
+  CHECK_OK(MPI_Exscan(&one, &before, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  if (rank > 0) CHECK(before == rank * (rank + 1) / 2);
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  ExpectError(MPI_Allgather(mine, 2, MPI_INT, gathered, 1, MPI_LONG, MPI_COMM_WORLD), MPI_ERR_ARG,
+              "the binding takes one type and count for both sides");
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  CHECK_OK(MPI_Comm_free(&half));
+}
+
 int main(int argc, char** argv) {
   int flag = 1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -196,6 +291,7 @@ int main(int argc, char** argv) {
   PointToPoint(rank, size);
   Collectives(rank, size);
   SelfAndErrors(rank, size);
+  CommunicatorsAndMore(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
   char host[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

@@ -170,9 +170,12 @@ int MPI_Get_version(int* version, int* subversion);
 double MPI_Wtime(void);
 double MPI_Wtick(void);
 
-/* Communicators (the two predefined ones). */
+/* Communicators. */
 int MPI_Comm_rank(MPI_Comm comm, int* rank);
 int MPI_Comm_size(MPI_Comm comm, int* size);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
+int MPI_Comm_free(MPI_Comm* comm);
 
 /* Errors. */
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
@@ -195,6 +198,10 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, 
 int MPI_Wait(MPI_Request* request, MPI_Status* status);
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
 int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status);
+int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
 
@@ -204,6 +211,16 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                MPI_Comm comm);
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm);
 
 /* The same under their profiling names, for tools that interpose. */
 int PMPI_Init(int* argc, char*** argv);
@@ -219,6 +236,9 @@ double PMPI_Wtime(void);
 double PMPI_Wtick(void);
 int PMPI_Comm_rank(MPI_Comm comm, int* rank);
 int PMPI_Comm_size(MPI_Comm comm, int* size);
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
+int PMPI_Comm_free(MPI_Comm* comm);
 int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int PMPI_Error_class(int errorcode, int* errorclass);
@@ -237,6 +257,10 @@ int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
 int PMPI_Wait(MPI_Request* request, MPI_Status* status);
 int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
 int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status);
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]);
+int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
+int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int PMPI_Type_size(MPI_Datatype datatype, int* size);
 int PMPI_Barrier(MPI_Comm comm);
@@ -244,6 +268,16 @@ int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
 int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                 MPI_Comm comm);
 int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int PMPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int root, MPI_Comm comm);
+int PMPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm);
+int PMPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm);
 
 #ifdef __cplusplus
 }
