@@ -376,7 +376,7 @@ int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return Complete(request, slot, st, status, "MPI_Test");
 }
 
-int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status* array_of_statuses) {
   int failed = 0;
   for (int i = 0; i < count; ++i) {
     MPI_Status* st = array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[i];
@@ -413,7 +413,7 @@ int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Sta
   return PMPI_Wait(&array_of_requests[*index], status);
 }
 
-int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]) {
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses) {
   std::vector<cartage::Request*> active;
   for (int i = 0; i < count; ++i) {
     if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
@@ -428,11 +428,9 @@ int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Stat
 }
 
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
-  const Datatype* type = TypeOf(datatype);
-  if (type == nullptr) {
-    return Error(MPI_COMM_WORLD, "MPI_Get_count", MPI_ERR_TYPE,
-                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(datatype)));
-  }
+  int rc = MPI_SUCCESS;
+  const Datatype* type = TypeArg(datatype, "MPI_Get_count", &rc);
+  if (type == nullptr) return rc;
   const uint64_t bytes = static_cast<uint32_t>(status->count_lo) |
                          (static_cast<uint64_t>(static_cast<uint32_t>(status->count_hi_and_cancelled) >> 1) << 32);
   const auto size = static_cast<uint64_t>(type->size());
@@ -441,11 +439,9 @@ int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) 
 }
 
 int PMPI_Type_size(MPI_Datatype datatype, int* size) {
-  const Datatype* type = TypeOf(datatype);
-  if (type == nullptr) {
-    return Error(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_TYPE,
-                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(datatype)));
-  }
+  int rc = MPI_SUCCESS;
+  const Datatype* type = TypeArg(datatype, "MPI_Type_size", &rc);
+  if (type == nullptr) return rc;
   *size = static_cast<int>(type->size());
   return MPI_SUCCESS;
 }

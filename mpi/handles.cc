@@ -180,7 +180,44 @@ const Datatype* TypeOf(MPI_Datatype type) {
     return v;
   }();
   const std::optional<BasicType> basic = BasicOf(type);
-  return basic.has_value() ? &(*types)[static_cast<std::size_t>(*basic)] : nullptr;
+  if (basic.has_value()) return &(*types)[static_cast<std::size_t>(*basic)];
+  const TypeSlot* slot = TypeSlotOf(type);
+  return slot != nullptr ? &*slot->type : nullptr;
+}
+
+const Datatype* TypeArg(MPI_Datatype type, const char* fn, int* rc) {
+  if (const Datatype* t = TypeOf(type)) return t;
+  *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_TYPE,
+              absl::StrFormat("datatype 0x%08x is not a datatype (predefined, or made and not freed)",
+                              static_cast<unsigned>(type)));
+  return nullptr;
+}
+
+TypeSlot* TypeSlotOf(MPI_Datatype type) {
+  if ((type & ~0x03ffffff) != kTypeBase) return nullptr;
+  State& s = S();
+  const auto i = static_cast<std::size_t>(type & 0x03ffffff);
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (i >= s.types.size() || !s.types[i]->type.has_value()) return nullptr;
+  return s.types[i].get();
+}
+
+MPI_Datatype NewType(Datatype type) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int i = TakeSlot(s.types, s.free_types);
+  s.types[static_cast<std::size_t>(i)]->type = std::move(type);
+  s.types[static_cast<std::size_t>(i)]->committed = false;
+  return kTypeBase | i;
+}
+
+void FreeType(MPI_Datatype* type) {
+  State& s = S();
+  const int i = *type & 0x03ffffff;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.types[static_cast<std::size_t>(i)]->type.reset();
+  s.free_types.push_back(i);
+  *type = MPI_DATATYPE_NULL;
 }
 
 std::optional<OpKind> OpOf(MPI_Op op) {
@@ -211,7 +248,13 @@ int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer,
   a->type = TypeOf(type);
   if (a->type == nullptr) {
     return Error(comm, fn, MPI_ERR_TYPE,
-                 absl::StrFormat("datatype 0x%08x is not a predefined datatype", static_cast<unsigned>(type)));
+                 absl::StrFormat("datatype 0x%08x is not a datatype (predefined, or made and not freed)",
+                                 static_cast<unsigned>(type)));
+  }
+  if (const TypeSlot* made = TypeSlotOf(type); made != nullptr && !made->committed) {
+    return Error(comm, fn, MPI_ERR_TYPE,
+                 absl::StrFormat("datatype 0x%08x (%s) is not committed (MPI_Type_commit)", static_cast<unsigned>(type),
+                                 a->type->name()));
   }
   const bool any = recv && peer == MPI_ANY_SOURCE;
   if (peer != MPI_PROC_NULL && !any && (peer < 0 || peer >= a->comm->size())) {

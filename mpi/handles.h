@@ -38,6 +38,12 @@ struct CommSlot {
   MPI_Errhandler handler = MPI_ERRORS_ARE_FATAL;
 };
 
+// A datatype a program made (handle 0xcc000000 | slot).
+struct TypeSlot {
+  std::optional<Datatype> type;  // empty: a free slot
+  bool committed = false;        // only a committed type may move data
+};
+
 struct State {
   Phase phase = Phase::kBefore;
   std::unique_ptr<cartage::Agent> agent;
@@ -45,6 +51,8 @@ struct State {
   std::mutex mu;  // the tables and the error messages (MPI_THREAD_MULTIPLE)
   std::vector<std::unique_ptr<CommSlot>> comms;
   std::vector<int> free_comms;
+  std::vector<std::unique_ptr<TypeSlot>> types;
+  std::vector<int> free_types;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<int> free_slots;
   std::vector<std::string> messages;  // an error code's text, by the code's upper bits
@@ -53,6 +61,7 @@ struct State {
 
 constexpr int kRequestBase = static_cast<int>(0xac000000u);  // MPICH's direct request handles
 constexpr int kCommBase = static_cast<int>(0x84000000u);     // and communicator handles
+constexpr int kTypeBase = static_cast<int>(0xcc000000u);     // the program's datatypes
 constexpr int kClassBits = 7;                                 // an error code: class | message index << 7
 constexpr std::size_t kMessages = 1024;                       // texts kept for MPI_Error_string
 
@@ -81,8 +90,18 @@ CommSlot* CommSlotOf(MPI_Comm comm);
 MPI_Comm NewComm(cartage::Comm comm, MPI_Errhandler handler);
 // Gives a made communicator's slot back; the handle becomes MPI_COMM_NULL.
 void FreeComm(MPI_Comm* comm);
-// The cartage type of a predefined datatype handle, or null.
+// The cartage type a datatype handle names (predefined or made, committed
+// or not), or null.
 const Datatype* TypeOf(MPI_Datatype type);
+// The same, or null with an error code of `fn` in `*rc` (a call with no
+// communicator: MPI_COMM_WORLD's handler).
+const Datatype* TypeArg(MPI_Datatype type, const char* fn, int* rc);
+// A made type's slot (null for any other handle).
+TypeSlot* TypeSlotOf(MPI_Datatype type);
+// A handle for a type the program made (not committed yet).
+MPI_Datatype NewType(Datatype type);
+// Gives a made type's slot back; the handle becomes MPI_DATATYPE_NULL.
+void FreeType(MPI_Datatype* type);
 // The reduction of a predefined operator handle.
 std::optional<OpKind> OpOf(MPI_Op op);
 
@@ -92,7 +111,8 @@ struct Args {
   const Datatype* type = nullptr;
 };
 
-// Checks communicator, count, datatype, peer and tag as MPI does. `recv`:
+// Checks communicator, count, datatype (committed), peer and tag as MPI
+// does. `recv`:
 // MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
 int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a);
 

@@ -4,6 +4,7 @@
  * that does not exist under the default MPI_ERRORS_ARE_FATAL, and the job
  * must end naming the call (mpi_binding_fatal_test). */
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -269,6 +270,87 @@ static void CommunicatorsAndMore(int rank, int size) {
   CHECK_OK(MPI_Comm_free(&half));
 }
 
+static void Datatypes(int rank, int size) {
+  /* Column 1 of a 4x3 matrix of doubles, sent as a vector, received flat. */
+  MPI_Datatype column = MPI_DATATYPE_NULL;
+  CHECK_OK(MPI_Type_vector(4, 1, 3, MPI_DOUBLE, &column));
+  MPI_Aint lb = -1, extent = -1;
+  CHECK_OK(MPI_Type_get_extent(column, &lb, &extent));
+  CHECK(lb == 0 && extent == (3 * 3 + 1) * 8);
+  int tsize = 0;
+  CHECK_OK(MPI_Type_size(column, &tsize));
+  CHECK(tsize == 32);
+  double m[4][3], flat[4] = {0};
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c) m[r][c] = r * 10 + c;
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  ExpectError(MPI_Send(&m[0][1], 1, column, 0, 0, MPI_COMM_WORLD), MPI_ERR_TYPE, "is not committed");
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  CHECK_OK(MPI_Type_commit(&column));
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  MPI_Status st;
+  CHECK_OK(MPI_Sendrecv(&m[0][1], 1, column, right, 20, flat, 4, MPI_DOUBLE, left, 20, MPI_COMM_WORLD, &st));
+  for (int r = 0; r < 4; ++r) CHECK(flat[r] == r * 10 + 1);
+  int n = 0;
+  CHECK_OK(MPI_Get_count(&st, column, &n));
+  CHECK(n == 1);
+
+  /* A struct {int; double[2]} with a gap, resized to its C size; two of them. */
+  struct Rec {
+    int id;
+    double v[2];
+  } out[2] = {{rank, {rank + 0.25, rank + 0.5}}, {rank + 100, {-1.0, -2.0}}}, in[2];
+  const int blocks[2] = {1, 2};
+  const MPI_Aint disps[2] = {offsetof(struct Rec, id), offsetof(struct Rec, v)};
+  const MPI_Datatype types[2] = {MPI_INT, MPI_DOUBLE};
+  MPI_Datatype rec = MPI_DATATYPE_NULL, recs = MPI_DATATYPE_NULL;
+  CHECK_OK(MPI_Type_create_struct(2, blocks, disps, types, &rec));
+  CHECK_OK(MPI_Type_create_resized(rec, 0, sizeof(struct Rec), &recs));
+  CHECK_OK(MPI_Type_free(&rec));
+  CHECK(rec == MPI_DATATYPE_NULL);
+  CHECK_OK(MPI_Type_commit(&recs));
+  CHECK_OK(MPI_Type_size(recs, &tsize));
+  CHECK(tsize == 4 + 16);
+  MPI_Aint tlb = -1, textent = -1;
+  CHECK_OK(MPI_Type_get_true_extent(recs, &tlb, &textent));
+  CHECK(tlb == 0 && textent == (MPI_Aint)sizeof(struct Rec));
+  memset(in, 0, sizeof(in));
+  MPI_Request reqs[2];
+  CHECK_OK(MPI_Irecv(in, 2, recs, left, 21, MPI_COMM_WORLD, &reqs[0]));
+  CHECK_OK(MPI_Isend(out, 2, recs, right, 21, MPI_COMM_WORLD, &reqs[1]));
+  CHECK_OK(MPI_Type_free(&recs)); /* the operations under way keep their layout */
+  CHECK_OK(MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE));
+  CHECK(in[0].id == left && in[0].v[0] == left + 0.25 && in[0].v[1] == left + 0.5);
+  CHECK(in[1].id == left + 100 && in[1].v[0] == -1.0 && in[1].v[1] == -2.0);
+
+  /* Indexed blocks of ints, and a reduction over a contiguous type of doubles. */
+  int src[10], dst[10] = {0};
+  for (int i = 0; i < 10; ++i) src[i] = rank * 100 + i;
+  const int lens[3] = {2, 1, 3}, at[3] = {0, 4, 6};
+  MPI_Datatype picks = MPI_DATATYPE_NULL, pair = MPI_DATATYPE_NULL, dup = MPI_DATATYPE_NULL;
+  CHECK_OK(MPI_Type_indexed(3, lens, at, MPI_INT, &picks));
+  CHECK_OK(MPI_Type_commit(&picks));
+  CHECK_OK(MPI_Sendrecv(src, 1, picks, right, 22, dst, 1, picks, left, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+  const int expect[10] = {1, 1, 0, 0, 1, 0, 1, 1, 1, 0};
+  for (int i = 0; i < 10; ++i) CHECK(dst[i] == (expect[i] ? left * 100 + i : 0));
+  CHECK_OK(MPI_Type_contiguous(2, MPI_DOUBLE, &pair));
+  CHECK_OK(MPI_Type_dup(pair, &dup)); /* a duplicate of an uncommitted type is not committed either */
+  CHECK_OK(MPI_Type_commit(&pair));
+  CHECK_OK(MPI_Type_commit(&dup));
+  double mine[4] = {rank, 1, 2 * rank, 0.5}, sum[4] = {0};
+  CHECK_OK(MPI_Allreduce(mine, sum, 2, dup, MPI_SUM, MPI_COMM_WORLD));
+  CHECK(sum[0] == size * (size - 1) / 2.0 && sum[1] == size && sum[2] == size * (size - 1) && sum[3] == 0.5 * size);
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  MPI_Datatype predefined = MPI_INT;
+  ExpectError(MPI_Type_free(&predefined), MPI_ERR_TYPE, "is predefined");
+  ExpectError(MPI_Type_vector(-1, 1, 1, MPI_INT, &pair), MPI_ERR_COUNT, "negative count -1");
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  CHECK_OK(MPI_Type_free(&picks));
+  CHECK_OK(MPI_Type_free(&pair));
+  CHECK_OK(MPI_Type_free(&dup));
+  CHECK_OK(MPI_Type_free(&column));
+}
+
 int main(int argc, char** argv) {
   int flag = 1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -292,6 +374,7 @@ int main(int argc, char** argv) {
   Collectives(rank, size);
   SelfAndErrors(rank, size);
   CommunicatorsAndMore(rank, size);
+  Datatypes(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
   char host[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

@@ -5,7 +5,9 @@
  * against MPICH's own header.
  *
  * What is here is what the library provides; a function it does not
- * provide is not declared, and a program that calls one fails to link. */
+ * provide is not declared, and a program that calls one fails to link.
+ * Status arrays are declared as pointers, not arrays (the same type in C),
+ * so that g++ 12 does not read MPI_STATUSES_IGNORE as an array of none. */
 #ifndef CARTAGE_MPI_H_
 #define CARTAGE_MPI_H_
 
@@ -197,13 +199,33 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, 
               MPI_Request* request);
 int MPI_Wait(MPI_Request* request, MPI_Status* status);
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
-int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status* array_of_statuses);
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status);
-int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]);
+int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
+
+/* Derived datatypes (MPI_Type_size and MPI_Get_count take them too). */
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype* newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
+                                  MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                           const MPI_Datatype array_of_types[], MPI_Datatype* newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_commit(MPI_Datatype* datatype);
+int MPI_Type_free(MPI_Datatype* datatype);
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
 
 /* Collectives. */
 int MPI_Barrier(MPI_Comm comm);
@@ -256,13 +278,31 @@ int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
                MPI_Request* request);
 int PMPI_Wait(MPI_Request* request, MPI_Status* status);
 int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
-int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]);
+int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status* array_of_statuses);
 int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status);
-int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status array_of_statuses[]);
+int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses);
 int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int PMPI_Type_size(MPI_Datatype datatype, int* size);
+int PMPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                             MPI_Datatype* newtype);
+int PMPI_Type_indexed(int count, const int array_of_blocklengths[], const int array_of_displacements[],
+                      MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_create_hindexed(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                              MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_create_struct(int count, const int array_of_blocklengths[], const MPI_Aint array_of_displacements[],
+                            const MPI_Datatype array_of_types[], MPI_Datatype* newtype);
+int PMPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent, MPI_Datatype* newtype);
+int PMPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
+int PMPI_Type_commit(MPI_Datatype* datatype);
+int PMPI_Type_free(MPI_Datatype* datatype);
+int PMPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
+int PMPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
 int PMPI_Barrier(MPI_Comm comm);
 int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
