@@ -12,7 +12,6 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
@@ -22,24 +21,6 @@
 
 namespace cartage::mpi_binding {
 namespace {
-
-// Completes a request that finished (Wait or a successful Test): its
-// status, and the slot handed back.
-int Complete(MPI_Request* request, Slot* slot, const absl::Status& st, MPI_Status* status, const char* fn) {
-  int rc = MPI_SUCCESS;
-  if (slot->proc_null) {
-    SetEmptyStatus(status);
-  } else {
-    rc = FromStatus(slot->comm, fn, st);
-    if (slot->recv) {
-      SetStatus(status, slot->req.source(), slot->req.tag(), slot->req.bytes(), rc);
-    } else if (status != MPI_STATUS_IGNORE) {
-      status->MPI_ERROR = rc;
-    }
-  }
-  FreeSlot(request);
-  return rc;
-}
 
 int StartP2p(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
              const char* fn, bool recv, bool sync) {
@@ -126,9 +107,14 @@ int PMPI_Finalize(void) {
   State& s = S();
   int rc = MPI_SUCCESS;
   if (CommOf(MPI_COMM_WORLD, "MPI_Finalize", &rc) == nullptr) return rc;
+  WaitOrphans();
   {
+    // Every communicator and request goes before the agent (an active one
+    // left by the program is cancelled where it can be, then waited for).
     std::lock_guard<std::mutex> lock(s.mu);
-    s.comms.clear();  // every communicator goes before the agent
+    s.slots.clear();
+    s.free_slots.clear();
+    s.comms.clear();
     s.free_comms.clear();
   }
   const absl::Status st = s.agent->Finalize();
@@ -349,84 +335,6 @@ int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
-int PMPI_Wait(MPI_Request* request, MPI_Status* status) {
-  if (*request == MPI_REQUEST_NULL) {
-    SetEmptyStatus(status);
-    return MPI_SUCCESS;
-  }
-  int rc = MPI_SUCCESS;
-  Slot* slot = ActiveSlot(*request, "MPI_Wait", &rc);
-  if (slot == nullptr) return rc;
-  const absl::Status st = slot->proc_null ? absl::OkStatus() : slot->req.Wait();
-  return Complete(request, slot, st, status, "MPI_Wait");
-}
-
-int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  if (*request == MPI_REQUEST_NULL) {
-    *flag = 1;
-    SetEmptyStatus(status);
-    return MPI_SUCCESS;
-  }
-  int rc = MPI_SUCCESS;
-  Slot* slot = ActiveSlot(*request, "MPI_Test", &rc);
-  if (slot == nullptr) return rc;
-  *flag = slot->proc_null || slot->req.Test() ? 1 : 0;
-  if (*flag == 0) return MPI_SUCCESS;
-  const absl::Status st = slot->proc_null ? absl::OkStatus() : slot->req.Wait();  // finished: returns at once
-  return Complete(request, slot, st, status, "MPI_Test");
-}
-
-int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status* array_of_statuses) {
-  int failed = 0;
-  for (int i = 0; i < count; ++i) {
-    MPI_Status* st = array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[i];
-    if (PMPI_Wait(&array_of_requests[i], st) != MPI_SUCCESS) failed = 1;
-  }
-  // As MPI: one failure makes the call MPI_ERR_IN_STATUS; each status says which.
-  return failed != 0 ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
-}
-
-int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
-  // The active requests; one to or from MPI_PROC_NULL is done already.
-  std::vector<cartage::Request*> active;
-  std::vector<int> at;
-  for (int i = 0; i < count; ++i) {
-    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
-    int rc = MPI_SUCCESS;
-    Slot* slot = ActiveSlot(array_of_requests[i], "MPI_Waitany", &rc);
-    if (slot == nullptr) return rc;
-    if (slot->proc_null) {
-      *index = i;
-      return PMPI_Wait(&array_of_requests[i], status);
-    }
-    active.push_back(&slot->req);
-    at.push_back(i);
-  }
-  if (active.empty()) {
-    *index = MPI_UNDEFINED;
-    SetEmptyStatus(status);
-    return MPI_SUCCESS;
-  }
-  absl::StatusOr<std::size_t> done = cartage::WaitAny(absl::MakeConstSpan(active));
-  if (!done.ok()) return FromStatus(MPI_COMM_WORLD, "MPI_Waitany", done.status());
-  *index = at[*done];
-  return PMPI_Wait(&array_of_requests[*index], status);
-}
-
-int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses) {
-  std::vector<cartage::Request*> active;
-  for (int i = 0; i < count; ++i) {
-    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
-    int rc = MPI_SUCCESS;
-    Slot* slot = ActiveSlot(array_of_requests[i], "MPI_Testall", &rc);
-    if (slot == nullptr) return rc;
-    if (!slot->proc_null) active.push_back(&slot->req);
-  }
-  // As MPI: all complete and are freed, or none is.
-  *flag = cartage::TestAll(absl::MakeConstSpan(active)) ? 1 : 0;
-  return *flag != 0 ? PMPI_Waitall(count, array_of_requests, array_of_statuses) : MPI_SUCCESS;
-}
-
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   int rc = MPI_SUCCESS;
   const Datatype* type = TypeArg(datatype, "MPI_Get_count", &rc);
@@ -480,10 +388,5 @@ CARTAGE_MPI_ALIAS(MPI_Issend);
 CARTAGE_MPI_ALIAS(MPI_Irecv);
 CARTAGE_MPI_ALIAS(MPI_Iprobe);
 CARTAGE_MPI_ALIAS(MPI_Probe);
-CARTAGE_MPI_ALIAS(MPI_Wait);
-CARTAGE_MPI_ALIAS(MPI_Test);
-CARTAGE_MPI_ALIAS(MPI_Waitall);
-CARTAGE_MPI_ALIAS(MPI_Waitany);
-CARTAGE_MPI_ALIAS(MPI_Testall);
 CARTAGE_MPI_ALIAS(MPI_Get_count);
 CARTAGE_MPI_ALIAS(MPI_Type_size);

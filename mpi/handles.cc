@@ -284,10 +284,25 @@ void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_A
 Slot* NewSlot(MPI_Request* handle) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
+  // Orphans whose operations have completed go back first (no progress here).
+  for (std::size_t k = 0; k < s.orphans.size();) {
+    const int o = s.orphans[k];
+    if (!s.slots[static_cast<std::size_t>(o)]->req.completed()) {
+      ++k;
+      continue;
+    }
+    (void)s.slots[static_cast<std::size_t>(o)]->req.Wait();  // completed: returns at once
+    s.slots[static_cast<std::size_t>(o)]->used = false;
+    s.free_slots.push_back(o);
+    s.orphans[k] = s.orphans.back();
+    s.orphans.pop_back();
+  }
   const int i = TakeSlot(s.slots, s.free_slots);
   Slot* slot = s.slots[static_cast<std::size_t>(i)].get();
   slot->used = true;
   slot->proc_null = false;
+  slot->persistent = false;
+  slot->active = false;
   *handle = kRequestBase | i;
   return slot;
 }
@@ -311,6 +326,29 @@ void FreeSlot(MPI_Request* handle) {
   s.slots[static_cast<std::size_t>(i)]->used = false;
   s.free_slots.push_back(i);
   *handle = MPI_REQUEST_NULL;
+}
+
+void OrphanSlot(MPI_Request* handle) {
+  State& s = S();
+  const int i = *handle & 0x03ffffff;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.orphans.push_back(i);
+  *handle = MPI_REQUEST_NULL;
+}
+
+void WaitOrphans() {
+  State& s = S();
+  std::vector<int> orphans;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    orphans.swap(s.orphans);
+  }
+  for (const int o : orphans) {
+    Slot& slot = *s.slots[static_cast<std::size_t>(o)];
+    (void)slot.req.Wait();  // its error, if any, has nobody left to hear it
+    MPI_Request handle = kRequestBase | o;
+    FreeSlot(&handle);
+  }
 }
 
 }  // namespace cartage::mpi_binding

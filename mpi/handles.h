@@ -28,6 +28,8 @@ struct Slot {
   bool used = false;
   bool proc_null = false;  // to or from MPI_PROC_NULL: complete at once, moves nothing
   bool recv = false;
+  bool persistent = false;  // MPI_Send_init, MPI_Recv_init: kept when complete
+  bool active = false;      // persistent: started and not yet completed
   MPI_Comm comm = MPI_COMM_WORLD;  // whose error handler its completion answers to
 };
 
@@ -55,6 +57,7 @@ struct State {
   std::vector<int> free_types;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<int> free_slots;
+  std::vector<int> orphans;  // freed by MPI_Request_free while still active
   std::vector<std::string> messages;  // an error code's text, by the code's upper bits
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 };
@@ -132,6 +135,12 @@ Slot* NewSlot(MPI_Request* handle);
 Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc);
 // Gives the slot back; the handle becomes MPI_REQUEST_NULL.
 void FreeSlot(MPI_Request* handle);
+// MPI_Request_free of an active request: the handle becomes
+// MPI_REQUEST_NULL, and the slot goes back once its operation completes
+// (NewSlot looks; MPI_Finalize waits for the rest).
+void OrphanSlot(MPI_Request* handle);
+// Waits for every orphaned operation (MPI_Finalize).
+void WaitOrphans();
 
 }  // namespace cartage::mpi_binding
 

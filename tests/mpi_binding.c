@@ -351,6 +351,48 @@ static void Datatypes(int rank, int size) {
   CHECK_OK(MPI_Type_free(&column));
 }
 
+static void Persistent(int rank, int size) {
+  /* A persistent ring: the same two requests started five times, the
+   * buffer changed between runs. */
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  int out = 0, in = -1;
+  MPI_Request reqs[2];
+  CHECK_OK(MPI_Recv_init(&in, 1, MPI_INT, left, 30, MPI_COMM_WORLD, &reqs[0]));
+  CHECK_OK(MPI_Send_init(&out, 1, MPI_INT, right, 30, MPI_COMM_WORLD, &reqs[1]));
+  MPI_Status st;
+  CHECK_OK(MPI_Wait(&reqs[0], &st)); /* not started: completes at once, empty */
+  CHECK(st.MPI_SOURCE == MPI_PROC_NULL && reqs[0] != MPI_REQUEST_NULL);
+  for (int run = 0; run < 5; ++run) {
+    out = rank * 1000 + run;
+    CHECK_OK(MPI_Startall(2, reqs));
+    MPI_Status sts[2];
+    CHECK_OK(MPI_Waitall(2, reqs, sts));
+    CHECK(reqs[0] != MPI_REQUEST_NULL && reqs[1] != MPI_REQUEST_NULL); /* kept, inactive */
+    CHECK(in == left * 1000 + run && sts[0].MPI_SOURCE == left && sts[0].MPI_TAG == 30);
+  }
+  CHECK_OK(MPI_Request_free(&reqs[0]));
+  CHECK_OK(MPI_Request_free(&reqs[1]));
+  CHECK(reqs[0] == MPI_REQUEST_NULL && reqs[1] == MPI_REQUEST_NULL);
+
+  /* A receive nobody sends to, cancelled: it completes, marked cancelled. */
+  int never = 0, flag = 0;
+  MPI_Request r;
+  CHECK_OK(MPI_Irecv(&never, 1, MPI_INT, left, 31, MPI_COMM_WORLD, &r));
+  CHECK_OK(MPI_Cancel(&r));
+  CHECK_OK(MPI_Wait(&r, &st));
+  CHECK_OK(MPI_Test_cancelled(&st, &flag));
+  CHECK(flag == 1 && never == 0);
+  /* A send freed while under way still arrives. */
+  CHECK_OK(MPI_Isend(&rank, 1, MPI_INT, right, 32, MPI_COMM_WORLD, &r));
+  CHECK_OK(MPI_Request_free(&r));
+  CHECK(r == MPI_REQUEST_NULL);
+  int got = -1;
+  CHECK_OK(MPI_Recv(&got, 1, MPI_INT, left, 32, MPI_COMM_WORLD, &st));
+  CHECK(got == left);
+  CHECK_OK(MPI_Test_cancelled(&st, &flag));
+  CHECK(flag == 0);
+}
+
 int main(int argc, char** argv) {
   int flag = 1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -375,6 +417,7 @@ int main(int argc, char** argv) {
   SelfAndErrors(rank, size);
   CommunicatorsAndMore(rank, size);
   Datatypes(rank, size);
+  Persistent(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
   char host[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

@@ -204,6 +204,15 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Stat
 int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request);
+int MPI_Start(MPI_Request* request);
+int MPI_Startall(int count, MPI_Request array_of_requests[]);
+int MPI_Request_free(MPI_Request* request);
+int MPI_Cancel(MPI_Request* request);
+int MPI_Test_cancelled(const MPI_Status* status, int* flag);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
 
@@ -283,6 +292,15 @@ int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Sta
 int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Status* array_of_statuses);
 int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+int PMPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int PMPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                   MPI_Request* request);
+int PMPI_Start(MPI_Request* request);
+int PMPI_Startall(int count, MPI_Request array_of_requests[]);
+int PMPI_Request_free(MPI_Request* request);
+int PMPI_Cancel(MPI_Request* request);
+int PMPI_Test_cancelled(const MPI_Status* status, int* flag);
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 int PMPI_Type_size(MPI_Datatype datatype, int* size);
 int PMPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
