@@ -393,6 +393,62 @@ static void Persistent(int rank, int size) {
   CHECK(flag == 0);
 }
 
+static void Nonblocking(int rank, int size) {
+  /* Every nonblocking collective in flight at once, then one Waitall;
+   * each must come out exactly as its blocking form would. */
+  MPI_Request reqs[6];
+  double bval = rank == 1 ? 2.5 : 0.0;
+  int one = rank + 1, sum = 0, prod = 0, ag[3] = {0}, a2a_out[3], a2a_in[3];
+  for (int i = 0; i < 3; ++i) a2a_out[i] = 10 * rank + i;
+  CHECK_OK(MPI_Ibarrier(MPI_COMM_WORLD, &reqs[0]));
+  CHECK_OK(MPI_Ibcast(&bval, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD, &reqs[1]));
+  CHECK_OK(MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &reqs[2]));
+  CHECK_OK(MPI_Ireduce(&one, &prod, 1, MPI_INT, MPI_PROD, 0, MPI_COMM_WORLD, &reqs[3]));
+  CHECK_OK(MPI_Iallgather(&one, 1, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD, &reqs[4]));
+  CHECK_OK(MPI_Ialltoall(a2a_out, 1, MPI_INT, a2a_in, 1, MPI_INT, MPI_COMM_WORLD, &reqs[5]));
+  CHECK_OK(MPI_Waitall(6, reqs, MPI_STATUSES_IGNORE));
+  for (int i = 0; i < 6; ++i) CHECK(reqs[i] == MPI_REQUEST_NULL);
+  CHECK(bval == 2.5 && sum == size * (size + 1) / 2);
+  if (rank == 0) CHECK(prod == 6);
+  for (int i = 0; i < size; ++i) CHECK(ag[i] == i + 1 && a2a_in[i] == 10 * i + rank);
+
+  /* The v-forms: rank r contributes r + 1 values r*10, r*10+1, ... */
+  int mine[3], counts[3], displs[3], all[6], total = 0;
+  for (int i = 0; i < rank + 1; ++i) mine[i] = rank * 10 + i;
+  for (int r = 0; r < size; ++r) {
+    counts[r] = r + 1;
+    displs[r] = total;
+    total += r + 1;
+  }
+  memset(all, 0, sizeof(all));
+  CHECK_OK(MPI_Gatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, 1, MPI_COMM_WORLD));
+  if (rank == 1) {
+    for (int r = 0, k = 0; r < size; ++r)
+      for (int i = 0; i < r + 1; ++i, ++k) CHECK(all[k] == r * 10 + i);
+  }
+  memset(all, 0, sizeof(all));
+  CHECK_OK(MPI_Allgatherv(mine, rank + 1, MPI_INT, all, counts, displs, MPI_INT, MPI_COMM_WORLD));
+  for (int r = 0, k = 0; r < size; ++r)
+    for (int i = 0; i < r + 1; ++i, ++k) CHECK(all[k] == r * 10 + i);
+  int part[3] = {-1, -1, -1};
+  CHECK_OK(MPI_Scatterv(all, counts, displs, MPI_INT, part, rank + 1, MPI_INT, 2, MPI_COMM_WORLD));
+  for (int i = 0; i < rank + 1; ++i) CHECK(part[i] == rank * 10 + i);
+  /* Alltoallv: rank r sends j + 1 values to rank j, each 100*r + j. */
+  int sout[6], sc[3], sd[3], rin[9], rc[3], rd[3], off = 0;
+  for (int j = 0; j < size; ++j) {
+    sc[j] = j + 1;
+    sd[j] = off;
+    for (int i = 0; i < j + 1; ++i) sout[off + i] = 100 * rank + j;
+    off += j + 1;
+    rc[j] = rank + 1;
+    rd[j] = 3 * j;
+  }
+  memset(rin, 0, sizeof(rin));
+  CHECK_OK(MPI_Alltoallv(sout, sc, sd, MPI_INT, rin, rc, rd, MPI_INT, MPI_COMM_WORLD));
+  for (int j = 0; j < size; ++j)
+    for (int i = 0; i < 3; ++i) CHECK(rin[3 * j + i] == (i < rank + 1 ? 100 * j + rank : 0));
+}
+
 int main(int argc, char** argv) {
   int flag = 1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -418,6 +474,7 @@ int main(int argc, char** argv) {
   CommunicatorsAndMore(rank, size);
   Datatypes(rank, size);
   Persistent(rank, size);
+  Nonblocking(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
   char host[MPI_MAX_PROCESSOR_NAME];
   int len = 0;
