@@ -9,14 +9,17 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "cartage/cartage.h"
 #include "cartage/collectives.h"
+#include "cartage/config.h"
 #include "mpi/handles.h"
 
 namespace cartage::mpi_binding {
@@ -155,6 +158,13 @@ int PMPI_Get_version(int* version, int* subversion) {
   return MPI_SUCCESS;
 }
 
+int PMPI_Get_library_version(char* version, int* resultlen) {
+  const std::string text = absl::StrFormat("cartage %s (MPI binding, MPICH ABI)", CARTAGE_VERSION);
+  *resultlen = static_cast<int>(text.size());
+  std::memcpy(version, text.c_str(), text.size() + 1);
+  return MPI_SUCCESS;
+}
+
 double PMPI_Wtime(void) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - S().epoch).count();
 }
@@ -208,6 +218,36 @@ int PMPI_Comm_free(MPI_Comm* comm) {
     return Error(*comm, "MPI_Comm_free", MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
   }
   FreeComm(comm);
+  return MPI_SUCCESS;
+}
+
+int PMPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_get_attr", &rc);
+  if (c == nullptr) return rc;
+  // The predefined attributes: values that live as long as MPI does (MPI
+  // hands out a pointer to each). Programs set none of their own yet.
+  static int tag_ub = cartage::kMaxTag, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_is_global = 0,
+             last_code = MPI_ERR_LASTCODE, appnum = 0;
+  static int universe = 0;
+  int* value = nullptr;
+  switch (comm_keyval) {
+    case MPI_TAG_UB: value = &tag_ub; break;
+    case MPI_HOST: value = &host; break;
+    case MPI_IO: value = &io; break;
+    case MPI_WTIME_IS_GLOBAL: value = &wtime_is_global; break;
+    case MPI_LASTUSEDCODE: value = &last_code; break;
+    case MPI_APPNUM: value = &appnum; break;
+    case MPI_UNIVERSE_SIZE:
+      universe = S().agent->size();
+      value = &universe;
+      break;
+    default:
+      return Error(comm, "MPI_Comm_get_attr", MPI_ERR_KEYVAL,
+                   absl::StrFormat("keyval 0x%08x is not a predefined attribute", static_cast<unsigned>(comm_keyval)));
+  }
+  *static_cast<int**>(attribute_val) = value;
+  *flag = 1;
   return MPI_SUCCESS;
 }
 
@@ -292,6 +332,23 @@ int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int
   return sent != MPI_SUCCESS ? sent : received;
 }
 
+int PMPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                          int recvtag, MPI_Comm comm, MPI_Status* status) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Sendrecv_replace", count, datatype, dest, sendtag, false, &a); rc != MPI_SUCCESS) {
+    return rc;
+  }
+  // What is sent is a copy of the bytes the type spans at `buf` (its
+  // layout kept), so that the receive may land in `buf` at once.
+  const Datatype& t = *a.type;
+  const int64_t span = count == 0 ? 0 : t.true_extent() + (count - 1) * t.extent();
+  std::vector<std::byte> copy(static_cast<std::size_t>(span));
+  const std::byte* first = static_cast<const std::byte*>(buf) + t.true_lb();
+  if (span > 0) std::memcpy(copy.data(), first, static_cast<std::size_t>(span));
+  const std::byte* from = copy.data() - t.true_lb();
+  return PMPI_Sendrecv(from, count, datatype, dest, sendtag, buf, count, datatype, source, recvtag, comm, status);
+}
+
 int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
   return StartP2p(buf, count, datatype, dest, tag, comm, request, "MPI_Isend", false, false);
@@ -368,6 +425,7 @@ CARTAGE_MPI_ALIAS(MPI_Finalized);
 CARTAGE_MPI_ALIAS(MPI_Abort);
 CARTAGE_MPI_ALIAS(MPI_Get_processor_name);
 CARTAGE_MPI_ALIAS(MPI_Get_version);
+CARTAGE_MPI_ALIAS(MPI_Get_library_version);
 CARTAGE_MPI_ALIAS(MPI_Wtime);
 CARTAGE_MPI_ALIAS(MPI_Wtick);
 CARTAGE_MPI_ALIAS(MPI_Comm_rank);
@@ -375,6 +433,7 @@ CARTAGE_MPI_ALIAS(MPI_Comm_size);
 CARTAGE_MPI_ALIAS(MPI_Comm_dup);
 CARTAGE_MPI_ALIAS(MPI_Comm_split);
 CARTAGE_MPI_ALIAS(MPI_Comm_free);
+CARTAGE_MPI_ALIAS(MPI_Comm_get_attr);
 CARTAGE_MPI_ALIAS(MPI_Comm_set_errhandler);
 CARTAGE_MPI_ALIAS(MPI_Comm_get_errhandler);
 CARTAGE_MPI_ALIAS(MPI_Error_class);
@@ -383,6 +442,7 @@ CARTAGE_MPI_ALIAS(MPI_Send);
 CARTAGE_MPI_ALIAS(MPI_Ssend);
 CARTAGE_MPI_ALIAS(MPI_Recv);
 CARTAGE_MPI_ALIAS(MPI_Sendrecv);
+CARTAGE_MPI_ALIAS(MPI_Sendrecv_replace);
 CARTAGE_MPI_ALIAS(MPI_Isend);
 CARTAGE_MPI_ALIAS(MPI_Issend);
 CARTAGE_MPI_ALIAS(MPI_Irecv);

@@ -449,6 +449,37 @@ static void Nonblocking(int rank, int size) {
     for (int i = 0; i < 3; ++i) CHECK(rin[3 * j + i] == (i < rank + 1 ? 100 * j + rank : 0));
 }
 
+static void AttributesAndReplace(int rank, int size) {
+  int* tag_ub = NULL;
+  int* universe = NULL;
+  int flag = 0;
+  CHECK_OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag));
+  CHECK(flag == 1 && *tag_ub >= 32767); /* MPI's least upper bound */
+  CHECK_OK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &universe, &flag));
+  CHECK(flag == 1 && *universe == size);
+  CHECK_OK(MPI_Send(&rank, 1, MPI_INT, MPI_PROC_NULL, *tag_ub, MPI_COMM_WORLD)); /* the bound itself is a tag */
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  ExpectError(MPI_Comm_get_attr(MPI_COMM_WORLD, 0x12345, &tag_ub, &flag), MPI_ERR_KEYVAL, "keyval 0x00012345");
+  CHECK_OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  CHECK_OK(MPI_Get_library_version(version, &len));
+  CHECK(len == (int)strlen(version) && strstr(version, "cartage") == version);
+
+  /* Sendrecv_replace around the ring, with a strided type: every other int. */
+  int data[6];
+  for (int i = 0; i < 6; ++i) data[i] = rank * 100 + i;
+  MPI_Datatype every_other = MPI_DATATYPE_NULL;
+  CHECK_OK(MPI_Type_vector(3, 1, 2, MPI_INT, &every_other));
+  CHECK_OK(MPI_Type_commit(&every_other));
+  MPI_Status st;
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  CHECK_OK(MPI_Sendrecv_replace(data, 1, every_other, right, 40, left, 40, MPI_COMM_WORLD, &st));
+  for (int i = 0; i < 6; ++i) CHECK(data[i] == (i % 2 == 0 ? left : rank) * 100 + i);
+  CHECK(st.MPI_SOURCE == left && st.MPI_TAG == 40);
+  CHECK_OK(MPI_Type_free(&every_other));
+}
+
 int main(int argc, char** argv) {
   int flag = 1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -475,6 +506,7 @@ int main(int argc, char** argv) {
   Datatypes(rank, size);
   Persistent(rank, size);
   Nonblocking(rank, size);
+  AttributesAndReplace(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
   char host[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

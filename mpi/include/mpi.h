@@ -119,6 +119,15 @@ typedef struct MPI_Status {
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)0x54000000)
 #define MPI_ERRORS_RETURN ((MPI_Errhandler)0x54000001)
 
+/* The predefined attributes of MPI_COMM_WORLD (MPI_Comm_get_attr). */
+#define MPI_TAG_UB 0x64400001
+#define MPI_HOST 0x64400003
+#define MPI_IO 0x64400005
+#define MPI_WTIME_IS_GLOBAL 0x64400007
+#define MPI_UNIVERSE_SIZE 0x64400009
+#define MPI_LASTUSEDCODE 0x6440000b
+#define MPI_APPNUM 0x6440000d
+
 /* Special ranks, tags and addresses. */
 #define MPI_PROC_NULL (-1)
 #define MPI_ANY_SOURCE (-2)
@@ -131,6 +140,7 @@ typedef struct MPI_Status {
 #define MPI_STATUSES_IGNORE (MPI_Status*)1
 
 #define MPI_MAX_PROCESSOR_NAME 128
+#define MPI_MAX_LIBRARY_VERSION_STRING 8192
 #define MPI_MAX_ERROR_STRING 512
 
 #define MPI_THREAD_SINGLE 0
@@ -157,6 +167,7 @@ typedef struct MPI_Status {
 #define MPI_ERR_IN_STATUS 17
 #define MPI_ERR_PENDING 18
 #define MPI_ERR_REQUEST 19
+#define MPI_ERR_KEYVAL 48
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 /* Set-up and tear-down. */
@@ -169,6 +180,7 @@ int MPI_Query_thread(int* provided);
 int MPI_Abort(MPI_Comm comm, int errorcode);
 int MPI_Get_processor_name(char* name, int* resultlen);
 int MPI_Get_version(int* version, int* subversion);
+int MPI_Get_library_version(char* version, int* resultlen);
 double MPI_Wtime(void);
 double MPI_Wtick(void);
 
@@ -178,6 +190,7 @@ int MPI_Comm_size(MPI_Comm comm, int* size);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
 
 /* Errors. */
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
@@ -191,6 +204,8 @@ int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                         int recvtag, MPI_Comm comm, MPI_Status* status);
 int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request* request);
 int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -282,6 +297,7 @@ int PMPI_Query_thread(int* provided);
 int PMPI_Abort(MPI_Comm comm, int errorcode);
 int PMPI_Get_processor_name(char* name, int* resultlen);
 int PMPI_Get_version(int* version, int* subversion);
+int PMPI_Get_library_version(char* version, int* resultlen);
 double PMPI_Wtime(void);
 double PMPI_Wtick(void);
 int PMPI_Comm_rank(MPI_Comm comm, int* rank);
@@ -289,6 +305,7 @@ int PMPI_Comm_size(MPI_Comm comm, int* size);
 int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
 int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int PMPI_Comm_free(MPI_Comm* comm);
+int PMPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
 int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 int PMPI_Error_class(int errorcode, int* errorclass);
@@ -298,6 +315,8 @@ int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int 
 int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm, MPI_Status* status);
 int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status);
+int PMPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                          int recvtag, MPI_Comm comm, MPI_Status* status);
 int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request);
 int PMPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
