@@ -273,7 +273,7 @@ void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes, int erro
   status->MPI_TAG = tag;
   status->MPI_ERROR = error;
   status->count_lo = static_cast<int>(bytes & 0xffffffffu);
-  status->count_hi_and_cancelled = static_cast<int>((bytes >> 32) << 1);  // bit 0: cancelled (never)
+  status->count_hi_and_cancelled = static_cast<int>((bytes >> 32) << 1);  // bit 0: cancelled (requests.cc sets it)
 }
 
 void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS); }
