@@ -25,32 +25,6 @@
 namespace cartage::mpi_binding {
 namespace {
 
-int StartP2p(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
-             const char* fn, bool recv, bool sync) {
-  Args a;
-  if (int rc = Check(comm, fn, count, type, peer, tag, recv, &a); rc != MPI_SUCCESS) return rc;
-  Slot* slot = NewSlot(request);
-  slot->recv = recv;
-  slot->comm = comm;
-  if (peer == MPI_PROC_NULL) {
-    slot->proc_null = true;
-    return MPI_SUCCESS;
-  }
-  absl::Status st;
-  if (recv) {
-    st = a.comm->Irecv(const_cast<void*>(buf), count, *a.type, SourceArg(peer), TagArg(tag), &slot->req);
-  } else if (sync) {
-    st = a.comm->Issend(buf, count, *a.type, peer, tag, &slot->req);
-  } else {
-    st = a.comm->Isend(buf, count, *a.type, peer, tag, &slot->req);
-  }
-  if (!st.ok()) {
-    FreeSlot(request);
-    return FromStatus(comm, fn, st);
-  }
-  return MPI_SUCCESS;
-}
-
 int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, const char* fn) {
   (void)argc;
   (void)argv;
@@ -84,6 +58,36 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
 }
 
 }  // namespace
+
+int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+         const char* fn, Posted what) {
+  const bool recv = what == Posted::kRecv || what == Posted::kRecvInit;
+  const bool persistent = what == Posted::kSendInit || what == Posted::kRecvInit;
+  Args a;
+  if (int rc = Check(comm, fn, count, type, peer, tag, recv, &a); rc != MPI_SUCCESS) return rc;
+  Slot* slot = NewSlot(request);
+  slot->recv = recv;
+  slot->comm = comm;
+  slot->persistent = persistent;
+  if (peer == MPI_PROC_NULL) {
+    slot->proc_null = true;
+    return MPI_SUCCESS;
+  }
+  void* rbuf = const_cast<void*>(buf);
+  absl::Status st;
+  switch (what) {
+    case Posted::kSend: st = a.comm->Isend(buf, count, *a.type, peer, tag, &slot->req); break;
+    case Posted::kSsend: st = a.comm->Issend(buf, count, *a.type, peer, tag, &slot->req); break;
+    case Posted::kRecv: st = a.comm->Irecv(rbuf, count, *a.type, SourceArg(peer), TagArg(tag), &slot->req); break;
+    case Posted::kSendInit: st = a.comm->SendInit(buf, count, *a.type, peer, tag, &slot->req); break;
+    case Posted::kRecvInit: st = a.comm->RecvInit(rbuf, count, *a.type, SourceArg(peer), TagArg(tag), &slot->req); break;
+  }
+  if (!st.ok()) {
+    FreeSlot(request);
+    return FromStatus(comm, fn, st);
+  }
+  return MPI_SUCCESS;
+}
 
 // The calls, with C linkage: the same functions mpi.h declares.
 extern "C" {
@@ -300,7 +304,7 @@ int PMPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 
 int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   MPI_Request r;
-  if (int rc = StartP2p(buf, count, datatype, dest, tag, comm, &r, "MPI_Ssend", false, true); rc != MPI_SUCCESS) {
+  if (int rc = Post(buf, count, datatype, dest, tag, comm, &r, "MPI_Ssend", Posted::kSsend); rc != MPI_SUCCESS) {
     return rc;
   }
   return PMPI_Wait(&r, MPI_STATUS_IGNORE);
@@ -323,7 +327,7 @@ int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, 
 int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
   MPI_Request r;
-  if (int rc = StartP2p(recvbuf, recvcount, recvtype, source, recvtag, comm, &r, "MPI_Sendrecv", true, false);
+  if (int rc = Post(recvbuf, recvcount, recvtype, source, recvtag, comm, &r, "MPI_Sendrecv", Posted::kRecv);
       rc != MPI_SUCCESS) {
     return rc;
   }
@@ -351,17 +355,17 @@ int PMPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest,
 
 int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request) {
-  return StartP2p(buf, count, datatype, dest, tag, comm, request, "MPI_Isend", false, false);
+  return Post(buf, count, datatype, dest, tag, comm, request, "MPI_Isend", Posted::kSend);
 }
 
 int PMPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                 MPI_Request* request) {
-  return StartP2p(buf, count, datatype, dest, tag, comm, request, "MPI_Issend", false, true);
+  return Post(buf, count, datatype, dest, tag, comm, request, "MPI_Issend", Posted::kSsend);
 }
 
 int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                MPI_Request* request) {
-  return StartP2p(buf, count, datatype, source, tag, comm, request, "MPI_Irecv", true, false);
+  return Post(buf, count, datatype, source, tag, comm, request, "MPI_Irecv", Posted::kRecv);
 }
 
 int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {

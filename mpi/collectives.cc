@@ -30,6 +30,12 @@ int RunCall(MPI_Comm comm, const char* fn, MPI_Request* request, Call call) {
   return MPI_SUCCESS;
 }
 
+int CheckRoot(MPI_Comm comm, const char* fn, int root, const Args& a) {
+  if (root >= 0 && root < a.comm->size()) return MPI_SUCCESS;
+  return Error(comm, fn, MPI_ERR_ROOT,
+               absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
+}
+
 enum class Reduce { kReduce, kAllreduce, kScan, kExscan };
 
 // Reduce, Allreduce, Scan and Exscan: their checks, MPI_IN_PLACE, the call.
@@ -42,9 +48,8 @@ int Reduction(Reduce what, const void* sendbuf, void* recvbuf, int count, MPI_Da
     return Error(comm, fn, MPI_ERR_OP,
                  absl::StrFormat("operator 0x%08x is not a predefined reduction", static_cast<unsigned>(op)));
   }
-  if (what == Reduce::kReduce && (root < 0 || root >= a.comm->size())) {
-    return Error(comm, fn, MPI_ERR_ROOT,
-                 absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
+  if (what == Reduce::kReduce) {
+    if (int rc = CheckRoot(comm, fn, root, a); rc != MPI_SUCCESS) return rc;
   }
   const Op reduction(*kind);
   const void* send = sendbuf == MPI_IN_PLACE ? kInPlace : sendbuf;
@@ -86,12 +91,6 @@ int Signature(MPI_Comm comm, const char* fn, Side send, Side recv, Args* a, int*
                                  static_cast<unsigned>(recv.type)));
   }
   return MPI_SUCCESS;
-}
-
-int CheckRoot(MPI_Comm comm, const char* fn, int root, const Args& a) {
-  if (root >= 0 && root < a.comm->size()) return MPI_SUCCESS;
-  return Error(comm, fn, MPI_ERR_ROOT,
-               absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
 }
 
 int DoBarrier(MPI_Comm comm, MPI_Request* request, const char* fn) {

@@ -135,6 +135,12 @@ Slot* NewSlot(MPI_Request* handle);
 Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc);
 // Gives the slot back; the handle becomes MPI_REQUEST_NULL.
 void FreeSlot(MPI_Request* handle);
+
+// A point-to-point request: checked, given a slot and posted (binding.cc);
+// to or from MPI_PROC_NULL it moves nothing and completes at once.
+enum class Posted : uint8_t { kSend, kSsend, kRecv, kSendInit, kRecvInit };
+int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+         const char* fn, Posted what);
 // MPI_Request_free of an active request: the handle becomes
 // MPI_REQUEST_NULL, and the slot goes back once its operation completes
 // (NewSlot looks; MPI_Finalize waits for the rest).

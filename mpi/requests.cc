@@ -44,28 +44,6 @@ int Complete(MPI_Request* request, Slot* slot, const absl::Status& st, MPI_Statu
 // empty status, as a null one does.
 bool Inactive(const Slot& slot) { return slot.persistent && !slot.active; }
 
-int StartInit(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
-              const char* fn, bool recv) {
-  Args a;
-  if (int rc = Check(comm, fn, count, type, peer, tag, recv, &a); rc != MPI_SUCCESS) return rc;
-  Slot* slot = NewSlot(request);
-  slot->recv = recv;
-  slot->comm = comm;
-  slot->persistent = true;
-  if (peer == MPI_PROC_NULL) {
-    slot->proc_null = true;
-    return MPI_SUCCESS;
-  }
-  const absl::Status st =
-      recv ? a.comm->RecvInit(const_cast<void*>(buf), count, *a.type, SourceArg(peer), TagArg(tag), &slot->req)
-           : a.comm->SendInit(buf, count, *a.type, peer, tag, &slot->req);
-  if (!st.ok()) {
-    FreeSlot(request);
-    return FromStatus(comm, fn, st);
-  }
-  return MPI_SUCCESS;
-}
-
 }  // namespace
 
 extern "C" {
@@ -151,12 +129,12 @@ int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Stat
 
 int PMPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return StartInit(buf, count, datatype, dest, tag, comm, request, "MPI_Send_init", false);
+  return Post(buf, count, datatype, dest, tag, comm, request, "MPI_Send_init", Posted::kSendInit);
 }
 
 int PMPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                    MPI_Request* request) {
-  return StartInit(buf, count, datatype, source, tag, comm, request, "MPI_Recv_init", true);
+  return Post(buf, count, datatype, source, tag, comm, request, "MPI_Recv_init", Posted::kRecvInit);
 }
 
 int PMPI_Start(MPI_Request* request) {
