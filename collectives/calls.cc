@@ -2,6 +2,7 @@
 // forms (blocking, nonblocking, persistent) over the schedules collectives.cc
 // builds.
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,20 +114,49 @@ class ScheduleCache : public engine::Extension {
     return nullptr;
   }
   void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
-    if (entries_.size() == kCapacity) entries_.erase(entries_.begin());  // the least recently used
+    if (entries_.size() == kCapacity) {  // the least recently used goes; its sequence number stays
+      Entry& old = entries_.front();
+      if (forgotten_.size() == kForgottenCapacity) forgotten_.pop_front();
+      forgotten_.push_back({std::move(old.key), old.schedule->sequence()});
+      entries_.erase(entries_.begin());
+    }
     entries_.push_back({std::move(key), in_place, std::move(s)});
+  }
+  // The sequence number of a schedule for `call` this cache let go, if it
+  // did (and forgets it: the schedule is built again under that number).
+  // Which calls a rank's cache lets go depends on what else that rank ran,
+  // on every communicator; another rank of this one may still hold the
+  // schedule and reuse its tags, so a rebuilt one must use them too.
+  std::optional<uint32_t> Forgotten(uint32_t context, int size, const CallView& call) {
+    for (auto it = forgotten_.begin(); it != forgotten_.end(); ++it) {
+      if (it->key.Matches(context, size, call)) {
+        const uint32_t sequence = it->sequence;
+        forgotten_.erase(it);
+        return sequence;
+      }
+    }
+    return std::nullopt;
   }
 
  private:
+  struct Forgot {
+    CacheKey key;
+    uint32_t sequence;
+  };
   static constexpr std::size_t kCapacity = 16;
+  // Keys only (no schedules): many, so that a call comes back long before
+  // its number is dropped.
+  static constexpr std::size_t kForgottenCapacity = 4096;
   std::vector<Entry> entries_;
+  std::deque<Forgot> forgotten_;
 };
 
 // A call the cache has no schedule for: built, kept, run.
 ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView& view, ScheduleCache& cache,
                                                bool in_place) {
   CollectiveCall call = CallOf(view);
-  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
+  const std::optional<uint32_t> sequence = cache.Forgotten(comm.context(), comm.size(), view);
+  CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, alg::BuildOn(comm, call, sequence));
   cache.Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
   return s->Run();
 }
