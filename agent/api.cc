@@ -6,7 +6,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "agent/bootstrap.h"
@@ -405,7 +404,9 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Comm::Prepare(bool send, bool s
                                                       data.type != nullptr ? data.type->name() : "bytes"));
   }
   const int64_t bytes = data.count * unit;
-  if (buf == nullptr && bytes > 0) {
+  // A typed buffer may be null where the type's displacements are
+  // addresses (MPI_BOTTOM): then its data starts away from 0.
+  if (buf == nullptr && bytes > 0 && (data.type == nullptr || data.type->true_lb() == 0)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s %s rank %d (tag %d): null buffer for %d bytes", op(), dir(), peer, tag, bytes));
   }
@@ -653,57 +654,6 @@ absl::StatusOr<std::shared_ptr<std::byte>> Comm::LendBuffer(int peer, std::size_
     if (admitted.ok()) rt->GiveBack(q);
   });
 }
-
-Comm Comm::Dup() const {
-  if (!Alive("dup").ok()) return *this;  // as gone as this one: every call on it says so
-  Runtime::Entry in(rt_);  // Dup cannot refuse: a context number is taken either way
-  const uint32_t context = rt_->NewContext();
-  Runtime* lane = rt_->LaneFor(context);
-  return Comm(lane, lane->life(), rank_, size_, context, group_);
-}
-
-absl::StatusOr<std::optional<Comm>> Comm::Split(int color, int key) const {
-  CARTAGE_RETURN_IF_ERROR(Alive("split"));
-  Runtime::Entry in(rt_);
-  if (!in.ok()) return in.status("split");
-  // Everyone learns everyone's (color, key) over this communicator's
-  // collective context, so the exchange never meets point-to-point traffic.
-  constexpr int kSplitTag = 1;
-  const uint32_t collective = context_ + 1;
-  const int mine[2] = {color, key};
-  std::vector<int> all(2 * static_cast<std::size_t>(size_));
-  std::vector<Request> reqs(2 * static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    CARTAGE_RETURN_IF_ERROR(Start(false, false, {&all[2 * static_cast<std::size_t>(r)], sizeof(mine), nullptr}, r,
-                                  kSplitTag, &reqs[static_cast<std::size_t>(r)], Persistence::kNone, collective));
-    CARTAGE_RETURN_IF_ERROR(Start(true, false, {const_cast<int*>(mine), sizeof(mine), nullptr}, r, kSplitTag,
-                                  &reqs[static_cast<std::size_t>(size_ + r)], Persistence::kNone, collective));
-  }
-  for (Request& r : reqs) {
-    if (absl::Status s = r.Wait(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrFormat("split: exchanging colors: %s", s.message()));
-    }
-  }
-  const uint32_t context = rt_->NewContext();  // every rank takes one, whatever its color
-  if (color < 0) return std::optional<Comm>();
-  std::vector<std::tuple<int, int, int>> members;  // (key, rank here, world rank)
-  for (int r = 0; r < size_; ++r) {
-    if (all[2 * static_cast<std::size_t>(r)] == color) {
-      members.emplace_back(all[2 * static_cast<std::size_t>(r) + 1], r, WorldRank(r));
-    }
-  }
-  std::sort(members.begin(), members.end());
-  auto group = std::make_shared<std::vector<int>>();
-  int my_rank = 0;
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    group->push_back(std::get<2>(members[i]));
-    if (std::get<1>(members[i]) == rank_) my_rank = static_cast<int>(i);
-  }
-  const int n = static_cast<int>(group->size());
-  Runtime* lane = rt_->LaneFor(context);
-  return std::optional<Comm>(Comm(lane, lane->life(), my_rank, n, context, std::move(group)));
-}
-
 
 // ---- Matched probes ------------------------------------------------------------
 

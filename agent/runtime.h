@@ -63,9 +63,15 @@ class Runtime : public methods::MethodHost {
   // Whether it crowds the CPUs: oversubscribed, three or more ranks a CPU
   // (methods::JobCrowded).
   bool crowded() const { return crowded_; }
-  // Every lane takes its contexts from lane 0's count: every rank makes
-  // its communicators in the same order, so the numbers agree.
-  uint32_t NewContext() { return first_->next_context_.fetch_add(2, std::memory_order_relaxed) + 2; }
+  // Every lane takes its contexts from lane 0's count. A new communicator's
+  // members agree on the largest number any of them proposes (agent/comms.cc),
+  // so it is free on each whatever else each made before.
+  uint32_t ProposeContext() const { return first_->next_context_.load(std::memory_order_relaxed) + 2; }
+  void ClaimContext(uint32_t context) {
+    uint32_t now = first_->next_context_.load(std::memory_order_relaxed);
+    while (now < context && !first_->next_context_.compare_exchange_weak(now, context, std::memory_order_relaxed)) {
+    }
+  }
 
   // ---- Lanes ---------------------------------------------------------------
   // Where threads share the runtime (multiple), CARTAGE_LANES splits it: a

@@ -78,7 +78,7 @@ void RateLoop(const Comm& c, int iters) {
 int Rate(cartage::Agent& agent, int threads, int reps) {
   const Comm world = agent.World();
   std::vector<Comm> comms;
-  for (int t = 0; t < threads; ++t) comms.push_back(world.Dup());
+  for (int t = 0; t < threads; ++t) comms.push_back(world.Dup().value());
   const int iters = 2000 / threads + 1;  // about the same traffic whatever the thread count
   const cartage::Datatype dbl = cartage::Datatype::Basic(cartage::BasicType::kDouble);
   std::vector<double> rates;

@@ -23,7 +23,8 @@ using car::VertexMachine;
 using internal::RunState;
 
 // Tags: (1 + sequence mod kSlots) * kOrdinals + ordinal mod kOrdinals, so that
-// tags stay clear of the small ones Comm::Split uses on the same context.
+// tags stay clear of the small ones the communicator makers (agent/comms.cc)
+// use on the same context.
 constexpr int kOrdinals = 1024;
 constexpr uint32_t kSlots = (static_cast<uint32_t>(kMaxTag) + 1) / kOrdinals - 1;
 

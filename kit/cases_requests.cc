@@ -127,7 +127,7 @@ void HoldThenProbe(const Comm& w, Agent&) {
 }
 
 void DupIsolation(const Comm& w, Agent&) {
-  const Comm other = w.Dup();
+  const Comm other = DupOf(w);
   KIT_EXPECT(other.context() != w.context(), "dup kept the context");
   if (w.rank() == 0) {
     const int b = 2, a = 1;

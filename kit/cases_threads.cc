@@ -125,8 +125,8 @@ void ThreadsOf(const Comm& w, Agent& a, int threads) {
   const int rank = w.rank();
   // Communicators are made in one order on both ranks, before the threads.
   std::vector<Comm> own;
-  for (int t = 0; t < threads; ++t) own.push_back(w.Dup());
-  const Comm shared = w.Dup();
+  for (int t = 0; t < threads; ++t) own.push_back(DupOf(w));
+  const Comm shared = DupOf(w);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {

@@ -9,9 +9,12 @@
 #define CARTAGE_KIT_CHECK_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "cartage/cartage.h"
 
 namespace cartage::kit {
 
@@ -23,6 +26,13 @@ inline thread_local int t_rank = 0;
 using FailureHandler = void (*)(const char* file, int line, const char* condition, const std::string& message);
 void SetFailureHandler(FailureHandler handler);
 [[noreturn]] void Fail(const char* file, int line, const char* condition, const std::string& message);
+
+// A communicator's duplicate; a failure fails the case.
+inline cartage::Comm DupOf(const cartage::Comm& w) {
+  absl::StatusOr<cartage::Comm> d = w.Dup();
+  if (!d.ok()) Fail(__FILE__, __LINE__, "w.Dup()", d.status().ToString());
+  return *std::move(d);
+}
 
 }  // namespace cartage::kit
 

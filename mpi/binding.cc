@@ -197,7 +197,9 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   int rc = MPI_SUCCESS;
   const cartage::Comm* c = CommOf(comm, "MPI_Comm_dup", &rc);
   if (c == nullptr) return rc;
-  *newcomm = NewComm(c->Dup(), CommSlotOf(comm)->handler);  // the error handler goes with it, as MPI says
+  absl::StatusOr<cartage::Comm> d = c->Dup();
+  if (!d.ok()) return FromStatus(comm, "MPI_Comm_dup", d.status());
+  *newcomm = NewComm(*std::move(d), CommSlotOf(comm)->handler);  // the error handler goes with it, as MPI says
   return MPI_SUCCESS;
 }
 

@@ -193,7 +193,7 @@ absl::StatusOr<std::unique_ptr<Window>> Window::Make(const Comm& comm, void* bas
   }
   if (bytes > (uint64_t{1} << 48)) return absl::InvalidArgumentError(absl::StrFormat("window: %d bytes", bytes));
   CARTAGE_ASSIGN_OR_RETURN(const uint64_t one_sided_min, rma::OneSidedMin());
-  Comm own = comm.Dup();
+  CARTAGE_ASSIGN_OR_RETURN(Comm own, comm.Dup());
   const uint32_t number = rma::g_windows.fetch_add(1, std::memory_order_relaxed) + 1;
   // Every rank's window, so that an origin checks its accesses itself, and
   // its host: where all are on one, every rank maps every other's memory

@@ -297,7 +297,7 @@ void Persistent(const Comm& w) {
 // with point-to-point traffic between them.
 void Concurrent(const Comm& w) {
   const int n = w.size();
-  const Comm d = w.Dup();
+  const Comm d = w.Dup().value();
   constexpr int64_t kBig = 50000, kSmall = 17;
   std::vector<int32_t> a(kBig), ra(kBig), g(kSmall), rg(kSmall * static_cast<std::size_t>(n)), s(kSmall), rs(kSmall);
   for (int64_t i = 0; i < kBig; ++i) a[static_cast<std::size_t>(i)] = static_cast<int32_t>(w.rank() + i % 100);

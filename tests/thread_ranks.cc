@@ -49,7 +49,7 @@ int Multiple(int threads) {
   }
   cartage::kit::ThreadsOf(world, **agent, threads);  // checks the level too
   std::vector<Comm> own;
-  for (int t = 0; t < threads; ++t) own.push_back(world.Dup());
+  for (int t = 0; t < threads; ++t) own.push_back(world.Dup().value());
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {

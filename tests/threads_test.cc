@@ -19,33 +19,13 @@
 #include "cartage/collectives.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/in_process_job.h"
+#include "tests/agents_in_process.h"
 #include "tests/run_command.h"
 
 namespace cartage::test {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A job of `n` ranks as threads of this process, each agent at `threading`
-// and made on the thread that runs `rank` (rank, agent).
-template <class Rank>
-void InProcess(int n, agent::Threading threading, Rank rank) {
-  ASSERT_EQ(::setenv("CARTAGE_METHODS", "shm", 1), 0);
-  methods::SharedJob job;
-  job.size = n;
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Agent>> a =
-          agent::NewAgentForTesting(std::make_unique<methods::InProcessExchange>(&job, r), threading);
-      ASSERT_TRUE(a.ok()) << a.status();
-      rank(r, **a);
-      EXPECT_TRUE((*a)->Finalize().ok());
-    });
-  }
-  for (std::thread& t : ranks) t.join();
-}
 
 TEST(ThreadLevels, NamesAndParsing) {
   EXPECT_EQ(ThreadLevelName(ThreadLevel::kSingle), "single");
@@ -164,7 +144,7 @@ TEST(ThreadLevels, MultipleWithAProgressThread) {
       const Comm w = a.World();
       constexpr int kThreads = 4;
       std::vector<Comm> comms;
-      for (int t = 0; t < kThreads; ++t) comms.push_back(lanes == 1 ? w : w.Dup());
+      for (int t = 0; t < kThreads; ++t) comms.push_back(lanes == 1 ? w : w.Dup().value());
       std::vector<std::thread> pool;
       for (int t = 0; t < kThreads; ++t) {
         pool.emplace_back([&, t] {
@@ -200,7 +180,7 @@ TEST(Lanes, AWaitOnOneLaneMovesTheOthers) {
   InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = false, .lanes = 2}, [&](int r, Agent& a) {
     EXPECT_EQ(a.lanes(), 2);
     const Comm w = a.World();
-    const Comm other = w.Dup();
+    const Comm other = w.Dup().value();
     std::vector<uint32_t> big(1 << 18);
     for (int round = 0; round < 3; ++round) {
       if (r == 0) {
@@ -261,7 +241,7 @@ void HoldUntilExchanged(const void* in, void* inout, int64_t count, const Dataty
 TEST(Lanes, AThreadHeldInOneLaneDoesNotHoldUpAnother) {
   InProcess(2, {.level = ThreadLevel::kMultiple, .progress_thread = false, .lanes = 2}, [&](int r, Agent& a) {
     const Comm w = a.World();
-    const Comm reducing = w.Dup();
+    const Comm reducing = w.Dup().value();
     Held held;
     std::thread reducer([&] {
       const int64_t mine = r + 1;

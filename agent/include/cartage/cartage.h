@@ -320,13 +320,29 @@ class Comm {
   // when the agent finalizes, whichever comes first (not to be used after).
   absl::StatusOr<std::shared_ptr<std::byte>> LendBuffer(int peer, std::size_t bytes) const;
 
-  // A communicator over the same ranks with its own context. Every rank
-  // must call it, in the same order relative to other Dup/Split calls.
-  Comm Dup() const;
-  // Collective over this communicator: ranks with the same color form a new
-  // communicator, ordered by (key, rank here). A negative color joins none
-  // (nullopt). Every rank must call it, in the same order as Dup/Split.
+  // The world rank of `rank`, a rank of this communicator (0 <= rank < size).
+  int world_rank(int rank) const { return WorldRank(rank); }
+
+  // Making communicators. Each call is collective over the ranks it names
+  // and agrees with them on a context free on every one, whatever each made
+  // before; calls that make communicators are not made from two threads at
+  // once.
+  //
+  // A communicator over the same ranks with its own context (every rank).
+  absl::StatusOr<Comm> Dup() const;
+  // Ranks with the same color form a new communicator, ordered by (key,
+  // rank here). A negative color joins none (nullopt). Every rank calls it.
   absl::StatusOr<std::optional<Comm>> Split(int color, int key) const;
+  // A communicator of `members` (ranks of this one, in the new order),
+  // called by those ranks only; `tag` (0..kMaxTag) tells apart creations
+  // the same ranks make at once from different threads (MPI_Comm_create_group).
+  absl::StatusOr<Comm> CreateGroup(absl::Span<const int> members, int tag) const;
+  // Two groups joined (MPI's intercommunicator): collective over this
+  // communicator and the other group's; the leaders, `local_leader` here
+  // and `remote_leader` in `peer`, exchange the groups over `peer` with
+  // `tag`. The groups must not share a rank.
+  struct Joined;
+  absl::StatusOr<Joined> Join(int local_leader, const Comm& peer, int remote_leader, int tag) const;
 
  private:
   friend class Agent;
@@ -361,6 +377,12 @@ class Comm {
   // world rank (kAnySource for any); an error names the operation.
   absl::Status Prepare(bool send, bool sync, const Buffer& data, int peer, int tag, uint32_t context,
                        car::MessageSpec* spec, int* world) const;
+  // The context the ranks `members` agree on for a new communicator:
+  // gathered at the first member and sent back over the collective context
+  // with `tag` (agent/comms.cc).
+  absl::StatusOr<uint32_t> AgreeContext(absl::Span<const int> members, int tag) const;
+  // The communicator of `group` (world ranks) in which this rank is `rank`.
+  Comm Made(int rank, uint32_t context, std::shared_ptr<const std::vector<int>> group) const;
   // Start, then wait; `status` (optional) gets source, tag and byte count.
   absl::Status Blocking(bool send, bool sync, Buffer data, int peer, int tag, ProbeResult* status) const;
   int WorldRank(int rank) const { return group_ ? (*group_)[static_cast<std::size_t>(rank)] : rank; }
@@ -371,6 +393,17 @@ class Comm {
   int size_;
   uint32_t context_;  // even: point-to-point; context_ | 1 carries this communicator's collective traffic
   std::shared_ptr<const std::vector<int>> group_;  // null: the world's ranks
+};
+
+// What Comm::Join makes: one communicator over both groups, the group whose
+// leader has the lower world rank first. A rank of the local group is
+// local_offset + its rank here; of the remote group, remote_offset + its
+// rank there.
+struct Comm::Joined {
+  Comm comm;
+  int local_offset = 0;
+  int remote_offset = 0;
+  int remote_size = 0;
 };
 
 // The runtime of this process: one per program.
