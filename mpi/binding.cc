@@ -13,6 +13,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +43,7 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
     AbortJob(MPI_ERR_OTHER);
   }
   s.agent = *std::move(agent);
+  s.main_thread = std::this_thread::get_id();
   const cartage::Comm world = s.agent->World();
   s.world_rank = world.rank();
   // MPI_COMM_SELF: this rank alone (a split by rank, collective over the world).
@@ -69,6 +71,7 @@ int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_C
   slot->recv = recv;
   slot->comm = comm;
   slot->persistent = persistent;
+  slot->offset = a.offset;
   if (peer == MPI_PROC_NULL) {
     slot->proc_null = true;
     return MPI_SUCCESS;
@@ -76,11 +79,13 @@ int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_C
   void* rbuf = const_cast<void*>(buf);
   absl::Status st;
   switch (what) {
-    case Posted::kSend: st = a.comm->Isend(buf, count, *a.type, peer, tag, &slot->req); break;
-    case Posted::kSsend: st = a.comm->Issend(buf, count, *a.type, peer, tag, &slot->req); break;
-    case Posted::kRecv: st = a.comm->Irecv(rbuf, count, *a.type, SourceArg(peer), TagArg(tag), &slot->req); break;
-    case Posted::kSendInit: st = a.comm->SendInit(buf, count, *a.type, peer, tag, &slot->req); break;
-    case Posted::kRecvInit: st = a.comm->RecvInit(rbuf, count, *a.type, SourceArg(peer), TagArg(tag), &slot->req); break;
+    case Posted::kSend: st = a.comm->Isend(buf, count, *a.type, a.peer, tag, &slot->req); break;
+    case Posted::kSsend: st = a.comm->Issend(buf, count, *a.type, a.peer, tag, &slot->req); break;
+    case Posted::kRecv: st = a.comm->Irecv(rbuf, count, *a.type, SourceArg(a.peer), TagArg(tag), &slot->req); break;
+    case Posted::kSendInit: st = a.comm->SendInit(buf, count, *a.type, a.peer, tag, &slot->req); break;
+    case Posted::kRecvInit:
+      st = a.comm->RecvInit(rbuf, count, *a.type, SourceArg(a.peer), TagArg(tag), &slot->req);
+      break;
   }
   if (!st.ok()) {
     FreeSlot(request);
@@ -110,10 +115,21 @@ int PMPI_Query_thread(int* provided) {
   return MPI_SUCCESS;
 }
 
+int PMPI_Is_thread_main(int* flag) {
+  int rc = MPI_SUCCESS;
+  if (CommOf(MPI_COMM_WORLD, "MPI_Is_thread_main", &rc) == nullptr) return rc;
+  *flag = std::this_thread::get_id() == S().main_thread ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
 int PMPI_Finalize(void) {
   State& s = S();
   int rc = MPI_SUCCESS;
   if (CommOf(MPI_COMM_WORLD, "MPI_Finalize", &rc) == nullptr) return rc;
+  // As MPI: MPI_COMM_SELF's attributes are deleted first, as if it were freed.
+  if (rc = DeleteAttrs(MPI_COMM_SELF, true, "MPI_Finalize"); rc != MPI_SUCCESS) return rc;
+  if (rc = DeleteAttrs(MPI_COMM_WORLD, true, "MPI_Finalize"); rc != MPI_SUCCESS) return rc;
+  FlushBuffered();
   WaitOrphans();
   {
     // Every communicator and request goes before the agent (an active one
@@ -181,7 +197,8 @@ int PMPI_Comm_rank(MPI_Comm comm, int* rank) {
   int rc = MPI_SUCCESS;
   const cartage::Comm* c = CommOf(comm, "MPI_Comm_rank", &rc);
   if (c == nullptr) return rc;
-  *rank = c->rank();
+  const CommSlot* slot = CommSlotOf(comm);
+  *rank = c->rank() - slot->local_offset;
   return MPI_SUCCESS;
 }
 
@@ -189,7 +206,8 @@ int PMPI_Comm_size(MPI_Comm comm, int* size) {
   int rc = MPI_SUCCESS;
   const cartage::Comm* c = CommOf(comm, "MPI_Comm_size", &rc);
   if (c == nullptr) return rc;
-  *size = c->size();
+  const CommSlot* slot = CommSlotOf(comm);
+  *size = slot->inter ? slot->local_size : c->size();
   return MPI_SUCCESS;
 }
 
@@ -199,8 +217,21 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   if (c == nullptr) return rc;
   absl::StatusOr<cartage::Comm> d = c->Dup();
   if (!d.ok()) return FromStatus(comm, "MPI_Comm_dup", d.status());
-  *newcomm = NewComm(*std::move(d), CommSlotOf(comm)->handler);  // the error handler goes with it, as MPI says
-  return MPI_SUCCESS;
+  const CommSlot old = *CommSlotOf(comm);
+  *newcomm = NewComm(*std::move(d), old.handler);  // the error handler goes with it, as MPI says
+  CommSlot* made = CommSlotOf(*newcomm);
+  made->inter = old.inter;  // and an intercommunicator's two groups
+  made->local_offset = old.local_offset;
+  made->local_size = old.local_size;
+  made->remote_offset = old.remote_offset;
+  made->remote_size = old.remote_size;
+  if (old.inter) rc = MakeInter(*newcomm, "MPI_Comm_dup");
+  if (rc == MPI_SUCCESS) rc = CopyAttrs(comm, *newcomm, true, "MPI_Comm_dup");
+  if (rc != MPI_SUCCESS) {
+    (void)DeleteAttrs(*newcomm, true, "MPI_Comm_dup");
+    FreeComm(newcomm);
+  }
+  return rc;
 }
 
 int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
@@ -211,6 +242,7 @@ int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
     return Error(comm, "MPI_Comm_split", MPI_ERR_ARG,
                  absl::StrFormat("color %d: a color is >= 0 or MPI_UNDEFINED", color));
   }
+  if (CommSlotOf(comm)->inter) return SplitInter(comm, color, key, newcomm);
   absl::StatusOr<std::optional<cartage::Comm>> split = c->Split(color == MPI_UNDEFINED ? -1 : color, key);
   if (!split.ok()) return FromStatus(comm, "MPI_Comm_split", split.status());
   *newcomm = split->has_value() ? NewComm(**split, CommSlotOf(comm)->handler) : MPI_COMM_NULL;
@@ -223,75 +255,8 @@ int PMPI_Comm_free(MPI_Comm* comm) {
   if (*comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF) {
     return Error(*comm, "MPI_Comm_free", MPI_ERR_COMM, "MPI_COMM_WORLD and MPI_COMM_SELF are not freed");
   }
+  if (rc = DeleteAttrs(*comm, true, "MPI_Comm_free"); rc != MPI_SUCCESS) return rc;
   FreeComm(comm);
-  return MPI_SUCCESS;
-}
-
-int PMPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
-  int rc = MPI_SUCCESS;
-  const cartage::Comm* c = CommOf(comm, "MPI_Comm_get_attr", &rc);
-  if (c == nullptr) return rc;
-  // The predefined attributes: values that live as long as MPI does (MPI
-  // hands out a pointer to each). Programs set none of their own yet.
-  static int tag_ub = cartage::kMaxTag, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_is_global = 0,
-             last_code = MPI_ERR_LASTCODE, appnum = 0;
-  static int universe = 0;
-  int* value = nullptr;
-  switch (comm_keyval) {
-    case MPI_TAG_UB: value = &tag_ub; break;
-    case MPI_HOST: value = &host; break;
-    case MPI_IO: value = &io; break;
-    case MPI_WTIME_IS_GLOBAL: value = &wtime_is_global; break;
-    case MPI_LASTUSEDCODE: value = &last_code; break;
-    case MPI_APPNUM: value = &appnum; break;
-    case MPI_UNIVERSE_SIZE:
-      universe = S().agent->size();
-      value = &universe;
-      break;
-    default:
-      return Error(comm, "MPI_Comm_get_attr", MPI_ERR_KEYVAL,
-                   absl::StrFormat("keyval 0x%08x is not a predefined attribute", static_cast<unsigned>(comm_keyval)));
-  }
-  *static_cast<int**>(attribute_val) = value;
-  *flag = 1;
-  return MPI_SUCCESS;
-}
-
-int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
-  int rc = MPI_SUCCESS;
-  if (CommOf(comm, "MPI_Comm_set_errhandler", &rc) == nullptr) return rc;
-  if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
-    return Error(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG,
-                 absl::StrFormat("error handler 0x%08x is not MPI_ERRORS_ARE_FATAL or MPI_ERRORS_RETURN",
-                                 static_cast<unsigned>(errhandler)));
-  }
-  CommSlotOf(comm)->handler = errhandler;
-  return MPI_SUCCESS;
-}
-
-int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
-  int rc = MPI_SUCCESS;
-  if (CommOf(comm, "MPI_Comm_get_errhandler", &rc) == nullptr) return rc;
-  *errhandler = CommSlotOf(comm)->handler;
-  return MPI_SUCCESS;
-}
-
-int PMPI_Error_class(int errorcode, int* errorclass) {
-  *errorclass = errorcode & ((1 << kClassBits) - 1);
-  return MPI_SUCCESS;
-}
-
-int PMPI_Error_string(int errorcode, char* string, int* resultlen) {
-  State& s = S();
-  std::string text = ClassName(errorcode & ((1 << kClassBits) - 1));
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    const auto i = static_cast<std::size_t>(errorcode >> kClassBits);
-    if (i >= 1 && i <= s.messages.size()) text = s.messages[i - 1];
-  }
-  if (text.size() > MPI_MAX_ERROR_STRING - 1) text.resize(MPI_MAX_ERROR_STRING - 1);
-  std::memcpy(string, text.c_str(), text.size() + 1);
-  *resultlen = static_cast<int>(text.size());
   return MPI_SUCCESS;
 }
 
@@ -301,7 +266,7 @@ int PMPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int t
   Args a;
   if (int rc = Check(comm, "MPI_Send", count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
   if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-  return FromStatus(comm, "MPI_Send", a.comm->Send(buf, count, *a.type, dest, tag));
+  return FromStatus(comm, "MPI_Send", a.comm->Send(buf, count, *a.type, a.peer, tag));
 }
 
 int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
@@ -321,8 +286,8 @@ int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, 
   }
   cartage::ProbeResult got;
   const int rc =
-      FromStatus(comm, "MPI_Recv", a.comm->Recv(buf, count, *a.type, SourceArg(source), TagArg(tag), &got));
-  SetStatus(status, got.source, got.tag, got.bytes, rc);
+      FromStatus(comm, "MPI_Recv", a.comm->Recv(buf, count, *a.type, SourceArg(a.peer), TagArg(tag), &got));
+  SetStatus(status, got.source - a.offset, got.tag, got.bytes);
   return rc;
 }
 
@@ -378,10 +343,10 @@ int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* statu
     SetEmptyStatus(status);
     return MPI_SUCCESS;
   }
-  absl::StatusOr<std::optional<cartage::ProbeResult>> got = a.comm->Iprobe(SourceArg(source), TagArg(tag));
+  absl::StatusOr<std::optional<cartage::ProbeResult>> got = a.comm->Iprobe(SourceArg(a.peer), TagArg(tag));
   if (!got.ok()) return FromStatus(comm, "MPI_Iprobe", got.status());
   *flag = got->has_value() ? 1 : 0;
-  if (got->has_value()) SetStatus(status, (*got)->source, (*got)->tag, (*got)->bytes, MPI_SUCCESS);
+  if (got->has_value()) SetStatus(status, (*got)->source - a.offset, (*got)->tag, (*got)->bytes);
   return MPI_SUCCESS;
 }
 
@@ -392,9 +357,9 @@ int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     SetEmptyStatus(status);
     return MPI_SUCCESS;
   }
-  absl::StatusOr<cartage::ProbeResult> got = a.comm->Probe(SourceArg(source), TagArg(tag));
+  absl::StatusOr<cartage::ProbeResult> got = a.comm->Probe(SourceArg(a.peer), TagArg(tag));
   if (!got.ok()) return FromStatus(comm, "MPI_Probe", got.status());
-  SetStatus(status, got->source, got->tag, got->bytes, MPI_SUCCESS);
+  SetStatus(status, got->source - a.offset, got->tag, got->bytes);
   return MPI_SUCCESS;
 }
 
@@ -425,6 +390,7 @@ int PMPI_Type_size(MPI_Datatype datatype, int* size) {
 CARTAGE_MPI_ALIAS(MPI_Init);
 CARTAGE_MPI_ALIAS(MPI_Init_thread);
 CARTAGE_MPI_ALIAS(MPI_Query_thread);
+CARTAGE_MPI_ALIAS(MPI_Is_thread_main);
 CARTAGE_MPI_ALIAS(MPI_Finalize);
 CARTAGE_MPI_ALIAS(MPI_Initialized);
 CARTAGE_MPI_ALIAS(MPI_Finalized);
@@ -439,11 +405,6 @@ CARTAGE_MPI_ALIAS(MPI_Comm_size);
 CARTAGE_MPI_ALIAS(MPI_Comm_dup);
 CARTAGE_MPI_ALIAS(MPI_Comm_split);
 CARTAGE_MPI_ALIAS(MPI_Comm_free);
-CARTAGE_MPI_ALIAS(MPI_Comm_get_attr);
-CARTAGE_MPI_ALIAS(MPI_Comm_set_errhandler);
-CARTAGE_MPI_ALIAS(MPI_Comm_get_errhandler);
-CARTAGE_MPI_ALIAS(MPI_Error_class);
-CARTAGE_MPI_ALIAS(MPI_Error_string);
 CARTAGE_MPI_ALIAS(MPI_Send);
 CARTAGE_MPI_ALIAS(MPI_Ssend);
 CARTAGE_MPI_ALIAS(MPI_Recv);

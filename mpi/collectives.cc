@@ -1,72 +1,139 @@
 // The MPI binding's collectives: each checks its arguments where MPI says
-// they are significant, then makes one call of cartage/collectives.h.
-// cartage's collectives take one datatype and count for both sides; an MPI
-// call whose two sides name different (predefined) types or counts where
-// both are significant is refused with MPI_ERR_ARG, naming them.
+// they are significant, builds one cartage::CollectiveCall and runs it
+// blocking (RunCollective), nonblocking (StartCollective) or persistent
+// (InitCollective: MPI-4's *_init, started by MPI_Start). cartage's
+// collectives take one datatype and count for both sides; an MPI call
+// whose two sides name different types or counts where both are
+// significant is refused with MPI_ERR_ARG, naming them.
+#include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "cartage/collectives.h"
+#include "datatype/op.h"
+#include "datatype/segment_walk.h"
+#include "mpi/collectives.h"
 #include "mpi/handles.h"
 #include "mpi/include/mpi.h"
 
 namespace cartage::mpi_binding {
 namespace {
 
-// Runs `call` with a request for it: blocking (`request` null: `call` gets
-// none) or nonblocking (a new request slot's, completed by MPI_Wait).
-template <class Call>
-int RunCall(MPI_Comm comm, const char* fn, MPI_Request* request, Call call) {
-  if (request == nullptr) return FromStatus(comm, fn, call(nullptr));
-  Slot* slot = NewSlot(request);
+
+// A user operator's call: the function and the datatype handle it is
+// passed. One for each pair, kept for the life of the process: cartage's
+// schedule cache knows an operator by this address, so the same call must
+// bring the same one (and a schedule it keeps never holds a freed one).
+struct UserCall {
+  MPI_User_function* fn;
+  MPI_Datatype type;
+};
+
+UserCall* CallFor(MPI_User_function* fn, MPI_Datatype type) {
+  static auto* calls = new std::map<std::pair<MPI_User_function*, MPI_Datatype>, std::unique_ptr<UserCall>>;
+  std::unique_ptr<UserCall>& c = (*calls)[{fn, type}];  // the caller holds the state's lock
+  if (c == nullptr) c = std::make_unique<UserCall>(UserCall{fn, type});
+  return c.get();
+}
+
+void RunUser(const void* in, void* inout, int64_t count, const Datatype&, void* context) {
+  auto* u = static_cast<UserCall*>(context);
+  int len = static_cast<int>(count);
+  MPI_Datatype type = u->type;
+  u->fn(const_cast<void*>(in), inout, &len, &type);
+}
+
+// The operator a handle names for `datatype`: predefined, or the
+// program's. An error code in `*rc` otherwise.
+std::optional<Op> OpArg(MPI_Op op, MPI_Datatype datatype, MPI_Comm comm, const char* fn, int* rc) {
+  if (const std::optional<OpKind> kind = OpOf(op)) return Op(*kind);
+  if ((op & ~0x03ffffff) == kOpBase) {
+    State& s = S();
+    const auto i = static_cast<std::size_t>(op & 0x03ffffff);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (i < s.ops.size() && s.ops[i]->fn != nullptr) {
+      return Op::User(&RunUser, s.ops[i]->commutative, CallFor(s.ops[i]->fn, datatype));
+    }
+  }
+  *rc = Error(comm, fn, MPI_ERR_OP,
+              absl::StrFormat("operator 0x%08x is not an operator (predefined, or made and not freed)",
+                              static_cast<unsigned>(op)));
+  return std::nullopt;
+}
+
+// Runs `call` on `c` as `how` says.
+int Dispatch(MPI_Comm comm, const How& how, const Comm& c, const CollectiveCall& call) {
+  if (how.mode == Mode::kBlocking) return FromStatus(comm, how.fn, RunCollective(c, call));
+  Slot* slot = NewSlot(how.request);
   slot->comm = comm;
-  if (const absl::Status st = call(&slot->req); !st.ok()) {
-    FreeSlot(request);
-    return FromStatus(comm, fn, st);
+  slot->persistent = how.mode == Mode::kPersistent;
+  const absl::Status st =
+      how.mode == Mode::kPersistent ? InitCollective(c, call, &slot->req) : StartCollective(c, call, &slot->req);
+  if (!st.ok()) {
+    FreeSlot(how.request);
+    return FromStatus(comm, how.fn, st);
   }
   return MPI_SUCCESS;
 }
 
-int CheckRoot(MPI_Comm comm, const char* fn, int root, const Args& a) {
-  if (root >= 0 && root < a.comm->size()) return MPI_SUCCESS;
-  return Error(comm, fn, MPI_ERR_ROOT,
-               absl::StrFormat("root %d: no such rank in a communicator of %d", root, a.comm->size()));
+// Where `comm` is an intercommunicator, runs `call` on it (blocking only;
+// intercoll.cc) and says so, its outcome in `*rc`.
+bool OnInter(MPI_Comm comm, const How& how, InterCall call, int* rc) {
+  const CommSlot* slot = S().phase == Phase::kRunning ? CommSlotOf(comm) : nullptr;
+  if (slot == nullptr || !slot->inter) return false;
+  if (how.mode != Mode::kBlocking) {
+    *rc = Error(comm, how.fn, MPI_ERR_COMM,
+                "nonblocking and persistent collectives on an intercommunicator are not provided");
+    return true;
+  }
+  call.comm = comm;
+  call.fn = how.fn;
+  *rc = InterCollective(call);
+  return true;
 }
 
-enum class Reduce { kReduce, kAllreduce, kScan, kExscan };
+// The rank-indexed counts of an intercommunicator's remote group (empty
+// where not significant).
+std::vector<int64_t> PerRemote(MPI_Comm comm, const int* values) {
+  const int n = CommSlotOf(comm)->remote_size;
+  return values == nullptr ? std::vector<int64_t>() : std::vector<int64_t>(values, values + n);
+}
 
-// Reduce, Allreduce, Scan and Exscan: their checks, MPI_IN_PLACE, the call.
-int Reduction(Reduce what, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              int root, MPI_Comm comm, const char* fn, MPI_Request* request = nullptr) {
-  Args a;
-  if (int rc = Check(comm, fn, count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
-  const std::optional<OpKind> kind = OpOf(op);
-  if (!kind.has_value()) {
-    return Error(comm, fn, MPI_ERR_OP,
-                 absl::StrFormat("operator 0x%08x is not a predefined reduction", static_cast<unsigned>(op)));
-  }
-  if (what == Reduce::kReduce) {
-    if (int rc = CheckRoot(comm, fn, root, a); rc != MPI_SUCCESS) return rc;
-  }
-  const Op reduction(*kind);
-  const void* send = sendbuf == MPI_IN_PLACE ? kInPlace : sendbuf;
-  const Comm& c = *a.comm;
-  return RunCall(comm, fn, request, [&](Request* r) {
-    switch (what) {
-      case Reduce::kReduce:
-        return r != nullptr ? Ireduce(c, send, recvbuf, count, *a.type, reduction, root, r)
-                            : cartage::Reduce(c, send, recvbuf, count, *a.type, reduction, root);
-      case Reduce::kAllreduce:
-        return r != nullptr ? Iallreduce(c, send, recvbuf, count, *a.type, reduction, r)
-                            : Allreduce(c, send, recvbuf, count, *a.type, reduction);
-      case Reduce::kScan: return Scan(c, send, recvbuf, count, *a.type, reduction);
-      case Reduce::kExscan: break;
-    }
-    return Exscan(c, send, recvbuf, count, *a.type, reduction);
-  });
+InterCall Inter(Collective kind, const void* send, int64_t count, MPI_Datatype send_type, void* recv,
+                int64_t recv_count = 0, MPI_Datatype recv_type = MPI_DATATYPE_NULL, int root = 0) {
+  InterCall c;
+  c.kind = kind;
+  c.send = send;
+  c.count = count;
+  c.send_type = send_type;
+  c.recv = recv;
+  c.recv_count = recv_count;
+  c.recv_type = recv_type;
+  c.root = root;
+  return c;
+}
+
+CollectiveCall Call(Collective kind, const void* send, void* recv, int64_t count, const Datatype& type, int root = 0) {
+  CollectiveCall c;
+  c.kind = kind;
+  c.send = send == MPI_IN_PLACE ? kInPlace : send;
+  c.recv = recv == MPI_IN_PLACE ? const_cast<void*>(kInPlace) : recv;
+  c.count = count;
+  c.type = type;
+  c.root = root;
+  return c;
+}
+
+int CheckRoot(MPI_Comm comm, const char* fn, int root, const Comm& c) {
+  if (root >= 0 && root < c.size()) return MPI_SUCCESS;
+  return Error(comm, fn, MPI_ERR_ROOT,
+               absl::StrFormat("root %d: no such rank in a communicator of %d", root, c.size()));
 }
 
 // The one (count, type) a gather, scatter, allgather or alltoall moves,
@@ -78,11 +145,11 @@ struct Side {
 };
 int Signature(MPI_Comm comm, const char* fn, Side send, Side recv, Args* a, int* count) {
   const Side& one = send.significant ? send : recv;
-  if (int rc = Check(comm, fn, one.count, one.type, 0, 0, false, a); rc != MPI_SUCCESS) return rc;
+  if (int rc = Check(comm, fn, one.count, one.type, kCollective, 0, false, a); rc != MPI_SUCCESS) return rc;
   *count = one.count;
   if (!send.significant || !recv.significant) return MPI_SUCCESS;
   Args other;
-  if (int rc = Check(comm, fn, recv.count, recv.type, 0, 0, false, &other); rc != MPI_SUCCESS) return rc;
+  if (int rc = Check(comm, fn, recv.count, recv.type, kCollective, 0, false, &other); rc != MPI_SUCCESS) return rc;
   if (other.type != a->type || recv.count != send.count) {
     return Error(comm, fn, MPI_ERR_ARG,
                  absl::StrFormat("sends %d of datatype 0x%08x but receives %d of 0x%08x: the binding takes one "
@@ -93,51 +160,15 @@ int Signature(MPI_Comm comm, const char* fn, Side send, Side recv, Args* a, int*
   return MPI_SUCCESS;
 }
 
-int DoBarrier(MPI_Comm comm, MPI_Request* request, const char* fn) {
-  int rc = MPI_SUCCESS;
-  const Comm* c = CommOf(comm, fn, &rc);
-  if (c == nullptr) return rc;
-  return RunCall(comm, fn, request, [&](Request* r) { return r != nullptr ? Ibarrier(*c, r) : Barrier(*c); });
-}
-
-int DoBcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request,
-            const char* fn) {
-  Args a;
-  if (int rc = Check(comm, fn, count, datatype, 0, 0, false, &a); rc != MPI_SUCCESS) return rc;
-  if (int rc = CheckRoot(comm, fn, root, a); rc != MPI_SUCCESS) return rc;
-  return RunCall(comm, fn, request, [&](Request* r) {
-    return r != nullptr ? Ibcast(*a.comm, buffer, count, *a.type, root, r) : Bcast(*a.comm, buffer, count, *a.type, root);
-  });
-}
-
-// Allgather and Alltoall: one signature, MPI_IN_PLACE, then the call.
-int DoAllToAll(bool alltoall, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request, const char* fn) {
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  Args a;
-  int count = 0;
-  if (int rc = Signature(comm, fn, {sendcount, sendtype, !in_place}, {recvcount, recvtype, true}, &a, &count);
-      rc != MPI_SUCCESS) {
-    return rc;
-  }
-  const void* send = in_place ? kInPlace : sendbuf;
-  return RunCall(comm, fn, request, [&](Request* r) {
-    if (alltoall) {
-      return r != nullptr ? Ialltoall(*a.comm, send, recvbuf, count, *a.type, r)
-                          : Alltoall(*a.comm, send, recvbuf, count, *a.type);
-    }
-    return r != nullptr ? Iallgather(*a.comm, send, recvbuf, count, *a.type, r)
-                        : Allgather(*a.comm, send, recvbuf, count, *a.type);
-  });
-}
-
 // The one type a v-form moves, from the sides significant on this rank.
 int OneType(MPI_Comm comm, const char* fn, MPI_Datatype sendtype, bool send_sig, MPI_Datatype recvtype,
             bool recv_sig, Args* a) {
-  if (int rc = Check(comm, fn, 0, send_sig ? sendtype : recvtype, 0, 0, false, a); rc != MPI_SUCCESS) return rc;
+  if (int rc = Check(comm, fn, 0, send_sig ? sendtype : recvtype, kCollective, 0, false, a); rc != MPI_SUCCESS) {
+    return rc;
+  }
   if (!send_sig || !recv_sig) return MPI_SUCCESS;
   Args other;
-  if (int rc = Check(comm, fn, 0, recvtype, 0, 0, false, &other); rc != MPI_SUCCESS) return rc;
+  if (int rc = Check(comm, fn, 0, recvtype, kCollective, 0, false, &other); rc != MPI_SUCCESS) return rc;
   if (other.type == a->type) return MPI_SUCCESS;
   return Error(comm, fn, MPI_ERR_ARG,
                absl::StrFormat("sends datatype 0x%08x but receives 0x%08x: the binding takes one type for both sides",
@@ -149,175 +180,263 @@ std::vector<int64_t> PerRank(const int* values, int n) {
   return values == nullptr ? std::vector<int64_t>() : std::vector<int64_t>(values, values + n);
 }
 
+// inout = in op inout, both laid out by `type`: `in` packed, then reduced
+// into `inout` as a received stream would be.
+absl::Status ReduceLocal(const Op& op, const void* in, void* inout, int64_t count, const Datatype& type) {
+  const int64_t bytes = count * type.size();
+  std::vector<std::byte> packed(static_cast<std::size_t>(bytes));
+  datatype::Pack(in, count, type, 0, bytes, packed.data());
+  return datatype::ReduceUnpack(op, packed.data(), count, type, 0, bytes, inout);
+}
+
 }  // namespace
+
+// The reductions with one count: Reduce, Allreduce, Scan, Exscan,
+// Reduce_scatter_block.
+int Reduction(Collective kind, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              int root, MPI_Comm comm, const How& how) {
+  if (int rc = 0; (kind == Collective::kReduce || kind == Collective::kAllreduce) && CommSlotOf(comm) != nullptr &&
+                 CommSlotOf(comm)->inter) {
+    const std::optional<Op> o = OpArg(op, datatype, comm, how.fn, &rc);
+    if (!o.has_value()) return rc;
+    InterCall ic = Inter(kind, sendbuf, count, datatype, recvbuf, 0, MPI_DATATYPE_NULL, root);
+    ic.op = *o;
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  Args a;
+  if (int rc = Check(comm, how.fn, count, datatype, kCollective, 0, false, &a); rc != MPI_SUCCESS) return rc;
+  if (kind == Collective::kReduce) {
+    if (int rc = CheckRoot(comm, how.fn, root, *a.comm); rc != MPI_SUCCESS) return rc;
+  }
+  int rc = MPI_SUCCESS;
+  const std::optional<Op> o = OpArg(op, datatype, comm, how.fn, &rc);
+  if (!o.has_value()) return rc;
+  CollectiveCall call = Call(kind, sendbuf, recvbuf, count, *a.type, root);
+  call.op = *o;
+  return Dispatch(comm, how, *a.comm, call);
+}
+
+int DoBarrier(MPI_Comm comm, const How& how) {
+  InterCall ic = Inter(Collective::kBarrier, nullptr, 0, MPI_DATATYPE_NULL, nullptr);
+  if (int rc = 0; OnInter(comm, how, ic, &rc)) return rc;
+  int rc = MPI_SUCCESS;
+  const Comm* c = IntraOf(comm, how.fn, &rc);
+  if (c == nullptr) return rc;
+  return Dispatch(comm, how, *c, Call(Collective::kBarrier, nullptr, nullptr, 0, Datatype::Basic(BasicType::kByte)));
+}
+
+int DoBcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, const How& how) {
+  InterCall ic = Inter(Collective::kBcast, nullptr, count, datatype, buffer, 0, MPI_DATATYPE_NULL, root);
+  if (int rc = 0; OnInter(comm, how, ic, &rc)) return rc;
+  Args a;
+  if (int rc = Check(comm, how.fn, count, datatype, kCollective, 0, false, &a); rc != MPI_SUCCESS) return rc;
+  if (int rc = CheckRoot(comm, how.fn, root, *a.comm); rc != MPI_SUCCESS) return rc;
+  return Dispatch(comm, how, *a.comm, Call(Collective::kBcast, buffer, buffer, count, *a.type, root));
+}
+
+// Gather and Scatter: the root's side and the others'.
+int DoRooted(Collective kind, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+             int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const How& how) {
+  InterCall ic = Inter(kind, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root);
+  if (int rc = 0; OnInter(comm, how, ic, &rc)) return rc;
+  int rc = MPI_SUCCESS;
+  const Comm* c = IntraOf(comm, how.fn, &rc);
+  if (c == nullptr) return rc;
+  if (rc = CheckRoot(comm, how.fn, root, *c); rc != MPI_SUCCESS) return rc;
+  const bool at_root = c->rank() == root;
+  const bool gather = kind == Collective::kGather;
+  const bool in_place = at_root && (gather ? sendbuf : recvbuf) == MPI_IN_PLACE;
+  const Side send{sendcount, sendtype, gather ? !in_place : at_root};
+  const Side recv{recvcount, recvtype, gather ? at_root : !in_place};
+  Args a;
+  int count = 0;
+  if (rc = Signature(comm, how.fn, send, recv, &a, &count); rc != MPI_SUCCESS) return rc;
+  return Dispatch(comm, how, *c, Call(kind, sendbuf, recvbuf, count, *a.type, root));
+}
+
+// Allgather and Alltoall: one signature, MPI_IN_PLACE, then the call.
+int DoAllToAll(Collective kind, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, MPI_Comm comm, const How& how) {
+  InterCall ic = Inter(kind, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
+  if (int rc = 0; OnInter(comm, how, ic, &rc)) return rc;
+  Args a;
+  int count = 0;
+  if (int rc = Signature(comm, how.fn, {sendcount, sendtype, sendbuf != MPI_IN_PLACE}, {recvcount, recvtype, true},
+                         &a, &count);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return Dispatch(comm, how, *a.comm, Call(kind, sendbuf, recvbuf, count, *a.type));
+}
+
+int DoGatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+              const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, const How& how) {
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    InterCall ic = Inter(Collective::kGatherv, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype, root);
+    if (root == MPI_ROOT) {
+      ic.recv_counts = PerRemote(comm, recvcounts);
+      ic.recv_displs = PerRemote(comm, displs);
+    }
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  int rc = MPI_SUCCESS;
+  const Comm* c = IntraOf(comm, how.fn, &rc);
+  if (c == nullptr) return rc;
+  if (rc = CheckRoot(comm, how.fn, root, *c); rc != MPI_SUCCESS) return rc;
+  const bool at_root = c->rank() == root;
+  const bool in_place = at_root && sendbuf == MPI_IN_PLACE;
+  Args a;
+  if (rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, at_root, &a); rc != MPI_SUCCESS) return rc;
+  const int n = at_root ? c->size() : 0;
+  CollectiveCall call = Call(Collective::kGatherv, sendbuf, recvbuf, in_place ? 0 : sendcount, *a.type, root);
+  call.recv_counts = PerRank(recvcounts, n);
+  call.recv_displs = PerRank(displs, n);
+  return Dispatch(comm, how, *c, call);
+}
+
+int DoScatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
+               void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, const How& how) {
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    InterCall ic = Inter(Collective::kScatterv, sendbuf, 0, sendtype, recvbuf, recvcount, recvtype, root);
+    if (root == MPI_ROOT) {
+      ic.send_counts = PerRemote(comm, sendcounts);
+      ic.send_displs = PerRemote(comm, displs);
+    }
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  int rc = MPI_SUCCESS;
+  const Comm* c = IntraOf(comm, how.fn, &rc);
+  if (c == nullptr) return rc;
+  if (rc = CheckRoot(comm, how.fn, root, *c); rc != MPI_SUCCESS) return rc;
+  const bool at_root = c->rank() == root;
+  const bool in_place = at_root && recvbuf == MPI_IN_PLACE;
+  Args a;
+  if (rc = OneType(comm, how.fn, sendtype, at_root, recvtype, !in_place, &a); rc != MPI_SUCCESS) return rc;
+  const int n = at_root ? c->size() : 0;
+  CollectiveCall call = Call(Collective::kScatterv, sendbuf, recvbuf, in_place ? 0 : recvcount, *a.type, root);
+  call.send_counts = PerRank(sendcounts, n);
+  call.send_displs = PerRank(displs, n);
+  return Dispatch(comm, how, *c, call);
+}
+
+int DoAllgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                 const int displs[], MPI_Datatype recvtype, MPI_Comm comm, const How& how) {
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    InterCall ic = Inter(Collective::kAllgatherv, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype);
+    ic.recv_counts = PerRemote(comm, recvcounts);
+    ic.recv_displs = PerRemote(comm, displs);
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  Args a;
+  if (int rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
+  const int n = a.comm->size();
+  // In place, this rank's own block is already where it goes: its count is its receive count.
+  const int own = in_place && recvcounts != nullptr ? recvcounts[a.comm->rank()] : sendcount;
+  CollectiveCall call = Call(Collective::kAllgatherv, sendbuf, recvbuf, own, *a.type);
+  call.recv_counts = PerRank(recvcounts, n);
+  call.recv_displs = PerRank(displs, n);
+  return Dispatch(comm, how, *a.comm, call);
+}
+
+int DoAlltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
+                void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                const How& how) {
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    InterCall ic = Inter(Collective::kAlltoallv, sendbuf, 0, sendtype, recvbuf, 0, recvtype);
+    ic.send_counts = PerRemote(comm, sendcounts);
+    ic.send_displs = PerRemote(comm, sdispls);
+    ic.recv_counts = PerRemote(comm, recvcounts);
+    ic.recv_displs = PerRemote(comm, rdispls);
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  Args a;
+  if (int rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
+  const int n = a.comm->size();
+  CollectiveCall call = Call(Collective::kAlltoallv, sendbuf, recvbuf, 0, *a.type);
+  // In place, what is sent is laid out as what is received.
+  call.send_counts = PerRank(in_place ? recvcounts : sendcounts, n);
+  call.send_displs = PerRank(in_place ? rdispls : sdispls, n);
+  call.recv_counts = PerRank(recvcounts, n);
+  call.recv_displs = PerRank(rdispls, n);
+  return Dispatch(comm, how, *a.comm, call);
+}
+
+int DoReduceScatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, const How& how) {
+  Args a;
+  if (int rc = Check(comm, how.fn, 0, datatype, kCollective, 0, false, &a); rc != MPI_SUCCESS) return rc;
+  int rc = MPI_SUCCESS;
+  const std::optional<Op> o = OpArg(op, datatype, comm, how.fn, &rc);
+  if (!o.has_value()) return rc;
+  CollectiveCall call = Call(Collective::kReduceScatter, sendbuf, recvbuf, 0, *a.type);
+  call.op = *o;
+  call.recv_counts = PerRank(recvcounts, a.comm->size());
+  return Dispatch(comm, how, *a.comm, call);
+}
+
+
+
 
 extern "C" {
 
-int PMPI_Barrier(MPI_Comm comm) { return DoBarrier(comm, nullptr, "MPI_Barrier"); }
+// ---- User operators --------------------------------------------------------------------
 
-int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) { return DoBarrier(comm, request, "MPI_Ibarrier"); }
-
-int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  return DoBcast(buffer, count, datatype, root, comm, nullptr, "MPI_Bcast");
+int PMPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
+  if (user_fn == nullptr) return Error(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG, "a null function");
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int i = TakeSlot(s.ops, s.free_ops);
+  s.ops[static_cast<std::size_t>(i)]->fn = user_fn;
+  s.ops[static_cast<std::size_t>(i)]->commutative = commute != 0;
+  *op = kOpBase | i;
+  return MPI_SUCCESS;
 }
 
-int PMPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request* request) {
-  return DoBcast(buffer, count, datatype, root, comm, request, "MPI_Ibcast");
+int PMPI_Op_free(MPI_Op* op) {
+  State& s = S();
+  const auto i = static_cast<std::size_t>(*op & 0x03ffffff);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if ((*op & ~0x03ffffff) == kOpBase && i < s.ops.size() && s.ops[i]->fn != nullptr) {
+      s.ops[i]->fn = nullptr;  // calls under way hold their own copy of the function
+      s.free_ops.push_back(static_cast<int>(i));
+      *op = MPI_OP_NULL;
+      return MPI_SUCCESS;
+    }
+  }
+  return Error(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP,
+               absl::StrFormat("operator 0x%08x is not one the program made", static_cast<unsigned>(*op)));
 }
 
-int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                MPI_Comm comm) {
-  return Reduction(Reduce::kReduce, sendbuf, recvbuf, count, datatype, op, root, comm, "MPI_Reduce");
-}
-
-int PMPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                 MPI_Comm comm, MPI_Request* request) {
-  return Reduction(Reduce::kReduce, sendbuf, recvbuf, count, datatype, op, root, comm, "MPI_Ireduce", request);
-}
-
-int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return Reduction(Reduce::kAllreduce, sendbuf, recvbuf, count, datatype, op, 0, comm, "MPI_Allreduce");
-}
-
-int PMPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                    MPI_Request* request) {
-  return Reduction(Reduce::kAllreduce, sendbuf, recvbuf, count, datatype, op, 0, comm, "MPI_Iallreduce", request);
-}
-
-int PMPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return Reduction(Reduce::kScan, sendbuf, recvbuf, count, datatype, op, 0, comm, "MPI_Scan");
-}
-
-int PMPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  return Reduction(Reduce::kExscan, sendbuf, recvbuf, count, datatype, op, 0, comm, "MPI_Exscan");
-}
-
-int PMPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+int PMPI_Op_commutative(MPI_Op op, int* commute) {
   int rc = MPI_SUCCESS;
-  const Comm* c = CommOf(comm, "MPI_Gather", &rc);
-  if (c == nullptr) return rc;
-  const bool at_root = c->rank() == root;
-  const bool in_place = at_root && sendbuf == MPI_IN_PLACE;
-  Args a;
-  int count = 0;
-  rc = Signature(comm, "MPI_Gather", {sendcount, sendtype, !in_place}, {recvcount, recvtype, at_root}, &a, &count);
-  if (rc != MPI_SUCCESS) return rc;
-  if (rc = CheckRoot(comm, "MPI_Gather", root, a); rc != MPI_SUCCESS) return rc;
-  return FromStatus(comm, "MPI_Gather",
-                    Gather(*c, in_place ? kInPlace : sendbuf, recvbuf, count, *a.type, root));
+  const std::optional<Op> o = OpArg(op, MPI_BYTE, MPI_COMM_WORLD, "MPI_Op_commutative", &rc);
+  if (!o.has_value()) return rc;
+  *commute = o->commutative() ? 1 : 0;
+  return MPI_SUCCESS;
 }
 
-int PMPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                 MPI_Datatype recvtype, int root, MPI_Comm comm) {
+int PMPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype, MPI_Op op) {
   int rc = MPI_SUCCESS;
-  const Comm* c = CommOf(comm, "MPI_Scatter", &rc);
-  if (c == nullptr) return rc;
-  const bool at_root = c->rank() == root;
-  const bool in_place = at_root && recvbuf == MPI_IN_PLACE;
-  Args a;
-  int count = 0;
-  rc = Signature(comm, "MPI_Scatter", {sendcount, sendtype, at_root}, {recvcount, recvtype, !in_place}, &a, &count);
-  if (rc != MPI_SUCCESS) return rc;
-  if (rc = CheckRoot(comm, "MPI_Scatter", root, a); rc != MPI_SUCCESS) return rc;
-  return FromStatus(comm, "MPI_Scatter",
-                    Scatter(*c, sendbuf, in_place ? const_cast<void*>(kInPlace) : recvbuf, count, *a.type, root));
-}
-
-int PMPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm) {
-  return DoAllToAll(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr, "MPI_Allgather");
-}
-
-int PMPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return DoAllToAll(false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "MPI_Iallgather");
-}
-
-int PMPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-  return DoAllToAll(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, nullptr, "MPI_Alltoall");
-}
-
-int PMPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-  return DoAllToAll(true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, "MPI_Ialltoall");
-}
-
-int PMPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                 const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  int rc = MPI_SUCCESS;
-  const Comm* c = CommOf(comm, "MPI_Gatherv", &rc);
-  if (c == nullptr) return rc;
-  const bool at_root = c->rank() == root;
-  const bool in_place = at_root && sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (rc = OneType(comm, "MPI_Gatherv", sendtype, !in_place, recvtype, at_root, &a); rc != MPI_SUCCESS) return rc;
-  if (rc = CheckRoot(comm, "MPI_Gatherv", root, a); rc != MPI_SUCCESS) return rc;
-  const int n = at_root ? c->size() : 0;
-  return FromStatus(comm, "MPI_Gatherv", Gatherv(*c, in_place ? kInPlace : sendbuf, in_place ? 0 : sendcount, recvbuf,
-                                                 PerRank(recvcounts, n), PerRank(displs, n), *a.type, root));
-}
-
-int PMPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
-                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  int rc = MPI_SUCCESS;
-  const Comm* c = CommOf(comm, "MPI_Scatterv", &rc);
-  if (c == nullptr) return rc;
-  const bool at_root = c->rank() == root;
-  const bool in_place = at_root && recvbuf == MPI_IN_PLACE;
-  Args a;
-  if (rc = OneType(comm, "MPI_Scatterv", sendtype, at_root, recvtype, !in_place, &a); rc != MPI_SUCCESS) return rc;
-  if (rc = CheckRoot(comm, "MPI_Scatterv", root, a); rc != MPI_SUCCESS) return rc;
-  const int n = at_root ? c->size() : 0;
-  return FromStatus(comm, "MPI_Scatterv",
-                    Scatterv(*c, sendbuf, PerRank(sendcounts, n), PerRank(displs, n),
-                             in_place ? const_cast<void*>(kInPlace) : recvbuf, in_place ? 0 : recvcount, *a.type, root));
-}
-
-int PMPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (int rc = OneType(comm, "MPI_Allgatherv", sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
-  const int n = a.comm->size();
-  return FromStatus(comm, "MPI_Allgatherv",
-                    Allgatherv(*a.comm, in_place ? kInPlace : sendbuf, in_place ? 0 : sendcount, recvbuf,
-                               PerRank(recvcounts, n), PerRank(displs, n), *a.type));
-}
-
-int PMPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                   void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-  const bool in_place = sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (int rc = OneType(comm, "MPI_Alltoallv", sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
-  const int n = a.comm->size();
-  return FromStatus(comm, "MPI_Alltoallv",
-                    Alltoallv(*a.comm, in_place ? kInPlace : sendbuf, PerRank(in_place ? nullptr : sendcounts, n),
-                              PerRank(in_place ? nullptr : sdispls, n), recvbuf, PerRank(recvcounts, n),
-                              PerRank(rdispls, n), *a.type));
+  const Datatype* t = TypeArg(datatype, "MPI_Reduce_local", &rc);
+  if (t == nullptr) return rc;
+  const std::optional<Op> o = OpArg(op, datatype, MPI_COMM_WORLD, "MPI_Reduce_local", &rc);
+  if (!o.has_value()) return rc;
+  if (count < 0) return Error(MPI_COMM_WORLD, "MPI_Reduce_local", MPI_ERR_COUNT, absl::StrFormat("count %d", count));
+  return FromStatus(MPI_COMM_WORLD, "MPI_Reduce_local", ReduceLocal(*o, inbuf, inoutbuf, count, *t));
 }
 
 }  // extern "C"
 }  // namespace cartage::mpi_binding
 
-CARTAGE_MPI_ALIAS(MPI_Barrier);
-CARTAGE_MPI_ALIAS(MPI_Ibarrier);
-CARTAGE_MPI_ALIAS(MPI_Bcast);
-CARTAGE_MPI_ALIAS(MPI_Ibcast);
-CARTAGE_MPI_ALIAS(MPI_Reduce);
-CARTAGE_MPI_ALIAS(MPI_Ireduce);
-CARTAGE_MPI_ALIAS(MPI_Allreduce);
-CARTAGE_MPI_ALIAS(MPI_Iallreduce);
-CARTAGE_MPI_ALIAS(MPI_Scan);
-CARTAGE_MPI_ALIAS(MPI_Exscan);
-CARTAGE_MPI_ALIAS(MPI_Gather);
-CARTAGE_MPI_ALIAS(MPI_Scatter);
-CARTAGE_MPI_ALIAS(MPI_Allgather);
-CARTAGE_MPI_ALIAS(MPI_Iallgather);
-CARTAGE_MPI_ALIAS(MPI_Alltoall);
-CARTAGE_MPI_ALIAS(MPI_Ialltoall);
-CARTAGE_MPI_ALIAS(MPI_Gatherv);
-CARTAGE_MPI_ALIAS(MPI_Scatterv);
-CARTAGE_MPI_ALIAS(MPI_Allgatherv);
-CARTAGE_MPI_ALIAS(MPI_Alltoallv);
+CARTAGE_MPI_ALIAS(MPI_Op_create);
+CARTAGE_MPI_ALIAS(MPI_Op_free);
+CARTAGE_MPI_ALIAS(MPI_Op_commutative);
+CARTAGE_MPI_ALIAS(MPI_Reduce_local);

@@ -16,10 +16,10 @@ std::optional<BasicType> BasicOf(MPI_Datatype type) {
   switch (type) {
     case MPI_CHAR: case MPI_SIGNED_CHAR: case MPI_INT8_T: return BasicType::kInt8;
     case MPI_UNSIGNED_CHAR: case MPI_UINT8_T: return BasicType::kUint8;
-    case MPI_BYTE: return BasicType::kByte;
+    case MPI_BYTE: case MPI_PACKED: return BasicType::kByte;
     case MPI_SHORT: case MPI_INT16_T: return BasicType::kInt16;
     case MPI_UNSIGNED_SHORT: case MPI_UINT16_T: return BasicType::kUint16;
-    case MPI_INT: case MPI_INT32_T: return BasicType::kInt32;
+    case MPI_INT: case MPI_INT32_T: case MPI_WCHAR: return BasicType::kInt32;
     case MPI_UNSIGNED: case MPI_UINT32_T: return BasicType::kUint32;
     case MPI_LONG: case MPI_LONG_LONG_INT: case MPI_INT64_T: case MPI_AINT: case MPI_OFFSET: case MPI_COUNT:
       return BasicType::kInt64;
@@ -41,19 +41,6 @@ std::optional<BasicType> BasicOf(MPI_Datatype type) {
   }
 }
 
-// A free slot of `table` by index (a new one where none is free); the
-// caller holds the state's lock.
-template <class T>
-int TakeSlot(std::vector<std::unique_ptr<T>>& table, std::vector<int>& free) {
-  if (!free.empty()) {
-    const int i = free.back();
-    free.pop_back();
-    return i;
-  }
-  table.push_back(std::make_unique<T>());
-  return static_cast<int>(table.size()) - 1;
-}
-
 }  // namespace
 
 State& S() {
@@ -63,7 +50,13 @@ State& S() {
 
 // ---- Errors ------------------------------------------------------------------
 
-const char* ClassName(int cls) {
+std::string ClassName(int cls) {
+  if (cls >= kFirstUserClass) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const auto i = static_cast<std::size_t>(cls - kFirstUserClass);
+    return i < s.user_classes.size() ? s.user_classes[i] : "unknown error";
+  }
   switch (cls) {
     case MPI_SUCCESS: return "no error";
     case MPI_ERR_BUFFER: return "invalid buffer pointer";
@@ -73,12 +66,21 @@ const char* ClassName(int cls) {
     case MPI_ERR_COMM: return "invalid communicator";
     case MPI_ERR_RANK: return "invalid rank";
     case MPI_ERR_ROOT: return "invalid root";
+    case MPI_ERR_GROUP: return "invalid group";
     case MPI_ERR_OP: return "invalid reduction operator";
+    case MPI_ERR_TOPOLOGY: return "invalid topology";
+    case MPI_ERR_DIMS: return "invalid dimension argument";
+    case MPI_ERR_INFO: return "invalid info object";
+    case MPI_ERR_INFO_KEY: return "invalid info key";
+    case MPI_ERR_INFO_VALUE: return "invalid info value";
+    case MPI_ERR_INFO_NOKEY: return "no such info key";
+    case MPI_ERR_NO_MEM: return "out of memory";
     case MPI_ERR_ARG: return "invalid argument";
     case MPI_ERR_TRUNCATE: return "message truncated";
     case MPI_ERR_INTERN: return "internal error";
     case MPI_ERR_IN_STATUS: return "error code is in status";
     case MPI_ERR_REQUEST: return "invalid request";
+    case MPI_ERR_KEYVAL: return "invalid keyval";
     case MPI_ERR_OTHER: return "other error";
     default: return "unknown error";
   }
@@ -98,15 +100,34 @@ int Error(MPI_Comm comm, const char* fn, int cls, const std::string& what) {
   State& s = S();
   // A handle that names no communicator answers to MPI_COMM_WORLD's handler.
   const CommSlot* slot = s.phase == Phase::kRunning ? CommSlotOf(comm) : nullptr;
-  if (slot == nullptr && s.phase == Phase::kRunning) slot = CommSlotOf(MPI_COMM_WORLD);
-  if (slot == nullptr || slot->handler != MPI_ERRORS_RETURN) {
-    std::fprintf(stderr, "cartage mpi: rank %d: %s (%s); aborting\n", s.world_rank, text.c_str(), ClassName(cls));
+  if (slot == nullptr && s.phase == Phase::kRunning) {
+    comm = MPI_COMM_WORLD;
+    slot = CommSlotOf(MPI_COMM_WORLD);
+  }
+  const MPI_Errhandler handler = slot != nullptr ? slot->handler : MPI_ERRORS_ARE_FATAL;
+  MPI_Comm_errhandler_function* user = UserHandler(handler);
+  if (handler != MPI_ERRORS_RETURN && user == nullptr) {
+    std::fprintf(stderr, "cartage mpi: rank %d: %s (%s); aborting\n", s.world_rank, text.c_str(),
+                 ClassName(cls).c_str());
     AbortJob(cls);
   }
+  int code = 0;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.messages.size() == kMessages) s.messages.clear();  // old codes then read as their class's text
+    s.messages.push_back(text);
+    code = cls | static_cast<int>(s.messages.size() << kClassBits);
+  }
+  if (user != nullptr) user(&comm, &code);  // no lock held: the handler may call MPI
+  return code;
+}
+
+MPI_Comm_errhandler_function* UserHandler(MPI_Errhandler handler) {
+  if ((handler & ~0x03ffffff) != kHandlerBase) return nullptr;
+  State& s = S();
+  const auto i = static_cast<std::size_t>(handler & 0x03ffffff);
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.messages.size() == kMessages) s.messages.clear();  // old codes then read as their class's text
-  s.messages.push_back(text);
-  return cls | static_cast<int>(s.messages.size() << kClassBits);
+  return i < s.handlers.size() ? s.handlers[i] : nullptr;
 }
 
 // A cartage status as an MPI error of `fn`.
@@ -136,6 +157,15 @@ const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc) {
   return nullptr;
 }
 
+const cartage::Comm* IntraOf(MPI_Comm comm, const char* fn, int* rc) {
+  const cartage::Comm* c = CommOf(comm, fn, rc);
+  if (c == nullptr || !CommSlotOf(comm)->inter) return c;
+  *rc = Error(comm, fn, MPI_ERR_COMM,
+              absl::StrFormat("communicator 0x%08x is an intercommunicator, which this call does not take",
+                              static_cast<unsigned>(comm)));
+  return nullptr;
+}
+
 CommSlot* CommSlotOf(MPI_Comm comm) {
   State& s = S();
   std::size_t i;
@@ -160,6 +190,11 @@ MPI_Comm NewComm(cartage::Comm comm, MPI_Errhandler handler) {
   CommSlot& slot = *s.comms[static_cast<std::size_t>(i)];
   slot.comm = std::move(comm);
   slot.handler = handler;
+  slot.name.clear();
+  slot.attrs.clear();
+  slot.inter = false;
+  slot.local.reset();
+  slot.bridge.reset();
   return i == 0 ? MPI_COMM_WORLD : i == 1 ? MPI_COMM_SELF : kCommBase | i;
 }
 
@@ -167,7 +202,10 @@ void FreeComm(MPI_Comm* comm) {
   State& s = S();
   const int i = *comm & 0x03ffffff;
   std::lock_guard<std::mutex> lock(s.mu);
-  s.comms[static_cast<std::size_t>(i)]->comm.reset();
+  CommSlot& slot = *s.comms[static_cast<std::size_t>(i)];
+  slot.comm.reset();
+  slot.local.reset();
+  slot.bridge.reset();
   s.free_comms.push_back(i);
   *comm = MPI_COMM_NULL;
 }
@@ -193,6 +231,22 @@ const Datatype* TypeArg(MPI_Datatype type, const char* fn, int* rc) {
   return nullptr;
 }
 
+int AlignOf(MPI_Datatype type) {
+  if (const TypeSlot* made = TypeSlotOf(type)) return made->align;
+  switch (type) {
+    case MPI_SHORT: case MPI_UNSIGNED_SHORT: case MPI_INT16_T: case MPI_UINT16_T: return alignof(short);
+    case MPI_INT: case MPI_UNSIGNED: case MPI_INT32_T: case MPI_UINT32_T: case MPI_WCHAR: case MPI_FLOAT:
+    case MPI_C_FLOAT_COMPLEX: case MPI_FLOAT_INT: case MPI_SHORT_INT: case MPI_2INT:
+      return alignof(int);
+    case MPI_LONG: case MPI_UNSIGNED_LONG: case MPI_LONG_LONG_INT: case MPI_UNSIGNED_LONG_LONG: case MPI_INT64_T:
+    case MPI_UINT64_T: case MPI_AINT: case MPI_OFFSET: case MPI_COUNT: case MPI_DOUBLE: case MPI_C_DOUBLE_COMPLEX:
+    case MPI_DOUBLE_INT: case MPI_LONG_INT:
+      return alignof(double);
+    case MPI_LONG_DOUBLE: case MPI_C_LONG_DOUBLE_COMPLEX: case MPI_LONG_DOUBLE_INT: return alignof(long double);
+    default: return 1;
+  }
+}
+
 TypeSlot* TypeSlotOf(MPI_Datatype type) {
   if ((type & ~0x03ffffff) != kTypeBase) return nullptr;
   State& s = S();
@@ -202,12 +256,18 @@ TypeSlot* TypeSlotOf(MPI_Datatype type) {
   return s.types[i].get();
 }
 
-MPI_Datatype NewType(Datatype type) {
+MPI_Datatype NewType(Datatype type, Envelope envelope) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   const int i = TakeSlot(s.types, s.free_types);
-  s.types[static_cast<std::size_t>(i)]->type = std::move(type);
-  s.types[static_cast<std::size_t>(i)]->committed = false;
+  TypeSlot& slot = *s.types[static_cast<std::size_t>(i)];
+  slot.type = std::move(type);
+  slot.committed = false;
+  slot.envelope = envelope;
+  slot.align = 1;
+  slot.bounds = false;
+  slot.name.clear();
+  slot.attrs.clear();
   return kTypeBase | i;
 }
 
@@ -242,8 +302,13 @@ std::optional<OpKind> OpOf(MPI_Op op) {
 // MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
 int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a) {
   int rc = MPI_SUCCESS;
-  a->comm = CommOf(comm, fn, &rc);
+  a->comm = peer == kCollective ? IntraOf(comm, fn, &rc) : CommOf(comm, fn, &rc);
   if (a->comm == nullptr) return rc;
+  if (peer == kCollective) peer = MPI_PROC_NULL;
+  const CommSlot* slot = CommSlotOf(comm);
+  const int peers = slot->inter ? slot->remote_size : a->comm->size();
+  a->offset = slot->inter ? slot->remote_offset : 0;
+  a->peer = peer >= 0 ? peer + a->offset : peer;
   if (count < 0) return Error(comm, fn, MPI_ERR_COUNT, absl::StrFormat("negative count %d", count));
   a->type = TypeOf(type);
   if (a->type == nullptr) {
@@ -257,9 +322,10 @@ int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer,
                                  a->type->name()));
   }
   const bool any = recv && peer == MPI_ANY_SOURCE;
-  if (peer != MPI_PROC_NULL && !any && (peer < 0 || peer >= a->comm->size())) {
+  if (peer != MPI_PROC_NULL && !any && (peer < 0 || peer >= peers)) {
     return Error(comm, fn, MPI_ERR_RANK,
-                 absl::StrFormat("rank %d: no such rank in a communicator of %d", peer, a->comm->size()));
+                 absl::StrFormat("rank %d: no such rank in a %scommunicator of %d", peer,
+                                 slot->inter ? "remote group of an inter" : "", peers));
   }
   if (!(recv && tag == MPI_ANY_TAG) && (tag < 0 || tag > cartage::kMaxTag)) {
     return Error(comm, fn, MPI_ERR_TAG, absl::StrFormat("tag %d is outside 0..%d", tag, cartage::kMaxTag));
@@ -267,16 +333,15 @@ int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer,
   return MPI_SUCCESS;
 }
 
-void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes, int error) {
+void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes) {
   if (status == MPI_STATUS_IGNORE) return;
   status->MPI_SOURCE = source;
   status->MPI_TAG = tag;
-  status->MPI_ERROR = error;
   status->count_lo = static_cast<int>(bytes & 0xffffffffu);
   status->count_hi_and_cancelled = static_cast<int>((bytes >> 32) << 1);  // bit 0: cancelled (requests.cc sets it)
 }
 
-void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_ANY_TAG, 0, MPI_SUCCESS); }
+void SetEmptyStatus(MPI_Status* status) { SetStatus(status, MPI_PROC_NULL, MPI_ANY_TAG, 0); }
 
 // ---- Requests ----------------------------------------------------------------
 
@@ -303,6 +368,8 @@ Slot* NewSlot(MPI_Request* handle) {
   slot->proc_null = false;
   slot->persistent = false;
   slot->active = false;
+  slot->recv = false;
+  slot->offset = 0;
   *handle = kRequestBase | i;
   return slot;
 }

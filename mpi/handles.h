@@ -11,6 +11,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,50 +33,138 @@ struct Slot {
   bool persistent = false;  // MPI_Send_init, MPI_Recv_init: kept when complete
   bool active = false;      // persistent: started and not yet completed
   MPI_Comm comm = MPI_COMM_WORLD;  // whose error handler its completion answers to
+  int offset = 0;                  // a status's source is the rank there less this (Args::offset)
 };
+
+// A message a matched probe took out of matching (MPI_Mprobe; handle
+// 0xb0000000 | slot), with the communicator it came on.
+struct MessageSlot {
+  std::optional<cartage::Message> message;  // empty: a free slot
+  MPI_Comm comm = MPI_COMM_NULL;
+  int offset = 0;  // Args::offset of that communicator
+};
+
+// A reduction operator the program made (MPI_Op_create; handle 0x98000000 | slot).
+struct OpSlot {
+  MPI_User_function* fn = nullptr;  // null: a free slot
+  bool commutative = true;
+};
+
+// Attributes: (keyval, value) in the order they were set (attributes.cc).
+using Attrs = std::vector<std::pair<int, void*>>;
 
 // One communicator: MPI_COMM_WORLD (slot 0), MPI_COMM_SELF (1), and those
 // dup and split make (handle 0x84000000 | slot, as MPICH's direct ones).
 struct CommSlot {
   std::optional<cartage::Comm> comm;  // empty: a free slot
   MPI_Errhandler handler = MPI_ERRORS_ARE_FATAL;
+  std::string name;                   // MPI_Comm_set_name
+  Attrs attrs;
+  // An intercommunicator: `comm` spans both groups (cartage::Comm::Joined);
+  // a local rank r is local_offset + r there, a remote one remote_offset + r.
+  bool inter = false;
+  std::optional<cartage::Comm> local;   // its own group (intercoll.cc)
+  std::optional<cartage::Comm> bridge;  // both groups, for its collectives' traffic
+  int local_offset = 0;
+  int local_size = 0;
+  int remote_offset = 0;
+  int remote_size = 0;
+};
+
+// What MPI_Type_get_envelope tells of a made type: how it was made, and
+// the counts of integers, addresses and types its constructor took.
+struct Envelope {
+  int combiner = MPI_COMBINER_NAMED;
+  int integers = 0;
+  int addresses = 0;
+  int types = 0;
 };
 
 // A datatype a program made (handle 0xcc000000 | slot).
 struct TypeSlot {
   std::optional<Datatype> type;  // empty: a free slot
   bool committed = false;        // only a committed type may move data
+  Envelope envelope;
+  int align = 1;                 // the strictest alignment of the basic types in it
+  bool bounds = false;           // made by MPI_Type_create_resized, or holds such a type
+  std::string name;              // MPI_Type_set_name
+  Attrs attrs;
+};
+
+// A group: world ranks, in the group's order (handle 0x88000000 | slot;
+// MPI_GROUP_EMPTY has none).
+struct GroupSlot {
+  std::optional<std::vector<int>> world;  // empty: a free slot
+};
+
+// An info object: keys and values in the order they were first set
+// (handle 0x9c000000 | slot).
+struct InfoSlot {
+  std::optional<std::vector<std::pair<std::string, std::string>>> pairs;  // empty: a free slot
 };
 
 struct State {
   Phase phase = Phase::kBefore;
   std::unique_ptr<cartage::Agent> agent;
+  std::thread::id main_thread;  // the one that called MPI_Init (MPI_Is_thread_main)
   int world_rank = -1;
   std::mutex mu;  // the tables and the error messages (MPI_THREAD_MULTIPLE)
   std::vector<std::unique_ptr<CommSlot>> comms;
   std::vector<int> free_comms;
   std::vector<std::unique_ptr<TypeSlot>> types;
   std::vector<int> free_types;
+  std::vector<std::unique_ptr<GroupSlot>> groups;
+  std::vector<int> free_groups;
+  std::vector<std::unique_ptr<InfoSlot>> infos;
+  std::vector<int> free_infos;
+  std::vector<std::unique_ptr<MessageSlot>> messages_probed;
+  std::vector<int> free_messages;
+  std::vector<std::unique_ptr<OpSlot>> ops;
+  std::vector<int> free_ops;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<int> free_slots;
   std::vector<int> orphans;  // freed by MPI_Request_free while still active
   std::vector<std::string> messages;  // an error code's text, by the code's upper bits
+  std::vector<MPI_Comm_errhandler_function*> handlers;  // the program's (0x94000000 | index; null: freed)
+  std::vector<std::string> user_classes;  // MPI_Add_error_class's, from kFirstUserClass
+  std::vector<std::string> user_codes;    // MPI_Add_error_code's, from index kFirstUserCode
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 };
 
 constexpr int kRequestBase = static_cast<int>(0xac000000u);  // MPICH's direct request handles
 constexpr int kCommBase = static_cast<int>(0x84000000u);     // and communicator handles
 constexpr int kTypeBase = static_cast<int>(0xcc000000u);     // the program's datatypes
+constexpr int kGroupBase = static_cast<int>(0x88000000u);    // groups
+constexpr int kInfoBase = static_cast<int>(0x9c000000u);     // info objects
+constexpr int kOpBase = static_cast<int>(0x98000000u);       // the program's reduction operators
+constexpr int kMessageBase = static_cast<int>(0xb0000000u);  // matched messages
 constexpr int kClassBits = 7;                                 // an error code: class | message index << 7
 constexpr std::size_t kMessages = 1024;                       // texts kept for MPI_Error_string
+constexpr int kHandlerBase = static_cast<int>(0x94000000u);  // the program's error handlers
+constexpr int kFirstUserClass = 78;                          // above MPICH's last class (77)
+constexpr int kFirstUserCode = 1 << 20;                      // message index of the first added code
 
 // The process's state (never destroyed: calls may come from atexit handlers).
 State& S();
 
+// A free slot of `table` (one given back, or a new one); s.mu held.
+template <class T>
+int TakeSlot(std::vector<std::unique_ptr<T>>& table, std::vector<int>& free) {
+  if (!free.empty()) {
+    const int i = free.back();
+    free.pop_back();
+    return i;
+  }
+  table.push_back(std::make_unique<T>());
+  return static_cast<int>(table.size()) - 1;
+}
+
 // ---- Errors -------------------------------------------------------------------
 
-// A class's text ("invalid rank").
-const char* ClassName(int cls);
+// A class's text ("invalid rank"; an added class's, or "").
+std::string ClassName(int cls);
+// The error handler a program made that a handle names, or null.
+MPI_Comm_errhandler_function* UserHandler(MPI_Errhandler handler);
 // Ends the job: MPI_Abort, and an error under MPI_ERRORS_ARE_FATAL.
 [[noreturn]] void AbortJob(int code);
 // An error of `cls` in `fn` on `comm`: fatal by default; under
@@ -87,6 +177,8 @@ int FromStatus(MPI_Comm comm, const char* fn, const absl::Status& st);
 
 // The communicator a handle names, or null with an error code in `*rc`.
 const cartage::Comm* CommOf(MPI_Comm comm, const char* fn, int* rc);
+// The same for a call an intercommunicator does not take (collectives, split).
+const cartage::Comm* IntraOf(MPI_Comm comm, const char* fn, int* rc);
 // Its slot (null for a handle that names none; MPI must be running).
 CommSlot* CommSlotOf(MPI_Comm comm);
 // A handle for `comm`, which answers to `handler`.
@@ -99,10 +191,13 @@ const Datatype* TypeOf(MPI_Datatype type);
 // The same, or null with an error code of `fn` in `*rc` (a call with no
 // communicator: MPI_COMM_WORLD's handler).
 const Datatype* TypeArg(MPI_Datatype type, const char* fn, int* rc);
+// The alignment a type's data needs: its C type's for a predefined one
+// (alignof), the strictest of its parts' for a made one.
+int AlignOf(MPI_Datatype type);
 // A made type's slot (null for any other handle).
 TypeSlot* TypeSlotOf(MPI_Datatype type);
-// A handle for a type the program made (not committed yet).
-MPI_Datatype NewType(Datatype type);
+// A handle for a type the program made (not committed yet), and how.
+MPI_Datatype NewType(Datatype type, Envelope envelope = {});
 // Gives a made type's slot back; the handle becomes MPI_DATATYPE_NULL.
 void FreeType(MPI_Datatype* type);
 // The reduction of a predefined operator handle.
@@ -112,19 +207,27 @@ std::optional<OpKind> OpOf(MPI_Op op);
 struct Args {
   const cartage::Comm* comm = nullptr;
   const Datatype* type = nullptr;
+  int peer = 0;    // the peer as a rank of `comm` (a remote rank of an intercommunicator, offset)
+  int offset = 0;  // what a remote rank is offset by: a status's source is the rank less this
 };
 
 // Checks communicator, count, datatype (committed), peer and tag as MPI
-// does. `recv`:
-// MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
+// does. `recv`: MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. `peer`
+// kCollective: a collective call, which an intercommunicator refuses.
+// Returns MPI_SUCCESS or the code.
+constexpr int kCollective = -100;
 int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a);
 
 inline int SourceArg(int peer) { return peer == MPI_ANY_SOURCE ? cartage::kAnySource : peer; }
 inline int TagArg(int tag) { return tag == MPI_ANY_TAG ? cartage::kAnyTag : tag; }
 
-void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes, int error);
-// The status of an operation with MPI_PROC_NULL (or MPI_REQUEST_NULL).
+// A completed operation's status; MPI_ERROR is left as it is (as MPI: only
+// the calls that complete several set it, where one of them failed).
+void SetStatus(MPI_Status* status, int source, int tag, uint64_t bytes);
+// The status of an operation with MPI_PROC_NULL.
 void SetEmptyStatus(MPI_Status* status);
+// The empty status MPI gives for a null or inactive request.
+inline void SetInactiveStatus(MPI_Status* status) { SetStatus(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0); }
 
 // ---- Requests -----------------------------------------------------------------
 
@@ -141,12 +244,45 @@ void FreeSlot(MPI_Request* handle);
 enum class Posted : uint8_t { kSend, kSsend, kRecv, kSendInit, kRecvInit };
 int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
          const char* fn, Posted what);
+// Runs the copy callbacks of `from`'s attributes onto `to` (a duplicate;
+// `comm`: communicators, else datatypes), and the delete callbacks of all
+// of `handle`'s, newest first (it is freed); an error from a callback is
+// returned (attributes.cc).
+int CopyAttrs(int from, int to, bool comm, const char* fn);
+int DeleteAttrs(int handle, bool comm, const char* fn);
+// The value of a predefined attribute of a communicator (MPI_TAG_UB, ...), or null.
+const int* PredefinedAttr(int keyval);
+
+// A collective on an intercommunicator (intercoll.cc): what its call
+// passed (a type MPI_DATATYPE_NULL where that side means nothing here).
+struct InterCall {
+  MPI_Comm comm = MPI_COMM_NULL;
+  const char* fn = "";
+  Collective kind = Collective::kBarrier;
+  const void* send = nullptr;
+  int64_t count = 0;  // sent (or, Bcast and the reductions, the one count)
+  MPI_Datatype send_type = MPI_DATATYPE_NULL;
+  void* recv = nullptr;
+  int64_t recv_count = 0;
+  MPI_Datatype recv_type = MPI_DATATYPE_NULL;
+  int root = 0;  // MPI_ROOT, MPI_PROC_NULL, or a rank of the other group
+  std::optional<Op> op;
+  std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // by remote rank
+};
+int InterCollective(const InterCall& call);
+// Gives a new intercommunicator its `local` and `bridge` (collective over both groups).
+int MakeInter(MPI_Comm handle, const char* fn);
+
+// MPI_Comm_split of an intercommunicator (groups.cc).
+int SplitInter(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 // MPI_Request_free of an active request: the handle becomes
 // MPI_REQUEST_NULL, and the slot goes back once its operation completes
 // (NewSlot looks; MPI_Finalize waits for the rest).
 void OrphanSlot(MPI_Request* handle);
 // Waits for every orphaned operation (MPI_Finalize).
 void WaitOrphans();
+// Waits for every buffered send still in the attached buffer (buffered.cc).
+void FlushBuffered();
 
 }  // namespace cartage::mpi_binding
 

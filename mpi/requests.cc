@@ -22,14 +22,12 @@ int Complete(MPI_Request* request, Slot* slot, const absl::Status& st, MPI_Statu
   if (slot->proc_null) {
     SetEmptyStatus(status);
   } else if (st.code() == absl::StatusCode::kCancelled) {
-    SetStatus(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0, MPI_SUCCESS);
+    SetStatus(status, MPI_ANY_SOURCE, MPI_ANY_TAG, 0);
     if (status != MPI_STATUS_IGNORE) status->count_hi_and_cancelled |= 1;  // MPI_Test_cancelled reads it
   } else {
     rc = FromStatus(slot->comm, fn, st);
     if (slot->recv) {
-      SetStatus(status, slot->req.source(), slot->req.tag(), slot->req.bytes(), rc);
-    } else if (status != MPI_STATUS_IGNORE) {
-      status->MPI_ERROR = rc;
+      SetStatus(status, slot->req.source() - slot->offset, slot->req.tag(), slot->req.bytes());
     }
   }
   if (slot->persistent) {
@@ -53,7 +51,7 @@ int PMPI_Wait(MPI_Request* request, MPI_Status* status) {
   Slot* slot = *request == MPI_REQUEST_NULL ? nullptr : ActiveSlot(*request, "MPI_Wait", &rc);
   if (rc != MPI_SUCCESS) return rc;
   if (slot == nullptr || Inactive(*slot)) {
-    SetEmptyStatus(status);
+    SetInactiveStatus(status);
     return MPI_SUCCESS;
   }
   const absl::Status st = slot->proc_null ? absl::OkStatus() : slot->req.Wait();
@@ -66,7 +64,7 @@ int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (rc != MPI_SUCCESS) return rc;
   if (slot == nullptr || Inactive(*slot)) {
     *flag = 1;
-    SetEmptyStatus(status);
+    SetInactiveStatus(status);
     return MPI_SUCCESS;
   }
   *flag = slot->proc_null || slot->req.Test() ? 1 : 0;
@@ -75,14 +73,25 @@ int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return Complete(request, slot, st, status, "MPI_Test");
 }
 
+// As MPI: where one of several completions failed, the call returns
+// MPI_ERR_IN_STATUS and every status's MPI_ERROR says how each went.
+static int InStatus(const std::vector<int>& codes, MPI_Status* statuses) {
+  bool failed = false;
+  for (int rc : codes) failed = failed || rc != MPI_SUCCESS;
+  if (!failed) return MPI_SUCCESS;
+  if (statuses != MPI_STATUSES_IGNORE) {
+    for (std::size_t i = 0; i < codes.size(); ++i) statuses[i].MPI_ERROR = codes[i];
+  }
+  return MPI_ERR_IN_STATUS;
+}
+
 int PMPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status* array_of_statuses) {
-  int failed = 0;
+  std::vector<int> codes(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
     MPI_Status* st = array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[i];
-    if (PMPI_Wait(&array_of_requests[i], st) != MPI_SUCCESS) failed = 1;
+    codes[static_cast<std::size_t>(i)] = PMPI_Wait(&array_of_requests[i], st);
   }
-  // As MPI: one failure makes the call MPI_ERR_IN_STATUS; each status says which.
-  return failed != 0 ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+  return InStatus(codes, array_of_statuses);
 }
 
 int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Status* status) {
@@ -104,7 +113,7 @@ int PMPI_Waitany(int count, MPI_Request array_of_requests[], int* index, MPI_Sta
   }
   if (active.empty()) {
     *index = MPI_UNDEFINED;
-    SetEmptyStatus(status);
+    SetInactiveStatus(status);
     return MPI_SUCCESS;
   }
   absl::StatusOr<std::size_t> done = WaitAny(absl::MakeConstSpan(active));
@@ -125,6 +134,96 @@ int PMPI_Testall(int count, MPI_Request array_of_requests[], int* flag, MPI_Stat
   // As MPI: all complete and are freed, or none is.
   *flag = TestAll(absl::MakeConstSpan(active)) ? 1 : 0;
   return *flag != 0 ? PMPI_Waitall(count, array_of_requests, array_of_statuses) : MPI_SUCCESS;
+}
+
+int PMPI_Testany(int count, MPI_Request array_of_requests[], int* index, int* flag, MPI_Status* status) {
+  bool any_active = false;
+  for (int i = 0; i < count; ++i) {
+    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
+    int rc = MPI_SUCCESS;
+    Slot* slot = ActiveSlot(array_of_requests[i], "MPI_Testany", &rc);
+    if (slot == nullptr) return rc;
+    if (Inactive(*slot)) continue;
+    any_active = true;
+    if (slot->proc_null || slot->req.Test()) {
+      *index = i;
+      *flag = 1;
+      return PMPI_Wait(&array_of_requests[i], status);  // complete: returns at once
+    }
+  }
+  *index = MPI_UNDEFINED;
+  *flag = any_active ? 0 : 1;  // as MPI: none active is a completion with no index
+  if (!any_active) SetInactiveStatus(status);
+  return MPI_SUCCESS;
+}
+
+// Testsome, and Waitsome once one completed: every completed request's
+// index and status; MPI_UNDEFINED where none is active.
+static int Some(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                MPI_Status* array_of_statuses, const char* fn) {
+  bool any_active = false;
+  int n = 0;
+  std::vector<int> codes;
+  for (int i = 0; i < incount; ++i) {
+    if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
+    int rc = MPI_SUCCESS;
+    Slot* slot = ActiveSlot(array_of_requests[i], fn, &rc);
+    if (slot == nullptr) return rc;
+    if (Inactive(*slot)) continue;
+    any_active = true;
+    if (!slot->proc_null && !slot->req.Test()) continue;
+    MPI_Status* st = array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[n];
+    codes.push_back(PMPI_Wait(&array_of_requests[i], st));
+    array_of_indices[n++] = i;
+  }
+  *outcount = any_active ? n : MPI_UNDEFINED;
+  return InStatus(codes, array_of_statuses);
+}
+
+int PMPI_Testsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                  MPI_Status* array_of_statuses) {
+  return Some(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, "MPI_Testsome");
+}
+
+int PMPI_Waitsome(int incount, MPI_Request array_of_requests[], int* outcount, int array_of_indices[],
+                  MPI_Status* array_of_statuses) {
+  // Waits for one (Waitany), then takes every other that completed too.
+  int index = MPI_UNDEFINED;
+  MPI_Status first;
+  if (int rc = PMPI_Waitany(incount, array_of_requests, &index, &first); rc != MPI_SUCCESS) return rc;
+  if (index == MPI_UNDEFINED) {
+    *outcount = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+  }
+  array_of_indices[0] = index;
+  if (array_of_statuses != MPI_STATUSES_IGNORE) array_of_statuses[0] = first;
+  int more = 0;
+  const int rc = Some(incount, array_of_requests, &more, array_of_indices + 1,
+                      array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUSES_IGNORE : array_of_statuses + 1,
+                      "MPI_Waitsome");
+  *outcount = 1 + (more == MPI_UNDEFINED ? 0 : more);
+  return rc;
+}
+
+int PMPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  if (request == MPI_REQUEST_NULL) {
+    *flag = 1;
+    SetInactiveStatus(status);
+    return MPI_SUCCESS;
+  }
+  int rc = MPI_SUCCESS;
+  Slot* slot = ActiveSlot(request, "MPI_Request_get_status", &rc);
+  if (slot == nullptr) return rc;
+  if (Inactive(*slot) || slot->proc_null) {
+    *flag = 1;
+    if (Inactive(*slot)) SetInactiveStatus(status); else SetEmptyStatus(status);
+    return MPI_SUCCESS;
+  }
+  *flag = slot->req.Test() ? 1 : 0;
+  if (*flag != 0 && slot->recv) {
+    SetStatus(status, slot->req.source() - slot->offset, slot->req.tag(), slot->req.bytes());
+  }
+  return MPI_SUCCESS;
 }
 
 int PMPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -199,6 +298,10 @@ CARTAGE_MPI_ALIAS(MPI_Test);
 CARTAGE_MPI_ALIAS(MPI_Waitall);
 CARTAGE_MPI_ALIAS(MPI_Waitany);
 CARTAGE_MPI_ALIAS(MPI_Testall);
+CARTAGE_MPI_ALIAS(MPI_Testany);
+CARTAGE_MPI_ALIAS(MPI_Testsome);
+CARTAGE_MPI_ALIAS(MPI_Waitsome);
+CARTAGE_MPI_ALIAS(MPI_Request_get_status);
 CARTAGE_MPI_ALIAS(MPI_Send_init);
 CARTAGE_MPI_ALIAS(MPI_Recv_init);
 CARTAGE_MPI_ALIAS(MPI_Start);

@@ -14,7 +14,7 @@ import sys
 
 # Lower numbers sit lower; a folder may include its own rank and below.
 RANK = {"base": 0, "datatype": 1, "fsm": 1, "car": 2, "methods": 3, "agent": 5, "collectives": 6, "rma": 7, "kit": 7,
-        "tools": 8, "examples": 8, "bench": 8, "tests": 8}
+        "tools": 8, "examples": 8, "bench": 8, "tests": 8, "mpi": 8}
 # fsm and datatype know nothing of each other.
 APART = {("fsm", "datatype"), ("datatype", "fsm")}
 PUBLIC = {"cartage/cartage.h": "agent", "cartage/engine.h": "agent", "cartage/collectives.h": "collectives",
