@@ -100,6 +100,7 @@ class ScheduleCache : public engine::Extension {
     CacheKey key;
     bool in_place;
     std::shared_ptr<Schedule> schedule;
+    bool failed = false;  // its last run failed
   };
   // The entry for `call`, made the most recent; null if none.
   Entry* Find(uint32_t context, int size, const CallView& call) {
@@ -116,12 +117,17 @@ class ScheduleCache : public engine::Extension {
   void Add(CacheKey key, bool in_place, std::shared_ptr<Schedule> s) {
     if (entries_.size() == kCapacity) {  // the least recently used goes; its sequence number stays
       Entry& old = entries_.front();
-      if (forgotten_.size() == kForgottenCapacity) forgotten_.pop_front();
-      forgotten_.push_back({std::move(old.key), old.schedule->sequence()});
+      // Not a failed one's: ranks that disagreed about a call (a count)
+      // had different keys for it, and none may bring its number back.
+      if (!old.failed) {
+        if (forgotten_.size() == kForgottenCapacity) forgotten_.pop_front();
+        forgotten_.push_back({std::move(old.key), old.schedule->sequence()});
+      }
       entries_.erase(entries_.begin());
     }
-    entries_.push_back({std::move(key), in_place, std::move(s)});
+    entries_.push_back({std::move(key), in_place, std::move(s), false});
   }
+  Entry& Last() { return entries_.back(); }
   // The sequence number of a schedule for `call` this cache let go, if it
   // did (and forgets it: the schedule is built again under that number).
   // Which calls a rank's cache lets go depends on what else that rank ran,
@@ -158,7 +164,10 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView&
   const std::optional<uint32_t> sequence = cache.Forgotten(comm.context(), comm.size(), view);
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, alg::BuildOn(comm, call, sequence));
   cache.Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
-  return s->Run();
+  ScheduleCache::Entry& added = cache.Last();
+  absl::Status st = s->Run();
+  added.failed = !st.ok();
+  return st;
 }
 
 // A cached schedule called with other buffers, or whose rank's part changed
@@ -177,7 +186,9 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
     hit.schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
     hit.schedule->RebindUser("recv", view.recv);
   }
-  return hit.schedule->Run();
+  absl::Status st = hit.schedule->Run();
+  hit.failed = !st.ok();
+  return st;
 }
 
 // Runs a blocking call of a fixed shape (not a v form) through the cache;
@@ -200,7 +211,9 @@ absl::Status RunCached(const Comm& comm, const CallView& view) {
   if (hit->in_place != in_place || bound.send != view.send || bound.recv != view.recv) [[unlikely]] {
     return RunRebound(comm, view, *hit, in_place);
   }
-  return hit->schedule->Run();
+  absl::Status st = hit->schedule->Run();
+  hit->failed = !st.ok();
+  return st;
 }
 
 // A typed blocking call (Allreduce, Bcast, ...): `op` null where it has none.
