@@ -100,7 +100,7 @@ class ScheduleCache : public engine::Extension {
     CacheKey key;
     bool in_place;
     std::shared_ptr<Schedule> schedule;
-    bool failed = false;  // its last run failed
+    bool failed = false;  // a run of it failed
   };
   // The entry for `call`, made the most recent; null if none.
   Entry* Find(uint32_t context, int size, const CallView& call) {
@@ -127,7 +127,13 @@ class ScheduleCache : public engine::Extension {
     }
     entries_.push_back({std::move(key), in_place, std::move(s), false});
   }
-  Entry& Last() { return entries_.back(); }
+  // Marks the entry that holds `s` as failed, if one still does. Looked up
+  // afresh: while a schedule runs, other threads' calls may move the entries.
+  void MarkFailed(const Schedule* s) {
+    for (Entry& e : entries_) {
+      if (e.schedule.get() == s) e.failed = true;
+    }
+  }
   // The sequence number of a schedule for `call` this cache let go, if it
   // did (and forgets it: the schedule is built again under that number).
   // Which calls a rank's cache lets go depends on what else that rank ran,
@@ -164,15 +170,15 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunMissed(const Comm& comm, const CallView&
   const std::optional<uint32_t> sequence = cache.Forgotten(comm.context(), comm.size(), view);
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, alg::BuildOn(comm, call, sequence));
   cache.Add(CacheKey{comm.context(), comm.size(), std::move(call)}, in_place, s);
-  ScheduleCache::Entry& added = cache.Last();
   absl::Status st = s->Run();
-  added.failed = !st.ok();
+  if (!st.ok()) [[unlikely]] cache.MarkFailed(s.get());
   return st;
 }
 
 // A cached schedule called with other buffers, or whose rank's part changed
 // shape: rebound or rebuilt, then run.
-ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView& view, ScheduleCache::Entry& hit,
+ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView& view, ScheduleCache& cache,
+                                                ScheduleCache::Entry& hit,
                                                 bool in_place) {
   CollectiveCall& bound = hit.key.call;  // its buffers: those the schedule is bound to now
   bound.send = view.send;
@@ -186,8 +192,9 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
     hit.schedule->RebindUser("send", view.send == kInPlace ? view.recv : view.send);
     hit.schedule->RebindUser("recv", view.recv);
   }
-  absl::Status st = hit.schedule->Run();
-  hit.failed = !st.ok();
+  Schedule* s = hit.schedule.get();
+  absl::Status st = s->Run();
+  if (!st.ok()) [[unlikely]] cache.MarkFailed(s);
   return st;
 }
 
@@ -209,10 +216,11 @@ absl::Status RunCached(const Comm& comm, const CallView& view) {
   if (hit == nullptr) [[unlikely]] return RunMissed(comm, view, *cache, in_place);
   const CollectiveCall& bound = hit->key.call;
   if (hit->in_place != in_place || bound.send != view.send || bound.recv != view.recv) [[unlikely]] {
-    return RunRebound(comm, view, *hit, in_place);
+    return RunRebound(comm, view, *cache, *hit, in_place);
   }
-  absl::Status st = hit->schedule->Run();
-  hit->failed = !st.ok();
+  Schedule* s = hit->schedule.get();
+  absl::Status st = s->Run();
+  if (!st.ok()) [[unlikely]] cache->MarkFailed(s);
   return st;
 }
 
