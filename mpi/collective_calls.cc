@@ -1,21 +1,12 @@
 // The MPI binding's collective calls: each blocking one, its nonblocking
-// form and its persistent one (MPI-4's *_init, run by MPI_Start) are one
-// call of collectives.cc's with a `How`.
+// form and its persistent one (MPI-4's *_init, run by MPI_Start; its info
+// is checked and its hints not taken) are one call of collectives.cc's
+// with a `How`.
 #include "mpi/collectives.h"
 #include "mpi/handles.h"
 #include "mpi/include/mpi.h"
 
 namespace cartage::mpi_binding {
-namespace {
-
-// What a persistent call checks of its info (it takes any, or none).
-int InfoOk(MPI_Info info, const char* fn) {
-  (void)info;
-  (void)fn;
-  return MPI_SUCCESS;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -26,7 +17,7 @@ int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   return DoBarrier(comm, Nonblocking("MPI_Ibarrier", request));
 }
 int PMPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Barrier_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Barrier_init"); rc != MPI_SUCCESS) return rc;
   return DoBarrier(comm, Persistent("MPI_Barrier_init", request));
 }
 
@@ -38,7 +29,7 @@ int PMPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Co
 }
 int PMPI_Bcast_init(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info,
                     MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Bcast_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Bcast_init"); rc != MPI_SUCCESS) return rc;
   return DoBcast(buffer, count, datatype, root, comm, Persistent("MPI_Bcast_init", request));
 }
 
@@ -55,7 +46,7 @@ int PMPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dat
 }
 int PMPI_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
                      MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Reduce_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Reduce_init"); rc != MPI_SUCCESS) return rc;
   return Reduction(Collective::kReduce, sendbuf, recvbuf, count, datatype, op, root, comm,
                    Persistent("MPI_Reduce_init", request));
 }
@@ -71,7 +62,7 @@ int PMPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype 
 }
 int PMPI_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Allreduce_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Allreduce_init"); rc != MPI_SUCCESS) return rc;
   return Reduction(Collective::kAllreduce, sendbuf, recvbuf, count, datatype, op, 0, comm,
                    Persistent("MPI_Allreduce_init", request));
 }
@@ -86,7 +77,7 @@ int PMPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
 }
 int PMPI_Scan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Scan_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Scan_init"); rc != MPI_SUCCESS) return rc;
   return Reduction(Collective::kScan, sendbuf, recvbuf, count, datatype, op, 0, comm,
                    Persistent("MPI_Scan_init", request));
 }
@@ -101,7 +92,7 @@ int PMPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dat
 }
 int PMPI_Exscan_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                      MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Exscan_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Exscan_init"); rc != MPI_SUCCESS) return rc;
   return Reduction(Collective::kExscan, sendbuf, recvbuf, count, datatype, op, 0, comm,
                    Persistent("MPI_Exscan_init", request));
 }
@@ -118,7 +109,7 @@ int PMPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount
 }
 int PMPI_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype,
                                    MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Reduce_scatter_block_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Reduce_scatter_block_init"); rc != MPI_SUCCESS) return rc;
   return Reduction(Collective::kReduceScatterBlock, sendbuf, recvbuf, recvcount, datatype, op, 0, comm,
                    Persistent("MPI_Reduce_scatter_block_init", request));
 }
@@ -134,7 +125,7 @@ int PMPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcount
 }
 int PMPI_Reduce_scatter_init(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype,
                              MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Reduce_scatter_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Reduce_scatter_init"); rc != MPI_SUCCESS) return rc;
   return DoReduceScatter(sendbuf, recvbuf, recvcounts, datatype, op, comm,
                          Persistent("MPI_Reduce_scatter_init", request));
 }
@@ -153,7 +144,7 @@ int PMPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 }
 int PMPI_Gather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                      MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Gather_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Gather_init"); rc != MPI_SUCCESS) return rc;
   return DoRooted(Collective::kGather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
                   Persistent("MPI_Gather_init", request));
 }
@@ -170,7 +161,7 @@ int PMPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 }
 int PMPI_Scatter_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                       MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Scatter_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Scatter_init"); rc != MPI_SUCCESS) return rc;
   return DoRooted(Collective::kScatter, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
                   Persistent("MPI_Scatter_init", request));
 }
@@ -187,7 +178,7 @@ int PMPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
 }
 int PMPI_Allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Allgather_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Allgather_init"); rc != MPI_SUCCESS) return rc;
   return DoAllToAll(Collective::kAllgather, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                     Persistent("MPI_Allgather_init", request));
 }
@@ -204,7 +195,7 @@ int PMPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 }
 int PMPI_Alltoall_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                        MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Alltoall_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Alltoall_init"); rc != MPI_SUCCESS) return rc;
   return DoAllToAll(Collective::kAlltoall, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                     Persistent("MPI_Alltoall_init", request));
 }
@@ -224,7 +215,7 @@ int PMPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 int PMPI_Gatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm,
                       MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Gatherv_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Gatherv_init"); rc != MPI_SUCCESS) return rc;
   return DoGatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm,
                    Persistent("MPI_Gatherv_init", request));
 }
@@ -242,7 +233,7 @@ int PMPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs
 int PMPI_Scatterv_init(const void* sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype,
                        void* recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info,
                        MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Scatterv_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Scatterv_init"); rc != MPI_SUCCESS) return rc;
   return DoScatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm,
                     Persistent("MPI_Scatterv_init", request));
 }
@@ -261,7 +252,7 @@ int PMPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, 
 int PMPI_Allgatherv_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                          const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm,
                          MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Allgatherv_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Allgatherv_init"); rc != MPI_SUCCESS) return rc;
   return DoAllgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
                       Persistent("MPI_Allgatherv_init", request));
 }
@@ -280,7 +271,7 @@ int PMPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdisp
 int PMPI_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                         void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
                         MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  if (int rc = InfoOk(info, "MPI_Alltoallv_init"); rc != MPI_SUCCESS) return rc;
+  if (int rc = InfoCheck(info, "MPI_Alltoallv_init"); rc != MPI_SUCCESS) return rc;
   return DoAlltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                      Persistent("MPI_Alltoallv_init", request));
 }

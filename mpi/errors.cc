@@ -3,6 +3,7 @@
 // error classes and codes, and the classes, codes and texts a program
 // adds. handles.cc's Error() runs the handler; the texts of the codes it
 // makes carry cartage's messages.
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>

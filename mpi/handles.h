@@ -273,6 +273,9 @@ int InterCollective(const InterCall& call);
 // Gives a new intercommunicator its `local` and `bridge` (collective over both groups).
 int MakeInter(MPI_Comm handle, const char* fn);
 
+// MPI_SUCCESS for MPI_INFO_NULL or an info object, else an error of `fn` (info.cc).
+int InfoCheck(MPI_Info info, const char* fn);
+
 // MPI_Comm_split of an intercommunicator (groups.cc).
 int SplitInter(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 // MPI_Request_free of an active request: the handle becomes

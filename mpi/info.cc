@@ -114,6 +114,12 @@ const char* PredefinedName(MPI_Datatype type) {
 
 }  // namespace
 
+int InfoCheck(MPI_Info info, const char* fn) {
+  int rc = MPI_SUCCESS;
+  if (info != MPI_INFO_NULL) InfoArg(info, fn, &rc);
+  return rc;
+}
+
 extern "C" {
 
 // ---- Info objects -------------------------------------------------------------------
@@ -260,7 +266,7 @@ int PMPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
 int PMPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
   int rc = MPI_SUCCESS;
   if (CommOf(comm, "MPI_Comm_set_info", &rc) == nullptr) return rc;
-  return InfoArg(info, "MPI_Comm_set_info", &rc) == nullptr ? rc : MPI_SUCCESS;
+  return InfoCheck(info, "MPI_Comm_set_info");
 }
 
 int PMPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
@@ -271,8 +277,7 @@ int PMPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
 }
 
 int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
-  int rc = MPI_SUCCESS;
-  if (info != MPI_INFO_NULL && InfoArg(info, "MPI_Comm_dup_with_info", &rc) == nullptr) return rc;
+  if (int rc = InfoCheck(info, "MPI_Comm_dup_with_info"); rc != MPI_SUCCESS) return rc;
   return PMPI_Comm_dup(comm, newcomm);
 }
 
@@ -310,8 +315,7 @@ int PMPI_Get_address(const void* location, MPI_Aint* address) {
 // Memory for the program; cartage's methods register what they send from
 // as they need it, so plain memory serves.
 int PMPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
-  int rc = MPI_SUCCESS;
-  if (info != MPI_INFO_NULL && InfoArg(info, "MPI_Alloc_mem", &rc) == nullptr) return rc;
+  if (int rc = InfoCheck(info, "MPI_Alloc_mem"); rc != MPI_SUCCESS) return rc;
   if (size < 0) return Error(MPI_COMM_WORLD, "MPI_Alloc_mem", MPI_ERR_ARG, absl::StrFormat("size %d", size));
   void* p = std::malloc(size == 0 ? 1 : static_cast<std::size_t>(size));
   if (p == nullptr) {
