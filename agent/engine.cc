@@ -15,6 +15,7 @@ namespace cartage::agent {
 class EngineAccess {
  public:
   static Runtime& RuntimeOf(const Comm& c) { return *c.rt_; }
+  static Comm DupOn(const Comm& c, uint32_t context) { return c.Made(c.rank_, context, c.group_); }
   static int WorldRank(const Comm& c, int rank) { return c.WorldRank(rank); }
 
   static absl::Status Launch(const Comm& c, std::shared_ptr<engine::Activity> activity, bool persistent,
@@ -188,6 +189,17 @@ absl::Status StartOneSided(const Comm& comm, bool write, void* local, uint64_t b
 }
 
 Comm CollectiveChannel(const Comm& comm) { return EngineAccess::CollectiveChannel(comm); }
+
+uint32_t ProposeUniqueContext(const Comm& comm) { return EngineAccess::RuntimeOf(comm).ProposeUniqueContext(); }
+
+absl::StatusOr<Comm> DupOn(const Comm& comm, uint32_t context) {
+  CARTAGE_RETURN_IF_ERROR(EngineAccess::Alive(comm, "dup"));
+  if (context < agent::Runtime::kUniqueContexts || context % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("dup: context %u is no proposal of ProposeUniqueContext's", context));
+  }
+  return EngineAccess::DupOn(comm, context);
+}
 
 absl::Status Alive(const Comm& comm, absl::string_view op) { return EngineAccess::Alive(comm, op); }
 

@@ -5,6 +5,7 @@
 // scratch memory, so that its sender (waiting for a rendezvous or a
 // synchronous match) finishes too, and named in finalize's status.
 #include <chrono>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -44,7 +45,13 @@ int Runtime::TakeLeftovers(Leftovers& left) {
   int taken = 0;
   // Every context this rank knows: the world's two and each communicator's.
   const uint32_t last = first_->next_context_.load(std::memory_order_relaxed) + 1;
-  for (uint32_t context = 0; context <= last; ++context) {
+  std::vector<uint32_t> contexts(last + 1);
+  std::iota(contexts.begin(), contexts.end(), 0u);
+  for (uint32_t unique : UniqueContextsMade()) {
+    contexts.push_back(unique);
+    contexts.push_back(unique + 1);
+  }
+  for (uint32_t context : contexts) {
     for (;;) {
       absl::StatusOr<std::optional<methods::Method::Probed>> found = Peek(context, car::kAnySource, car::kAnyTag);
       if (!found.ok() || !found->has_value()) break;

@@ -68,9 +68,30 @@ class Runtime : public methods::MethodHost {
   // so it is free on each whatever else each made before.
   uint32_t ProposeContext() const { return first_->next_context_.load(std::memory_order_relaxed) + 2; }
   void ClaimContext(uint32_t context) {
+    if (context >= kUniqueContexts) {
+      std::lock_guard<std::mutex> lock(first_->unique_mu_);
+      first_->unique_made_.push_back(context);
+      return;
+    }
     uint32_t now = first_->next_context_.load(std::memory_order_relaxed);
     while (now < context && !first_->next_context_.compare_exchange_weak(now, context, std::memory_order_relaxed)) {
     }
+  }
+  // A nonblocking agreement (engine::ProposeUniqueContext: MPI_Comm_idup)
+  // may be in flight beside others on communicators that share ranks, and
+  // complete in any order, so a rank's count cannot stand for what is free.
+  // Its proposals come from a range of their own instead, each number
+  // unique to the rank and to the proposal (its k-th:
+  // kUniqueContexts + 2 (k size + rank)): two agreements never take one.
+  static constexpr uint32_t kUniqueContexts = uint32_t{1} << 31;
+  uint32_t ProposeUniqueContext() {
+    const uint32_t k = first_->next_unique_.fetch_add(1, std::memory_order_relaxed);
+    return kUniqueContexts + 2 * (k * static_cast<uint32_t>(size_) + static_cast<uint32_t>(rank_));
+  }
+  // The contexts of that range this rank made communicators on.
+  std::vector<uint32_t> UniqueContextsMade() const {
+    std::lock_guard<std::mutex> lock(first_->unique_mu_);
+    return first_->unique_made_;
   }
 
   // ---- Lanes ---------------------------------------------------------------
@@ -394,6 +415,9 @@ class Runtime : public methods::MethodHost {
   std::vector<CompactMessage*> revived_;          // records to free after the current post
   std::size_t compact_peak_ = 0;                  // the most records since the last trim
   std::atomic<uint32_t> next_context_{0};  // lane 0's: world: 0 (point-to-point) and 1 (collectives)
+  std::atomic<uint32_t> next_unique_{0};   // lane 0's: ProposeUniqueContext's count
+  mutable std::mutex unique_mu_;           // lane 0's: guards unique_made_
+  std::vector<uint32_t> unique_made_;      // lane 0's: ClaimContext's of the unique range
   absl::flat_hash_map<uint32_t, uint32_t> sequences_;  // per collective context: next schedule number
   struct Running {
     engine::Activity* activity;

@@ -73,6 +73,14 @@ inline absl::Status OneRank(Ctx& c, uint64_t bytes) {
   return absl::OkStatus();
 }
 
+// Gather, scatter, allgather and alltoall: the fixed-shape collectives
+// that move blocks, whose sides (and ranks) may lay a block out by
+// different types as long as its bytes agree.
+inline bool FixedBlocks(Collective k) {
+  return k == Collective::kGather || k == Collective::kScatter || k == Collective::kAllgather ||
+         k == Collective::kAlltoall;
+}
+
 inline std::vector<VertexId> Deps(std::initializer_list<VertexId> ids) {
   std::vector<VertexId> out;
   for (VertexId v : ids) {

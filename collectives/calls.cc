@@ -39,10 +39,25 @@ struct CallView {
   const Op* op = nullptr;       // the reducing collectives
   int root = 0;
   std::string_view algorithm;  // empty: the selection table's
+  const Datatype* recv_type = nullptr;  // the receive side's, where it differs
+  int64_t recv_count = 0;
 };
 
 CallView ViewOf(const CollectiveCall& c) {
-  return {c.kind, c.send, c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr, c.root, c.algorithm};
+  return {c.kind, c.send,      c.recv, c.count, &c.type, c.op.has_value() ? &*c.op : nullptr,
+          c.root, c.algorithm, c.recv_type.has_value() ? &*c.recv_type : nullptr, c.recv_count};
+}
+
+bool SameType(const Datatype& a, const Datatype& b) {
+  if (&a.nodes() == &b.nodes()) return true;
+  return a.size() == b.size() && a.extent() == b.extent() && a.true_lb() == b.true_lb() && a.name() == b.name();
+}
+
+// Whether this rank lays out a call of a cached key as the key's call does.
+bool SameLayout(const CollectiveCall& a, const CallView& b) {
+  if (a.count != b.count || !SameType(a.type, *b.type)) return false;
+  if (a.recv_type.has_value() != (b.recv_type != nullptr)) return false;
+  return b.recv_type == nullptr || (a.recv_count == b.recv_count && SameType(*a.recv_type, *b.recv_type));
 }
 
 // A fixed-shape call (no counts or displacements), by the selection table.
@@ -65,13 +80,17 @@ CollectiveCall CallOf(const CallView& v) {
   CollectiveCall c = Call(v.kind, v.send, v.recv, v.count, *v.type,
                           v.op != nullptr ? std::optional<Op>(*v.op) : std::nullopt, v.root);
   c.algorithm = std::string(v.algorithm);
+  if (v.recv_type != nullptr) c.recv_type = *v.recv_type;
+  c.recv_count = v.recv_count;
   return c;
 }
 
 // What makes two calls the same schedule (the buffers aside). Only what
 // every rank passes alike: whether the root alone passes kInPlace is not in
-// it (a rank-dependent key would let one rank reuse a schedule, and its
-// tags, while another builds a new one).
+// it, nor how a rank lays out a block it moves, only the block's bytes (a
+// rank-dependent key would let one rank reuse a schedule, and its tags,
+// while another builds a new one). A hit laid out otherwise is rebuilt
+// under the same sequence number (RunRebound).
 struct CacheKey {
   uint32_t context;
   int size;
@@ -81,16 +100,18 @@ struct CacheKey {
   // very one the key holds (one committed type: equal without a look inside).
   bool Matches(uint32_t ctx, int n, const CallView& b) const {
     const CollectiveCall& a = call;
-    if (context != ctx || size != n || a.kind != b.kind || a.count != b.count || a.root != b.root) return false;
+    if (context != ctx || size != n || a.kind != b.kind || a.root != b.root) return false;
+    if (alg::FixedBlocks(a.kind)) {
+      return a.algorithm == b.algorithm && a.count * a.type.size() == b.count * b.type->size();
+    }
+    if (a.count != b.count) return false;
     if (a.op.has_value() != (b.op != nullptr)) return false;
     if (a.op.has_value() && (a.op->kind() != b.op->kind() || a.op->fn() != b.op->fn() ||
                              a.op->context() != b.op->context() || a.op->commutative() != b.op->commutative())) {
       return false;
     }
     if (a.algorithm != b.algorithm) return false;
-    if (&a.type.nodes() == &b.type->nodes()) return true;
-    return a.type.size() == b.type->size() && a.type.extent() == b.type->extent() &&
-           a.type.true_lb() == b.type->true_lb() && a.type.name() == b.type->name();
+    return SameType(a.type, *b.type);
   }
 };
 
@@ -183,9 +204,11 @@ ABSL_ATTRIBUTE_NOINLINE absl::Status RunRebound(const Comm& comm, const CallView
   CollectiveCall& bound = hit.key.call;  // its buffers: those the schedule is bound to now
   bound.send = view.send;
   bound.recv = view.recv;
-  if (hit.in_place != in_place) {
-    // This rank's part changed shape (the root switched to or from kInPlace):
-    // rebuild it under the same sequence number, as the other ranks reuse theirs.
+  if (hit.in_place != in_place || !SameLayout(bound, view)) {
+    // This rank's part changed shape (the root switched to or from kInPlace,
+    // or a block's layout changed): rebuild it under the same sequence
+    // number, as the other ranks reuse theirs.
+    bound = CallOf(view);
     CARTAGE_ASSIGN_OR_RETURN(hit.schedule, alg::BuildOn(comm, bound, hit.schedule->sequence()));
     hit.in_place = in_place;
   } else {
@@ -215,7 +238,8 @@ absl::Status RunCached(const Comm& comm, const CallView& view) {
   ScheduleCache::Entry* hit = cache->Find(comm.context(), comm.size(), view);
   if (hit == nullptr) [[unlikely]] return RunMissed(comm, view, *cache, in_place);
   const CollectiveCall& bound = hit->key.call;
-  if (hit->in_place != in_place || bound.send != view.send || bound.recv != view.recv) [[unlikely]] {
+  if (hit->in_place != in_place || bound.send != view.send || bound.recv != view.recv ||
+      (alg::FixedBlocks(view.kind) && !SameLayout(bound, view))) [[unlikely]] {
     return RunRebound(comm, view, *cache, *hit, in_place);
   }
   Schedule* s = hit->schedule.get();
@@ -254,6 +278,25 @@ absl::Status InitCollective(const Comm& comm, const CollectiveCall& call, Reques
   if (!in.ok()) return in.status(CollectiveName(call.kind));
   CARTAGE_ASSIGN_OR_RETURN(std::shared_ptr<Schedule> s, BuildCollective(comm, call));
   return s->Bind(req);
+}
+
+absl::Status PendingDup::Start(const Comm& comm, int copies, Request* req) {
+  CARTAGE_RETURN_IF_ERROR(engine::Alive(comm, "idup"));
+  if (copies < 1) return absl::InvalidArgumentError(absl::StrFormat("idup: %d copies", copies));
+  comm_ = comm;
+  mine_.clear();
+  for (int i = 0; i < copies; ++i) mine_.push_back(engine::ProposeUniqueContext(comm));
+  agreed_.assign(mine_.size(), 0);
+  CollectiveCall c = Call(Collective::kAllreduce, mine_.data(), agreed_.data(), copies,
+                          Datatype::Basic(BasicType::kUint32), Op(OpKind::kMax), 0);
+  return StartCollective(comm, c, req);
+}
+
+absl::StatusOr<Comm> PendingDup::Take(int i) const {
+  if (!comm_.has_value() || i < 0 || static_cast<std::size_t>(i) >= agreed_.size()) {
+    return absl::InvalidArgumentError(absl::StrFormat("idup: no duplicate %d of %d started", i, agreed_.size()));
+  }
+  return engine::DupOn(*comm_, agreed_[static_cast<std::size_t>(i)]);
 }
 
 absl::Status Barrier(const Comm& comm) {
@@ -342,6 +385,19 @@ absl::Status Alltoallv(const Comm& comm, const void* send, absl::Span<const int6
   c.send_displs = Vec(send_displs);
   c.recv_counts = Vec(recv_counts);
   c.recv_displs = Vec(recv_displs);
+  return RunCollective(comm, c);
+}
+absl::Status Alltoallw(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                       absl::Span<const int64_t> send_byte_displs, absl::Span<const Datatype> send_types, void* recv,
+                       absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_byte_displs,
+                       absl::Span<const Datatype> recv_types) {
+  CollectiveCall c = Call(Collective::kAlltoallv, send, recv, 0, Datatype::Basic(BasicType::kByte), std::nullopt, 0);
+  c.send_counts = Vec(send_counts);
+  c.send_displs = Vec(send_byte_displs);
+  c.send_types.assign(send_types.begin(), send_types.end());
+  c.recv_counts = Vec(recv_counts);
+  c.recv_displs = Vec(recv_byte_displs);
+  c.recv_types.assign(recv_types.begin(), recv_types.end());
   return RunCollective(comm, c);
 }
 absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl::Span<const int64_t> recv_counts,

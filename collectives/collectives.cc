@@ -21,10 +21,11 @@ namespace cartage {
 using alg::Algorithm;
 using alg::Ctx;
 using alg::Find;
+using alg::FixedBlocks;
 
 namespace {
 
-// What one rank's buffers hold in a call, in elements of the call's type.
+// What one rank's buffers hold in a call, in elements of each side's type.
 // A side is either one run (`send`, `recv`) or per-rank blocks (the v forms).
 struct Shape {
   int64_t send = 0;       // input elements in the send buffer
@@ -40,8 +41,7 @@ int64_t Sum(const std::vector<int64_t>& v) {
   return s;
 }
 
-Shape ShapeOf(const CollectiveCall& call, int rank, int n) {
-  const int64_t c = call.count;
+Shape ShapeWith(const CollectiveCall& call, int64_t c, int rank, int n) {
   const bool root = rank == call.root;
   switch (call.kind) {
     case Collective::kBarrier: return {};
@@ -68,12 +68,57 @@ Shape ShapeOf(const CollectiveCall& call, int rank, int n) {
   return {};
 }
 
+Shape ShapeOf(const CollectiveCall& call, int rank, int n) {
+  Shape s = ShapeWith(call, call.count, rank, n);
+  if (call.recv_type.has_value() && FixedBlocks(call.kind)) {  // the receive side counts in its own type
+    const Shape r = ShapeWith(call, call.recv_count, rank, n);
+    s.recv = r.recv;
+    s.in_place = r.in_place;
+  }
+  return s;
+}
+
+// The receive side's type.
+const Datatype& RecvType(const CollectiveCall& call) {
+  return call.recv_type.has_value() ? *call.recv_type : call.type;
+}
+
+// Where only one side of a two-type call is significant on `rank` (a
+// gather's non-root, a scatter's root receiving in place, any call sending
+// in place), or both name one type and count, the same call with one type
+// (in `*one`); otherwise `call` itself.
+const CollectiveCall& OneTypeWhereItCan(const CollectiveCall& call, int rank, CollectiveCall* one) {
+  const Collective k = call.kind;
+  if (!call.recv_type.has_value() || !call.send_types.empty() || !call.recv_types.empty()) return call;
+  if (!FixedBlocks(k) && !Varying(k)) return call;  // Build refuses it
+  const bool root = rank == call.root;
+  const bool gathers = k == Collective::kGather || k == Collective::kGatherv;
+  const bool scatters = k == Collective::kScatter || k == Collective::kScatterv;
+  const bool send_only = gathers && !root;                    // a non-root's receive side is not significant
+  const bool recv_only = (scatters && !root) || (call.send == kInPlace && !scatters);  // in place: recv's layout
+  const bool scatter_in_place = scatters && root && call.recv == kInPlace;
+  const bool same = &call.type.nodes() == &call.recv_type->nodes() &&
+                    (!FixedBlocks(k) || call.count == call.recv_count);
+  if (!send_only && !recv_only && !scatter_in_place && !same) return call;
+  *one = call;
+  if (recv_only) {
+    one->type = *call.recv_type;
+    if (FixedBlocks(k)) one->count = call.recv_count;
+  }
+  one->recv_type.reset();
+  one->recv_count = 0;
+  return *one;
+}
+
 // The bytes the selection table picks by: the same on every rank (only
 // what every rank passes alike), so every rank picks the same algorithm.
 uint64_t SelectionBytes(const CollectiveCall& call, int n) {
   const auto es = static_cast<uint64_t>(call.type.size());
   switch (call.kind) {
-    case Collective::kAllgatherv: return static_cast<uint64_t>(Sum(call.recv_counts) / std::max(n, 1)) * es;
+    // In bytes before the division: a rank whose receive type differs from another's computes the same.
+    case Collective::kAllgatherv:
+      return static_cast<uint64_t>(Sum(call.recv_counts)) * static_cast<uint64_t>(RecvType(call).size()) /
+             static_cast<uint64_t>(std::max(n, 1));
     case Collective::kReduceScatter: return static_cast<uint64_t>(Sum(call.recv_counts)) * es;
     case Collective::kReduceScatterBlock: return static_cast<uint64_t>(call.count) * static_cast<uint64_t>(n) * es;
     case Collective::kGatherv:
@@ -112,30 +157,61 @@ absl::Status CheckCounts(const std::vector<int64_t>& counts, const std::vector<i
   return absl::OkStatus();
 }
 
+// One side of a v form: per-rank counts and displacements, in elements and
+// extents of `type`, or (alltoallw) of `types[i]` and in bytes.
+struct Side {
+  const std::vector<int64_t>& counts;
+  const std::vector<int64_t>& displs;
+  const void* base;
+  const char* name;
+  const Datatype& type;
+  const std::vector<Datatype>& types;  // empty: `type` for every rank
+  bool bytes;                          // blocks count bytes (the call's sides differ in type)
+  const Datatype& TypeOf(std::size_t k) const { return types.empty() ? type : types[k]; }
+};
+
+// A packed receive block to unpack last.
+struct Unpacking {
+  Buf at;
+  int64_t count;
+  Datatype type;
+  Buf layout;
+};
+
 // One side's per-rank blocks, packed: in the user's buffer at its
-// displacements for a contiguous type, else in one temporary (rank order)
-// that `pack` (when the side is input) fills block by block, `packs`
-// collecting the pack vertices; `mine_only` packs only this rank's block.
-std::vector<alg::Block> Blocks(ScheduleBuilder& b, const std::vector<int64_t>& counts,
-                               const std::vector<int64_t>& displs, const void* base, const char* name,
-                               const Datatype& type, bool packed, bool pack, bool mine_only,
-                               std::vector<VertexId>* packs) {
+// displacements where the block's type is contiguous, else in one temporary
+// (rank order) that `pack` (when the side is input) fills block by block,
+// `packs` collecting the pack vertices, and `unpacks` the blocks to unpack
+// last (when it is output); `mine_only` packs only this rank's block.
+std::vector<alg::Block> Blocks(ScheduleBuilder& b, const Side& side, bool pack, bool mine_only,
+                               std::vector<VertexId>* packs, std::vector<Unpacking>* unpacks) {
   const int n = b.size();
-  const auto es = static_cast<uint64_t>(type.size());
   std::vector<alg::Block> out(static_cast<std::size_t>(n));
-  Buf temp = packed ? b.Temp(static_cast<uint64_t>(Sum(counts)) * es) : Buf{};
-  int64_t dense = 0;
+  uint64_t temp_bytes = 0;
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const Datatype& t = side.TypeOf(k);
+    if (!t.contiguous()) temp_bytes += static_cast<uint64_t>(side.counts[k] * t.size());
+  }
+  const Buf temp = temp_bytes > 0 ? b.Temp(temp_bytes) : Buf{};
+  int64_t dense = 0;  // bytes into the user's buffer where no displacements are given
+  uint64_t packed_at = 0;
   for (int i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    const int64_t displ = displs.empty() ? dense : displs[k];
-    const Buf layout = Buf::User(base, name) + static_cast<uint64_t>(displ * type.extent());
-    out[k].elems = counts[k];
+    const Datatype& t = side.TypeOf(k);
+    const int64_t displ = side.displs.empty()  ? dense
+                          : side.types.empty() ? side.displs[k] * t.extent()
+                                               : side.displs[k];  // alltoallw's: bytes
+    const Buf layout = Buf::User(side.base, side.name) + static_cast<uint64_t>(displ);
+    const bool packed = !t.contiguous();
+    out[k].elems = side.bytes ? side.counts[k] * t.size() : side.counts[k];
     out[k].layout = layout;
-    out[k].at = packed ? temp + static_cast<uint64_t>(dense) * es : layout;
-    if (packed && pack && counts[k] > 0 && (!mine_only || i == b.rank())) {
-      packs->push_back(b.Pack(layout, counts[k], type, out[k].at));
+    out[k].at = packed ? temp + packed_at : layout;
+    if (packed && pack && side.counts[k] > 0 && (!mine_only || i == b.rank())) {
+      packs->push_back(b.Pack(layout, side.counts[k], t, out[k].at));
     }
-    dense += counts[k];
+    if (packed && unpacks != nullptr && side.counts[k] > 0) unpacks->push_back({out[k].at, side.counts[k], t, layout});
+    dense += side.counts[k] * t.extent();
+    if (packed) packed_at += static_cast<uint64_t>(side.counts[k] * t.size());
   }
   return out;
 }
@@ -156,6 +232,24 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
     return bad(absl::StrFormat("root %d is not a rank of a communicator of %d", call.root, n));
   }
   const bool root = r == call.root;
+  // Two types: the receive side's, or alltoallw's per rank.
+  const bool per_rank_types = !call.send_types.empty() || !call.recv_types.empty();
+  const bool two = call.recv_type.has_value() || per_rank_types;
+  if (call.recv_type.has_value() && !FixedBlocks(k) && !Varying(k)) {
+    return bad("recv_type: only gather, scatter, allgather, alltoall and their v forms take one");
+  }
+  if (call.recv_type.has_value() && k == Collective::kReduceScatter) return bad("recv_type: a reduction takes one type");
+  if (per_rank_types) {
+    if (k != Collective::kAlltoallv) return bad("send_types and recv_types: only alltoallv takes them (alltoallw)");
+    if (call.recv_type.has_value()) return bad("recv_type beside recv_types");
+    const bool sends = call.send != kInPlace;
+    if (call.recv_types.size() != static_cast<std::size_t>(n) ||
+        (sends && call.send_types.size() != static_cast<std::size_t>(n))) {
+      return bad(absl::StrFormat("%d send_types and %d recv_types for a communicator of %d", call.send_types.size(),
+                                 call.recv_types.size(), n));
+    }
+  }
+  const Datatype& rtype = RecvType(call);
   // Per-rank counts: checked where they count (the root's alone for gatherv and scatterv).
   const bool recv_counted = k == Collective::kAllgatherv || k == Collective::kAlltoallv ||
                             k == Collective::kReduceScatter || (k == Collective::kGatherv && root);
@@ -171,21 +265,37 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
     }
   }
   // What this rank passes for its own block must agree with its entry in the counts.
+  // Where the sides differ in type, their bytes must agree.
   {
     const auto me = static_cast<std::size_t>(r);
+    auto bytes = [&](int64_t count, const Datatype& t) { return two ? count * t.size() : count; };
+    const char* unit = two ? " bytes" : "";
     std::optional<std::pair<int64_t, std::string>> own;  // (its entry, the entry's name)
+    int64_t mine = 0;
     if (k == Collective::kAllgatherv || (k == Collective::kGatherv && root && call.send != kInPlace)) {
-      own = {call.recv_counts[me], absl::StrFormat("recv_counts[%d]", r)};
+      own = {bytes(call.recv_counts[me], rtype), absl::StrFormat("recv_counts[%d]", r)};
+      mine = bytes(call.count, call.type);
     } else if (k == Collective::kScatterv && root && call.recv != kInPlace) {
-      own = {call.send_counts[me], absl::StrFormat("send_counts[%d]", r)};
+      own = {bytes(call.send_counts[me], call.type), absl::StrFormat("send_counts[%d]", r)};
+      mine = bytes(call.count, rtype);
     }
-    if (own.has_value() && call.count != own->first) {
-      return bad(absl::StrFormat("count %d for this rank's own block but %s = %d", call.count, own->second,
-                                 own->first));
+    if (own.has_value() && mine != own->first) {
+      return bad(absl::StrFormat("count %d%s for this rank's own block but %s = %d%s", mine, unit, own->second,
+                                 own->first, unit));
     }
-    if (k == Collective::kAlltoallv && call.send != kInPlace && call.send_counts[me] != call.recv_counts[me]) {
-      return bad(absl::StrFormat("send_counts[%d] = %d but recv_counts[%d] = %d (its own block)", r,
-                                 call.send_counts[me], r, call.recv_counts[me]));
+    if (k == Collective::kAlltoallv && call.send != kInPlace) {
+      const int64_t sent = bytes(call.send_counts[me], per_rank_types ? call.send_types[me] : call.type);
+      const int64_t got = bytes(call.recv_counts[me], per_rank_types ? call.recv_types[me] : rtype);
+      if (sent != got) {
+        return bad(absl::StrFormat("send_counts[%d] = %d%s but recv_counts[%d] = %d%s (its own block)", r, sent, unit,
+                                   r, got, unit));
+      }
+    }
+    const bool block_bytes_differ = call.count * call.type.size() != call.recv_count * rtype.size();
+    if (call.recv_type.has_value() && FixedBlocks(k) && block_bytes_differ) {
+      return bad(absl::StrFormat("a block sent is %d of %s (%d bytes) but a block received %d of %s (%d bytes)",
+                                 call.count, call.type.name(), call.count * call.type.size(), call.recv_count,
+                                 rtype.name(), call.recv_count * rtype.size()));
     }
   }
   const Shape shape = ShapeOf(call, r, n);
@@ -206,7 +316,10 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
                "gatherv, as the receive buffer at the root of scatter and scatterv, and on every rank of the "
                "allreduce, allgather(v), alltoall(v), reduce_scatter(_block), scan and exscan)");
   }
-  const uint64_t es = static_cast<uint64_t>(call.type.size());
+  // Two types: the algorithm moves bytes, each side packed by its own type.
+  const uint64_t es = two ? 1 : static_cast<uint64_t>(call.type.size());
+  int64_t count = call.count;
+  if (two && k != Collective::kAlltoallv) count *= k == Collective::kScatterv ? rtype.size() : call.type.size();
   if (call.algorithm.empty()) {
     if (absl::StatusOr<const std::vector<SelectionRule>*> f = SelectionFileRules(); !f.ok()) {
       return bad(std::string(f.status().message()));
@@ -233,35 +346,41 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
   }
 
   // Non-contiguous types travel packed: pack first, unpack last.
-  const bool packed = !call.type.contiguous() && k != Collective::kBarrier;
+  const bool send_packed = !call.type.contiguous() && k != Collective::kBarrier;
+  const bool recv_packed = !rtype.contiguous() && k != Collective::kBarrier;
+  const auto send_es = static_cast<uint64_t>(call.type.size());
+  const auto recv_es = static_cast<uint64_t>(rtype.size());
   const void* send_base = call.send == kInPlace ? call.recv : call.send;
   Buf send = Buf::User(send_base, call.send == kInPlace ? "recv" : "send");
   Buf recv = Buf::User(call.recv, "recv");
   std::vector<VertexId> packs;
+  std::vector<Unpacking> unpacks;
   const bool root_bcast = k == Collective::kBcast && root;
-  if (packed) {
+  // In place (and a bcast's root) the input is the receive buffer, laid out by the receive type.
+  const bool input_in_recv = (in_place && !scatter_in_place) || root_bcast;
+  if (recv_packed) {
     const int64_t room = std::max(shape.recv, in_place || root_bcast ? shape.in_place : int64_t{0});
-    recv = room > 0 ? b.Temp(static_cast<uint64_t>(room) * es) : Buf{};
-    if ((in_place && !scatter_in_place) || root_bcast) {
+    recv = room > 0 ? b.Temp(static_cast<uint64_t>(room) * recv_es) : Buf{};
+    if (input_in_recv) {
       send = recv;
-      if (shape.in_place > 0) packs.push_back(b.Pack(Buf::User(call.recv, "recv"), shape.in_place, call.type, recv));
-    } else if (shape.send > 0) {
-      send = b.Temp(static_cast<uint64_t>(shape.send) * es);
-      packs.push_back(b.Pack(Buf::User(call.send, "send"), shape.send, call.type, send));
+      if (shape.in_place > 0) packs.push_back(b.Pack(Buf::User(call.recv, "recv"), shape.in_place, rtype, recv));
     }
   }
-  Ctx c{b, r, n, send, recv, in_place, call.count, call.type, es, call.op, call.root, {}, {}, {}, oversubscribed};
+  if (send_packed && !input_in_recv && shape.send > 0) {
+    send = b.Temp(static_cast<uint64_t>(shape.send) * send_es);
+    packs.push_back(b.Pack(Buf::User(call.send, "send"), shape.send, call.type, send));
+  }
+  const Datatype algo_type = two ? Datatype::Basic(BasicType::kByte) : call.type;
+  Ctx c{b, r, n, send, recv, in_place, count, algo_type, es, call.op, call.root, {}, {}, {}, oversubscribed};
   if (k == Collective::kBcast) c.send = c.recv;
   if (shape.recv_blocks) {
     // In place, this rank's block of the receive buffer is its input (all of them for alltoallv).
-    c.rblk = Blocks(b, call.recv_counts, call.recv_displs, call.recv, "recv", call.type, packed, in_place,
-                    k != Collective::kAlltoallv, &packs);
+    const Side side{call.recv_counts, call.recv_displs, call.recv, "recv", rtype, call.recv_types, two};
+    c.rblk = Blocks(b, side, in_place, k != Collective::kAlltoallv, &packs, &unpacks);
   }
   if (shape.send_blocks) {
-    c.sblk = k == Collective::kAlltoallv && in_place
-                 ? c.rblk
-                 : Blocks(b, call.send_counts, call.send_displs, call.send, "send", call.type, packed, true,
-                               false, &packs);
+    const Side side{call.send_counts, call.send_displs, call.send, "send", call.type, call.send_types, two};
+    c.sblk = k == Collective::kAlltoallv && in_place ? c.rblk : Blocks(b, side, true, false, &packs, nullptr);
   }
   if (k == Collective::kReduceScatter || k == Collective::kReduceScatterBlock) {
     c.parts.assign(static_cast<std::size_t>(n) + 1, 0);
@@ -272,21 +391,20 @@ absl::StatusOr<std::shared_ptr<Schedule>> Build(ScheduleBuilder& b, const Collec
   }
   const std::size_t first = b.vertices().size();
   CARTAGE_RETURN_IF_ERROR(a->build(c));
-  if (packed) {
-    if (!packs.empty()) {
-      const VertexId packed_all = packs.size() == 1 ? packs[0] : b.Fence(packs);
-      for (std::size_t v = first; v < b.vertices().size(); ++v) {
-        if (static_cast<VertexId>(v) != packed_all && b.vertices()[v].after.empty()) {
-          b.Depend(packed_all, static_cast<VertexId>(v));
-        }
+  if (!packs.empty()) {
+    const VertexId packed_all = packs.size() == 1 ? packs[0] : b.Fence(packs);
+    for (std::size_t v = first; v < b.vertices().size(); ++v) {
+      if (static_cast<VertexId>(v) != packed_all && b.vertices()[v].after.empty()) {
+        b.Depend(packed_all, static_cast<VertexId>(v));
       }
     }
+  }
+  const bool unpack_run = recv_packed && shape.recv > 0 && !root_bcast;
+  if (unpack_run || !unpacks.empty()) {
     std::vector<VertexId> sinks = alg::SinksSince(b, first);
     if (sinks.empty() && !packs.empty()) sinks = packs;
-    if (shape.recv > 0 && !root_bcast) b.Unpack(recv, shape.recv, call.type, Buf::User(call.recv, "recv"), sinks);
-    for (const alg::Block& blk : c.rblk) {
-      if (blk.elems > 0) b.Unpack(blk.at, blk.elems, call.type, blk.layout, sinks);
-    }
+    if (unpack_run) b.Unpack(recv, shape.recv, rtype, Buf::User(call.recv, "recv"), sinks);
+    for (const Unpacking& u : unpacks) b.Unpack(u.at, u.count, u.type, u.layout, sinks);
   }
   absl::StatusOr<std::shared_ptr<Schedule>> s = b.Build();
   if (!s.ok()) return absl::Status(s.status().code(), absl::StrCat(coll, "/", algo, ": ", s.status().message()));
@@ -312,8 +430,10 @@ void alg::PrintExplanation(int rank, const std::string& why) {
   std::fprintf(stderr, "cartage[%d]: %s\n", rank, why.c_str());
 }
 
-absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const CollectiveCall& call,
+absl::StatusOr<std::shared_ptr<Schedule>> alg::BuildOn(const Comm& comm, const CollectiveCall& as_called,
                                                        std::optional<uint32_t> sequence) {
+  CollectiveCall one;
+  const CollectiveCall& call = OneTypeWhereItCan(as_called, comm.rank(), &one);
   const bool oversubscribed = comm.Oversubscribed();
   const std::string algo = AlgorithmOf(call, comm.size(), oversubscribed, comm.Crowded());
   ScheduleBuilder b(comm, ScheduleName(call, algo));
@@ -348,9 +468,11 @@ absl::StatusOr<std::shared_ptr<Schedule>> BuildCollective(int rank, int size, co
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrFormat("%s: rank %d of %d", CollectiveName(call.kind), rank, size));
   }
-  const std::string algo = AlgorithmOf(call, size, /*oversubscribed=*/false, /*crowded=*/false);
-  ScheduleBuilder b(rank, size, ScheduleName(call, algo));
-  return Build(b, call, algo, /*runnable=*/false, /*oversubscribed=*/false);
+  CollectiveCall one;
+  const CollectiveCall& one_type = OneTypeWhereItCan(call, rank, &one);
+  const std::string algo = AlgorithmOf(one_type, size, /*oversubscribed=*/false, /*crowded=*/false);
+  ScheduleBuilder b(rank, size, ScheduleName(one_type, algo));
+  return Build(b, one_type, algo, /*runnable=*/false, /*oversubscribed=*/false);
 }
 
 }  // namespace cartage

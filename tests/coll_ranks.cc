@@ -5,7 +5,7 @@
 // non-contiguous layouts must keep their sentinel bytes. Rank 0 prints
 // "PASS <mode>" when the whole job agrees.
 //
-// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|xfer|burst|reinit|faults sizes|dead|all
+// usage: coll_ranks algorithms [COLLECTIVE,...]|persistent|concurrent|selection|types|xfer|burst|reinit|faults sizes|dead|all
 // COLL_RANKS_TRACE=1 prints each call before it runs (to find the one that hangs or crashes).
 #include <cstdio>
 #include <cstdint>
@@ -85,6 +85,8 @@ int main(int argc, char** argv) {
     closing = coll::Faults(w, argc > 2 ? argv[2] : "");
   } else if (mode == "xfer") {
     coll::XferChains(w);
+  } else if (mode == "types") {
+    coll::TwoTypes(w);
   } else if (mode == "burst") {
     coll::Burst(w);
   } else {

@@ -105,6 +105,9 @@ bool Selection(const Comm& w);
 void ExpectNothingLeft(const Comm& w, const char* after);
 bool Faults(const Comm& w, const std::string& what);
 
+// Collectives whose sides differ in type, and alltoallw (coll_ranks_types.cc).
+void TwoTypes(const Comm& w);
+
 // Seed 002's xfer blocks and a burst of large sends (coll_ranks_xfer.cc).
 void Burst(const Comm& w);
 void XferChains(const Comm& w);

@@ -457,6 +457,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"algorithms", 1}, Case{"algorithms", 2}, Case{"algorithms", 3}, Case{"algorithms", 4},
                       Case{"algorithms", 5}, Case{"algorithms", 7}, Case{"algorithms", 8}, Case{"persistent", 1},
                       Case{"persistent", 3}, Case{"persistent", 4}, Case{"concurrent", 2}, Case{"concurrent", 5},
+                      Case{"types", 1}, Case{"types", 2}, Case{"types", 3}, Case{"types", 5},
                       Case{"xfer", 2}, Case{"xfer", 3}, Case{"xfer", 5}, Case{"reinit", 2}, Case{"reinit", 3}),
     [](const ::testing::TestParamInfo<Case>& p) { return absl::StrCat(p.param.mode, "_np", p.param.ranks); });
 

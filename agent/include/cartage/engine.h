@@ -95,6 +95,16 @@ void Unexpose(const Comm& comm, uint64_t token);
 absl::Status StartOneSided(const Comm& comm, bool write, void* local, uint64_t bytes, int peer, uint64_t addr,
                            uint64_t key, Request* req);
 
+// A nonblocking Dup (collectives.h's PendingDup: MPI_Comm_idup) agrees on
+// its context while other agreements may be in flight on communicators
+// that share ranks, completing in any order. ProposeUniqueContext is this
+// rank's proposal: from a range of its own, unique to the rank and to the
+// call, so two agreements never take one number; the members take the
+// largest (an allreduce), and DupOn makes the duplicate on it. A context
+// not of that range is refused.
+uint32_t ProposeUniqueContext(const Comm& comm);
+absl::StatusOr<Comm> DupOn(const Comm& comm, uint32_t context);
+
 // `comm` on its collective context: the same ranks, traffic that never
 // matches point-to-point traffic (schedules send on it).
 Comm CollectiveChannel(const Comm& comm);

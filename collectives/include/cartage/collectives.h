@@ -63,6 +63,14 @@ bool Varying(Collective c);
 //   scatterv (at the root): send_counts, send_displs;
 //   alltoallv: both; reduce_scatter: recv_counts (rank i's share of the
 //   reduced vector, which is their sum long).
+// The two sides of the collectives that move blocks (gather, scatter,
+// allgather, alltoall and their v forms) may differ in type, as in MPI
+// (sendtype, recvtype): `recv_type` is then the receive side's, and
+// everything on that side counts in it (`recv_count` a fixed-shape call's
+// receive block, scatterv's `count`, recv_counts and recv_displs); the
+// bytes each block carries must agree. alltoallv with `send_types` and
+// `recv_types` (n each) is MPI's alltoallw: rank i's blocks are laid out by
+// send_types[i] and recv_types[i], and the displacements are in bytes.
 struct CollectiveCall {
   Collective kind = Collective::kBarrier;
   const void* send = nullptr;  // or kInPlace
@@ -73,6 +81,9 @@ struct CollectiveCall {
   int root = 0;            // the rooted collectives
   std::string algorithm;   // empty: the selection table's choice
   std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;
+  std::optional<Datatype> recv_type;  // the receive side's, where it differs
+  int64_t recv_count = 0;             // with recv_type: a fixed-shape call's receive block
+  std::vector<Datatype> send_types, recv_types;  // alltoallv as alltoallw
 };
 
 // An algorithm: a named schedule builder for one collective.
@@ -178,6 +189,13 @@ absl::Status Allgatherv(const Comm& comm, const void* send, int64_t send_count, 
 absl::Status Alltoallv(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
                        absl::Span<const int64_t> send_displs, void* recv, absl::Span<const int64_t> recv_counts,
                        absl::Span<const int64_t> recv_displs, const Datatype& type);
+// MPI's alltoallw: rank i's blocks are send_counts[i] elements of
+// send_types[i] at send_byte_displs[i] bytes into `send`, and the same on
+// the receive side.
+absl::Status Alltoallw(const Comm& comm, const void* send, absl::Span<const int64_t> send_counts,
+                       absl::Span<const int64_t> send_byte_displs, absl::Span<const Datatype> send_types, void* recv,
+                       absl::Span<const int64_t> recv_counts, absl::Span<const int64_t> recv_byte_displs,
+                       absl::Span<const Datatype> recv_types);
 // Reduces the vectors of every rank (sum of recv_counts long) and leaves
 // rank i's part (recv_counts[i] elements, in rank order) on rank i.
 absl::Status ReduceScatter(const Comm& comm, const void* send, void* recv, absl::Span<const int64_t> recv_counts,
@@ -189,6 +207,29 @@ absl::Status ReduceScatterBlock(const Comm& comm, const void* send, void* recv, 
 absl::Status Scan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type, const Op& op);
 absl::Status Exscan(const Comm& comm, const void* send, void* recv, int64_t count, const Datatype& type,
                     const Op& op);
+
+// MPI_Comm_idup: duplicates of a communicator whose ranks agree on them by
+// a nonblocking collective (an allreduce of proposals). Start on every
+// rank, complete the request (Wait, Test), then Take. Ranks may start
+// others meanwhile, on communicators that share ranks with this one and in
+// any order: no two agreements ever take one context.
+//
+//   cartage::PendingDup dup;  // stays put until the request completes
+//   CARTAGE_CHECK_OK(dup.Start(world, 1, &req));
+//   ...
+//   CARTAGE_CHECK_OK(req.Wait());
+//   cartage::Comm copy = *dup.Take(0);
+class PendingDup {
+ public:
+  // `copies` duplicates of `comm`, each on a context of its own.
+  absl::Status Start(const Comm& comm, int copies, Request* req);
+  // Duplicate `i`, once the request completed.
+  absl::StatusOr<Comm> Take(int i) const;
+
+ private:
+  std::optional<Comm> comm_;
+  std::vector<uint32_t> mine_, agreed_;
+};
 
 }  // namespace cartage
 
