@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -57,6 +58,36 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
   NewComm(**self, MPI_ERRORS_ARE_FATAL);  // slot 1: MPI_COMM_SELF
   s.phase = Phase::kRunning;
   return MPI_SUCCESS;
+}
+
+// `comm`'s duplicate `d` as a handle in `*newcomm`: its error handler and
+// attributes go with it, as MPI says, and an intercommunicator's two
+// groups; `bridge` (a second duplicate) serves an intercommunicator's
+// collectives, or one is made now.
+int Adopt(MPI_Comm comm, cartage::Comm d, std::optional<cartage::Comm> bridge, MPI_Comm* newcomm, const char* fn) {
+  int rc = MPI_SUCCESS;
+  const CommSlot old = *CommSlotOf(comm);
+  *newcomm = NewComm(std::move(d), old.handler);
+  CommSlot* made = CommSlotOf(*newcomm);
+  made->inter = old.inter;
+  made->local_offset = old.local_offset;
+  made->local_size = old.local_size;
+  made->remote_offset = old.remote_offset;
+  made->remote_size = old.remote_size;
+  made->cart = old.cart;  // and its topology
+  made->dims = old.dims;
+  made->periods = old.periods;
+  if (old.inter && bridge.has_value()) {
+    made->bridge = *std::move(bridge);
+  } else if (old.inter) {
+    rc = MakeInter(*newcomm, fn);
+  }
+  if (rc == MPI_SUCCESS) rc = CopyAttrs(comm, *newcomm, true, fn);
+  if (rc != MPI_SUCCESS) {
+    (void)DeleteAttrs(*newcomm, true, fn);
+    FreeComm(newcomm);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -217,21 +248,35 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   if (c == nullptr) return rc;
   absl::StatusOr<cartage::Comm> d = c->Dup();
   if (!d.ok()) return FromStatus(comm, "MPI_Comm_dup", d.status());
-  const CommSlot old = *CommSlotOf(comm);
-  *newcomm = NewComm(*std::move(d), old.handler);  // the error handler goes with it, as MPI says
-  CommSlot* made = CommSlotOf(*newcomm);
-  made->inter = old.inter;  // and an intercommunicator's two groups
-  made->local_offset = old.local_offset;
-  made->local_size = old.local_size;
-  made->remote_offset = old.remote_offset;
-  made->remote_size = old.remote_size;
-  if (old.inter) rc = MakeInter(*newcomm, "MPI_Comm_dup");
-  if (rc == MPI_SUCCESS) rc = CopyAttrs(comm, *newcomm, true, "MPI_Comm_dup");
-  if (rc != MPI_SUCCESS) {
-    (void)DeleteAttrs(*newcomm, true, "MPI_Comm_dup");
-    FreeComm(newcomm);
+  return Adopt(comm, *std::move(d), std::nullopt, newcomm, "MPI_Comm_dup");
+}
+
+// The agreement runs as a nonblocking collective (cartage::PendingDup);
+// `*newcomm` is set when the request completes, as MPI allows.
+int PMPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+  int rc = MPI_SUCCESS;
+  const cartage::Comm* c = CommOf(comm, "MPI_Comm_idup", &rc);
+  if (c == nullptr) return rc;
+  const bool inter = CommSlotOf(comm)->inter;
+  auto dup = std::make_shared<cartage::PendingDup>();
+  Slot* slot = NewSlot(request);
+  slot->comm = comm;
+  if (const absl::Status st = dup->Start(*c, inter ? 2 : 1, &slot->req); !st.ok()) {
+    FreeSlot(request);
+    return FromStatus(comm, "MPI_Comm_idup", st);
   }
-  return rc;
+  slot->then = [comm, newcomm, dup, inter]() {
+    absl::StatusOr<cartage::Comm> d = dup->Take(0);
+    if (!d.ok()) return FromStatus(comm, "MPI_Comm_idup", d.status());
+    std::optional<cartage::Comm> bridge;
+    if (inter) {
+      absl::StatusOr<cartage::Comm> b = dup->Take(1);
+      if (!b.ok()) return FromStatus(comm, "MPI_Comm_idup", b.status());
+      bridge = *std::move(b);
+    }
+    return Adopt(comm, *std::move(d), std::move(bridge), newcomm, "MPI_Comm_idup");
+  };
+  return MPI_SUCCESS;
 }
 
 int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
@@ -403,6 +448,7 @@ CARTAGE_MPI_ALIAS(MPI_Wtick);
 CARTAGE_MPI_ALIAS(MPI_Comm_rank);
 CARTAGE_MPI_ALIAS(MPI_Comm_size);
 CARTAGE_MPI_ALIAS(MPI_Comm_dup);
+CARTAGE_MPI_ALIAS(MPI_Comm_idup);
 CARTAGE_MPI_ALIAS(MPI_Comm_split);
 CARTAGE_MPI_ALIAS(MPI_Comm_free);
 CARTAGE_MPI_ALIAS(MPI_Send);

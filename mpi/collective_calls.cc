@@ -276,6 +276,26 @@ int PMPI_Alltoallv_init(const void* sendbuf, const int sendcounts[], const int s
                      Persistent("MPI_Alltoallv_init", request));
 }
 
+int PMPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                   void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                   MPI_Comm comm) {
+  return DoAlltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                     Blocking("MPI_Alltoallw"));
+}
+int PMPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                    void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                    MPI_Comm comm, MPI_Request* request) {
+  return DoAlltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                     Nonblocking("MPI_Ialltoallw", request));
+}
+int PMPI_Alltoallw_init(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                        const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[], const int rdispls[],
+                        const MPI_Datatype recvtypes[], MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (int rc = InfoCheck(info, "MPI_Alltoallw_init"); rc != MPI_SUCCESS) return rc;
+  return DoAlltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                     Persistent("MPI_Alltoallw_init", request));
+}
+
 }  // extern "C"
 }  // namespace cartage::mpi_binding
 
@@ -327,3 +347,6 @@ CARTAGE_MPI_ALIAS(MPI_Allgatherv_init);
 CARTAGE_MPI_ALIAS(MPI_Alltoallv);
 CARTAGE_MPI_ALIAS(MPI_Ialltoallv);
 CARTAGE_MPI_ALIAS(MPI_Alltoallv_init);
+CARTAGE_MPI_ALIAS(MPI_Alltoallw);
+CARTAGE_MPI_ALIAS(MPI_Ialltoallw);
+CARTAGE_MPI_ALIAS(MPI_Alltoallw_init);

@@ -1,10 +1,10 @@
 // The MPI binding's collectives: each checks its arguments where MPI says
 // they are significant, builds one cartage::CollectiveCall and runs it
 // blocking (RunCollective), nonblocking (StartCollective) or persistent
-// (InitCollective: MPI-4's *_init, started by MPI_Start). cartage's
-// collectives take one datatype and count for both sides; an MPI call
-// whose two sides name different types or counts where both are
-// significant is refused with MPI_ERR_ARG, naming them.
+// (InitCollective: MPI-4's *_init, started by MPI_Start). Where both sides
+// of a call are significant and name different types or counts, the
+// receive side's travel as the call's recv_type (MPI_Alltoallw's as its
+// per-rank types).
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -67,34 +67,38 @@ std::optional<Op> OpArg(MPI_Op op, MPI_Datatype datatype, MPI_Comm comm, const c
   return std::nullopt;
 }
 
-// Runs `call` on `c` as `how` says.
-int Dispatch(MPI_Comm comm, const How& how, const Comm& c, const CollectiveCall& call) {
-  if (how.mode == Mode::kBlocking) return FromStatus(comm, how.fn, RunCollective(c, call));
+// Gives a nonblocking or persistent call its request, which `start`
+// starts (or binds).
+template <typename Start>
+int WithRequest(MPI_Comm comm, const How& how, Start start) {
   Slot* slot = NewSlot(how.request);
   slot->comm = comm;
   slot->persistent = how.mode == Mode::kPersistent;
-  const absl::Status st =
-      how.mode == Mode::kPersistent ? InitCollective(c, call, &slot->req) : StartCollective(c, call, &slot->req);
-  if (!st.ok()) {
+  if (const absl::Status st = start(&slot->req); !st.ok()) {
     FreeSlot(how.request);
     return FromStatus(comm, how.fn, st);
   }
   return MPI_SUCCESS;
 }
 
-// Where `comm` is an intercommunicator, runs `call` on it (blocking only;
-// intercoll.cc) and says so, its outcome in `*rc`.
+// Runs `call` on `c` as `how` says.
+int Dispatch(MPI_Comm comm, const How& how, const Comm& c, const CollectiveCall& call) {
+  if (how.mode == Mode::kBlocking) return FromStatus(comm, how.fn, RunCollective(c, call));
+  return WithRequest(comm, how, [&](Request* req) {
+    return how.mode == Mode::kPersistent ? InitCollective(c, call, req) : StartCollective(c, call, req);
+  });
+}
+
+// Where `comm` is an intercommunicator, runs `call` on it as `how` says
+// (intercoll.cc's schedule) and says so, its outcome in `*rc`.
 bool OnInter(MPI_Comm comm, const How& how, InterCall call, int* rc) {
   const CommSlot* slot = S().phase == Phase::kRunning ? CommSlotOf(comm) : nullptr;
   if (slot == nullptr || !slot->inter) return false;
-  if (how.mode != Mode::kBlocking) {
-    *rc = Error(comm, how.fn, MPI_ERR_COMM,
-                "nonblocking and persistent collectives on an intercommunicator are not provided");
-    return true;
-  }
   call.comm = comm;
   call.fn = how.fn;
-  *rc = InterCollective(call);
+  std::shared_ptr<Schedule> s;
+  if (*rc = InterSchedule(call, &s); *rc != MPI_SUCCESS) return true;
+  *rc = RunSchedule(comm, how, s);
   return true;
 }
 
@@ -136,48 +140,71 @@ int CheckRoot(MPI_Comm comm, const char* fn, int root, const Comm& c) {
                absl::StrFormat("root %d: no such rank in a communicator of %d", root, c.size()));
 }
 
-// The one (count, type) a gather, scatter, allgather or alltoall moves,
-// from the sides significant on this rank (both must then agree).
+// A side of a gather, scatter, allgather or alltoall.
 struct Side {
   int count;
   MPI_Datatype type;
   bool significant;
 };
-int Signature(MPI_Comm comm, const char* fn, Side send, Side recv, Args* a, int* count) {
-  const Side& one = send.significant ? send : recv;
-  if (int rc = Check(comm, fn, one.count, one.type, kCollective, 0, false, a); rc != MPI_SUCCESS) return rc;
-  *count = one.count;
-  if (!send.significant || !recv.significant) return MPI_SUCCESS;
-  Args other;
-  if (int rc = Check(comm, fn, recv.count, recv.type, kCollective, 0, false, &other); rc != MPI_SUCCESS) return rc;
-  if (other.type != a->type || recv.count != send.count) {
-    return Error(comm, fn, MPI_ERR_ARG,
-                 absl::StrFormat("sends %d of datatype 0x%08x but receives %d of 0x%08x: the binding takes one "
-                                 "type and count for both sides",
-                                 send.count, static_cast<unsigned>(send.type), recv.count,
-                                 static_cast<unsigned>(recv.type)));
-  }
-  return MPI_SUCCESS;
-}
+// The sides significant on this rank: `a` the first's (the send side's
+// where it is significant), and where both are and they differ, the
+// receive side's type and count in `recv_type` and `recv_count`.
+struct Signature {
+  Args a;
+  int count = 0;
+  std::optional<Datatype> recv_type;
+  int recv_count = 0;
 
-// The one type a v-form moves, from the sides significant on this rank.
-int OneType(MPI_Comm comm, const char* fn, MPI_Datatype sendtype, bool send_sig, MPI_Datatype recvtype,
-            bool recv_sig, Args* a) {
-  if (int rc = Check(comm, fn, 0, send_sig ? sendtype : recvtype, kCollective, 0, false, a); rc != MPI_SUCCESS) {
-    return rc;
+  int Check(MPI_Comm comm, const char* fn, Side send, Side recv) {
+    const Side& one = send.significant ? send : recv;
+    if (int rc = mpi_binding::Check(comm, fn, one.count, one.type, kCollective, 0, false, &a); rc != MPI_SUCCESS) {
+      return rc;
+    }
+    count = one.count;
+    if (!send.significant || !recv.significant) return MPI_SUCCESS;
+    Args other;
+    if (int rc = mpi_binding::Check(comm, fn, recv.count, recv.type, kCollective, 0, false, &other);
+        rc != MPI_SUCCESS) {
+      return rc;
+    }
+    if (other.type != a.type || recv.count != send.count) {
+      recv_type = *other.type;
+      recv_count = recv.count;
+    }
+    return MPI_SUCCESS;
   }
-  if (!send_sig || !recv_sig) return MPI_SUCCESS;
-  Args other;
-  if (int rc = Check(comm, fn, 0, recvtype, kCollective, 0, false, &other); rc != MPI_SUCCESS) return rc;
-  if (other.type == a->type) return MPI_SUCCESS;
-  return Error(comm, fn, MPI_ERR_ARG,
-               absl::StrFormat("sends datatype 0x%08x but receives 0x%08x: the binding takes one type for both sides",
-                               static_cast<unsigned>(sendtype), static_cast<unsigned>(recvtype)));
-}
+  // `call` with the receive side's type, where it differs.
+  CollectiveCall With(CollectiveCall call) const {
+    call.recv_type = recv_type;
+    call.recv_count = recv_count;
+    return call;
+  }
+};
 
 // A rank-indexed int array as cartage's counts (empty where not significant).
 std::vector<int64_t> PerRank(const int* values, int n) {
   return values == nullptr ? std::vector<int64_t>() : std::vector<int64_t>(values, values + n);
+}
+
+// An alltoallv's (or alltoallw's) per-rank counts and displacements.
+struct Counts {
+  const int *send_counts, *send_displs, *recv_counts, *recv_displs;
+};
+// `ic` with them, by remote rank.
+InterCall Counted(MPI_Comm comm, InterCall ic, const Counts& v) {
+  ic.send_counts = PerRemote(comm, v.send_counts);
+  ic.send_displs = PerRemote(comm, v.send_displs);
+  ic.recv_counts = PerRemote(comm, v.recv_counts);
+  ic.recv_displs = PerRemote(comm, v.recv_displs);
+  return ic;
+}
+// `call` with them, by rank; in place, what is sent is laid out as what is received.
+CollectiveCall Counted(int n, bool in_place, CollectiveCall call, const Counts& v) {
+  call.send_counts = PerRank(in_place ? v.recv_counts : v.send_counts, n);
+  call.send_displs = PerRank(in_place ? v.recv_displs : v.send_displs, n);
+  call.recv_counts = PerRank(v.recv_counts, n);
+  call.recv_displs = PerRank(v.recv_displs, n);
+  return call;
 }
 
 // inout = in op inout, both laid out by `type`: `in` packed, then reduced
@@ -195,8 +222,9 @@ absl::Status ReduceLocal(const Op& op, const void* in, void* inout, int64_t coun
 // Reduce_scatter_block.
 int Reduction(Collective kind, const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
               int root, MPI_Comm comm, const How& how) {
-  if (int rc = 0; (kind == Collective::kReduce || kind == Collective::kAllreduce) && CommSlotOf(comm) != nullptr &&
-                 CommSlotOf(comm)->inter) {
+  if (int rc = 0; (kind == Collective::kReduce || kind == Collective::kAllreduce ||
+                  kind == Collective::kReduceScatterBlock) &&
+                 CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
     const std::optional<Op> o = OpArg(op, datatype, comm, how.fn, &rc);
     if (!o.has_value()) return rc;
     InterCall ic = Inter(kind, sendbuf, count, datatype, recvbuf, 0, MPI_DATATYPE_NULL, root);
@@ -249,10 +277,9 @@ int DoRooted(Collective kind, const void* sendbuf, int sendcount, MPI_Datatype s
   const bool in_place = at_root && (gather ? sendbuf : recvbuf) == MPI_IN_PLACE;
   const Side send{sendcount, sendtype, gather ? !in_place : at_root};
   const Side recv{recvcount, recvtype, gather ? at_root : !in_place};
-  Args a;
-  int count = 0;
-  if (rc = Signature(comm, how.fn, send, recv, &a, &count); rc != MPI_SUCCESS) return rc;
-  return Dispatch(comm, how, *c, Call(kind, sendbuf, recvbuf, count, *a.type, root));
+  Signature sig;
+  if (rc = sig.Check(comm, how.fn, send, recv); rc != MPI_SUCCESS) return rc;
+  return Dispatch(comm, how, *c, sig.With(Call(kind, sendbuf, recvbuf, sig.count, *sig.a.type, root)));
 }
 
 // Allgather and Alltoall: one signature, MPI_IN_PLACE, then the call.
@@ -260,14 +287,12 @@ int DoAllToAll(Collective kind, const void* sendbuf, int sendcount, MPI_Datatype
                int recvcount, MPI_Datatype recvtype, MPI_Comm comm, const How& how) {
   InterCall ic = Inter(kind, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype);
   if (int rc = 0; OnInter(comm, how, ic, &rc)) return rc;
-  Args a;
-  int count = 0;
-  if (int rc = Signature(comm, how.fn, {sendcount, sendtype, sendbuf != MPI_IN_PLACE}, {recvcount, recvtype, true},
-                         &a, &count);
+  Signature sig;
+  if (int rc = sig.Check(comm, how.fn, {sendcount, sendtype, sendbuf != MPI_IN_PLACE}, {recvcount, recvtype, true});
       rc != MPI_SUCCESS) {
     return rc;
   }
-  return Dispatch(comm, how, *a.comm, Call(kind, sendbuf, recvbuf, count, *a.type));
+  return Dispatch(comm, how, *sig.a.comm, sig.With(Call(kind, sendbuf, recvbuf, sig.count, *sig.a.type)));
 }
 
 int DoGatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
@@ -287,10 +312,11 @@ int DoGatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
   if (rc = CheckRoot(comm, how.fn, root, *c); rc != MPI_SUCCESS) return rc;
   const bool at_root = c->rank() == root;
   const bool in_place = at_root && sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, at_root, &a); rc != MPI_SUCCESS) return rc;
+  Signature sig;
+  if (rc = sig.Check(comm, how.fn, {0, sendtype, !in_place}, {0, recvtype, at_root}); rc != MPI_SUCCESS) return rc;
   const int n = at_root ? c->size() : 0;
-  CollectiveCall call = Call(Collective::kGatherv, sendbuf, recvbuf, in_place ? 0 : sendcount, *a.type, root);
+  CollectiveCall call =
+      sig.With(Call(Collective::kGatherv, sendbuf, recvbuf, in_place ? 0 : sendcount, *sig.a.type, root));
   call.recv_counts = PerRank(recvcounts, n);
   call.recv_displs = PerRank(displs, n);
   return Dispatch(comm, how, *c, call);
@@ -313,10 +339,11 @@ int DoScatterv(const void* sendbuf, const int sendcounts[], const int displs[], 
   if (rc = CheckRoot(comm, how.fn, root, *c); rc != MPI_SUCCESS) return rc;
   const bool at_root = c->rank() == root;
   const bool in_place = at_root && recvbuf == MPI_IN_PLACE;
-  Args a;
-  if (rc = OneType(comm, how.fn, sendtype, at_root, recvtype, !in_place, &a); rc != MPI_SUCCESS) return rc;
+  Signature sig;
+  if (rc = sig.Check(comm, how.fn, {0, sendtype, at_root}, {0, recvtype, !in_place}); rc != MPI_SUCCESS) return rc;
   const int n = at_root ? c->size() : 0;
-  CollectiveCall call = Call(Collective::kScatterv, sendbuf, recvbuf, in_place ? 0 : recvcount, *a.type, root);
+  CollectiveCall call =
+      sig.With(Call(Collective::kScatterv, sendbuf, recvbuf, in_place ? 0 : recvcount, *sig.a.type, root));
   call.send_counts = PerRank(sendcounts, n);
   call.send_displs = PerRank(displs, n);
   return Dispatch(comm, how, *c, call);
@@ -332,12 +359,13 @@ int DoAllgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
     return rc;
   }
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (int rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
+  Signature sig;
+  if (int rc = sig.Check(comm, how.fn, {0, sendtype, !in_place}, {0, recvtype, true}); rc != MPI_SUCCESS) return rc;
+  const Args& a = sig.a;
   const int n = a.comm->size();
   // In place, this rank's own block is already where it goes: its count is its receive count.
   const int own = in_place && recvcounts != nullptr ? recvcounts[a.comm->rank()] : sendcount;
-  CollectiveCall call = Call(Collective::kAllgatherv, sendbuf, recvbuf, own, *a.type);
+  CollectiveCall call = sig.With(Call(Collective::kAllgatherv, sendbuf, recvbuf, own, *a.type));
   call.recv_counts = PerRank(recvcounts, n);
   call.recv_displs = PerRank(displs, n);
   return Dispatch(comm, how, *a.comm, call);
@@ -348,28 +376,74 @@ int DoAlltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[]
                 const How& how) {
   if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
     InterCall ic = Inter(Collective::kAlltoallv, sendbuf, 0, sendtype, recvbuf, 0, recvtype);
-    ic.send_counts = PerRemote(comm, sendcounts);
-    ic.send_displs = PerRemote(comm, sdispls);
-    ic.recv_counts = PerRemote(comm, recvcounts);
-    ic.recv_displs = PerRemote(comm, rdispls);
-    OnInter(comm, how, ic, &rc);
+    OnInter(comm, how, Counted(comm, ic, {sendcounts, sdispls, recvcounts, rdispls}), &rc);
     return rc;
   }
   const bool in_place = sendbuf == MPI_IN_PLACE;
-  Args a;
-  if (int rc = OneType(comm, how.fn, sendtype, !in_place, recvtype, true, &a); rc != MPI_SUCCESS) return rc;
-  const int n = a.comm->size();
-  CollectiveCall call = Call(Collective::kAlltoallv, sendbuf, recvbuf, 0, *a.type);
-  // In place, what is sent is laid out as what is received.
-  call.send_counts = PerRank(in_place ? recvcounts : sendcounts, n);
-  call.send_displs = PerRank(in_place ? rdispls : sdispls, n);
-  call.recv_counts = PerRank(recvcounts, n);
-  call.recv_displs = PerRank(rdispls, n);
-  return Dispatch(comm, how, *a.comm, call);
+  Signature sig;
+  if (int rc = sig.Check(comm, how.fn, {0, sendtype, !in_place}, {0, recvtype, true}); rc != MPI_SUCCESS) return rc;
+  const Args& a = sig.a;
+  CollectiveCall call = sig.With(Call(Collective::kAlltoallv, sendbuf, recvbuf, 0, *a.type));
+  const Counts v{sendcounts, sdispls, recvcounts, rdispls};
+  return Dispatch(comm, how, *a.comm, Counted(a.comm->size(), in_place, call, v));
+}
+
+int RunSchedule(MPI_Comm comm, const How& how, const std::shared_ptr<Schedule>& s) {
+  if (how.mode == Mode::kBlocking) return FromStatus(comm, how.fn, s->Run());
+  return WithRequest(comm, how, [&](Request* req) {
+    return how.mode == Mode::kPersistent ? s->Bind(req) : s->Start(req);
+  });
+}
+
+int DoAlltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                MPI_Comm comm, const How& how) {
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    InterCall ic = Counted(comm, Inter(Collective::kAlltoallv, sendbuf, 0, MPI_DATATYPE_NULL, recvbuf),
+                           {sendcounts, sdispls, recvcounts, rdispls});
+    const int n = CommSlotOf(comm)->remote_size;
+    if (sendtypes != nullptr) ic.send_types.assign(sendtypes, sendtypes + n);
+    if (recvtypes != nullptr) ic.recv_types.assign(recvtypes, recvtypes + n);
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
+  int rc = MPI_SUCCESS;
+  const Comm* c = IntraOf(comm, how.fn, &rc);
+  if (c == nullptr) return rc;
+  const int n = c->size();
+  // Each rank's types, checked as any call's; in place, what is sent is laid out as what is received.
+  auto types = [&](const MPI_Datatype* handles, const int* counts, std::vector<Datatype>* out) {
+    for (int i = 0; i < n; ++i) {
+      Args a;
+      if (rc = Check(comm, how.fn, counts[i], handles[i], kCollective, 0, false, &a); rc != MPI_SUCCESS) return false;
+      out->push_back(*a.type);
+    }
+    return true;
+  };
+  CollectiveCall call = Call(Collective::kAlltoallv, sendbuf, recvbuf, 0, Datatype::Basic(BasicType::kByte));
+  if (!types(recvtypes, recvcounts, &call.recv_types)) return rc;
+  if (in_place) {
+    call.send_types = call.recv_types;
+  } else if (!types(sendtypes, sendcounts, &call.send_types)) {
+    return rc;
+  }
+  return Dispatch(comm, how, *c, Counted(n, in_place, call, {sendcounts, sdispls, recvcounts, rdispls}));
 }
 
 int DoReduceScatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm, const How& how) {
+  if (int rc = 0; CommSlotOf(comm) != nullptr && CommSlotOf(comm)->inter) {
+    const std::optional<Op> o = OpArg(op, datatype, comm, how.fn, &rc);
+    if (!o.has_value()) return rc;
+    InterCall ic = Inter(Collective::kReduceScatter, sendbuf, 0, datatype, recvbuf);
+    ic.op = *o;
+    // This group's counts: each group's vector is their sum long.
+    const int n = CommSlotOf(comm)->local_size;
+    if (recvcounts != nullptr) ic.recv_counts.assign(recvcounts, recvcounts + n);
+    OnInter(comm, how, ic, &rc);
+    return rc;
+  }
   Args a;
   if (int rc = Check(comm, how.fn, 0, datatype, kCollective, 0, false, &a); rc != MPI_SUCCESS) return rc;
   int rc = MPI_SUCCESS;

@@ -6,6 +6,7 @@
 #define CARTAGE_MPI_COLLECTIVES_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "cartage/collectives.h"
 #include "mpi/include/mpi.h"
@@ -46,6 +47,12 @@ int DoAllgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 int DoAlltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
                 void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                 const How& how);
+// Runs a schedule the binding built (an intercommunicator's or a
+// neighbourhood collective) as `how` says.
+int RunSchedule(MPI_Comm comm, const How& how, const std::shared_ptr<Schedule>& s);
+int DoAlltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[], const MPI_Datatype sendtypes[],
+                void* recvbuf, const int recvcounts[], const int rdispls[], const MPI_Datatype recvtypes[],
+                MPI_Comm comm, const How& how);
 
 }  // namespace cartage::mpi_binding
 

@@ -37,6 +37,18 @@ std::optional<BasicType> BasicOf(MPI_Datatype type) {
     case MPI_SHORT_INT: return BasicType::kShortInt;
     case MPI_2INT: return BasicType::kTwoInt;
     case MPI_LONG_DOUBLE_INT: return BasicType::kLongDoubleInt;
+    // Fortran's and C++'s: the same layouts.
+    case MPI_CHARACTER: case MPI_INTEGER1: return BasicType::kInt8;
+    case MPI_INTEGER: case MPI_LOGICAL: case MPI_INTEGER4: return BasicType::kInt32;
+    case MPI_REAL: case MPI_REAL4: return BasicType::kFloat;
+    case MPI_COMPLEX: case MPI_COMPLEX8: case MPI_CXX_FLOAT_COMPLEX: return BasicType::kComplexFloat;
+    case MPI_DOUBLE_PRECISION: case MPI_REAL8: return BasicType::kDouble;
+    case MPI_2INTEGER: return BasicType::kTwoInt;
+    case MPI_DOUBLE_COMPLEX: case MPI_COMPLEX16: case MPI_CXX_DOUBLE_COMPLEX: return BasicType::kComplexDouble;
+    case MPI_INTEGER2: return BasicType::kInt16;
+    case MPI_INTEGER8: return BasicType::kInt64;
+    case MPI_CXX_BOOL: return BasicType::kBool;
+    case MPI_CXX_LONG_DOUBLE_COMPLEX: return BasicType::kComplexLongDouble;
     default: return std::nullopt;
   }
 }
@@ -188,13 +200,9 @@ MPI_Comm NewComm(cartage::Comm comm, MPI_Errhandler handler) {
   std::lock_guard<std::mutex> lock(s.mu);
   const int i = TakeSlot(s.comms, s.free_comms);
   CommSlot& slot = *s.comms[static_cast<std::size_t>(i)];
+  slot = CommSlot{};  // nothing of a freed communicator's (an intercommunicator's groups) stays
   slot.comm = std::move(comm);
   slot.handler = handler;
-  slot.name.clear();
-  slot.attrs.clear();
-  slot.inter = false;
-  slot.local.reset();
-  slot.bridge.reset();
   return i == 0 ? MPI_COMM_WORLD : i == 1 ? MPI_COMM_SELF : kCommBase | i;
 }
 
@@ -204,7 +212,6 @@ void FreeComm(MPI_Comm* comm) {
   std::lock_guard<std::mutex> lock(s.mu);
   CommSlot& slot = *s.comms[static_cast<std::size_t>(i)];
   slot.comm.reset();
-  slot.local.reset();
   slot.bridge.reset();
   s.free_comms.push_back(i);
   *comm = MPI_COMM_NULL;
@@ -243,6 +250,14 @@ int AlignOf(MPI_Datatype type) {
     case MPI_DOUBLE_INT: case MPI_LONG_INT:
       return alignof(double);
     case MPI_LONG_DOUBLE: case MPI_C_LONG_DOUBLE_COMPLEX: case MPI_LONG_DOUBLE_INT: return alignof(long double);
+    case MPI_INTEGER: case MPI_REAL: case MPI_LOGICAL: case MPI_COMPLEX: case MPI_2INTEGER: case MPI_REAL4: case MPI_COMPLEX8: case MPI_INTEGER4: case MPI_CXX_FLOAT_COMPLEX:
+      return alignof(int);
+    case MPI_DOUBLE_PRECISION: case MPI_DOUBLE_COMPLEX: case MPI_REAL8: case MPI_COMPLEX16: case MPI_INTEGER8: case MPI_CXX_DOUBLE_COMPLEX:
+      return alignof(double);
+    case MPI_INTEGER2:
+      return alignof(short);
+    case MPI_CXX_LONG_DOUBLE_COMPLEX:
+      return alignof(long double);
     default: return 1;
   }
 }
@@ -370,6 +385,7 @@ Slot* NewSlot(MPI_Request* handle) {
   slot->active = false;
   slot->recv = false;
   slot->offset = 0;
+  slot->then = nullptr;
   *handle = kRequestBase | i;
   return slot;
 }

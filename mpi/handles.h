@@ -5,6 +5,7 @@
 #define CARTAGE_MPI_HANDLES_H_
 
 #include <chrono>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,9 @@ struct Slot {
   bool active = false;      // persistent: started and not yet completed
   MPI_Comm comm = MPI_COMM_WORLD;  // whose error handler its completion answers to
   int offset = 0;                  // a status's source is the rank there less this (Args::offset)
+  // Run once the operation completed without error, its code the call's
+  // (MPI_Comm_idup makes its communicator then).
+  std::function<int()> then;
 };
 
 // A message a matched probe took out of matching (MPI_Mprobe; handle
@@ -63,12 +67,15 @@ struct CommSlot {
   // An intercommunicator: `comm` spans both groups (cartage::Comm::Joined);
   // a local rank r is local_offset + r there, a remote one remote_offset + r.
   bool inter = false;
-  std::optional<cartage::Comm> local;   // its own group (intercoll.cc)
-  std::optional<cartage::Comm> bridge;  // both groups, for its collectives' traffic
+  std::optional<cartage::Comm> bridge;  // both groups, for its collectives' schedules (intercoll.cc)
   int local_offset = 0;
   int local_size = 0;
   int remote_offset = 0;
   int remote_size = 0;
+  // A Cartesian topology (topology.cc): its grid, row-major.
+  bool cart = false;
+  std::vector<int> dims;
+  std::vector<bool> periods;
 };
 
 // What MPI_Type_get_envelope tells of a made type: how it was made, and
@@ -268,9 +275,18 @@ struct InterCall {
   int root = 0;  // MPI_ROOT, MPI_PROC_NULL, or a rank of the other group
   std::optional<Op> op;
   std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // by remote rank
+  std::vector<MPI_Datatype> send_types, recv_types;  // alltoallw: by remote rank (displacements in bytes)
 };
-int InterCollective(const InterCall& call);
-// Gives a new intercommunicator its `local` and `bridge` (collective over both groups).
+// The schedule of an intercommunicator's collective call, on its bridge;
+// MPI_SUCCESS or the code.
+int InterSchedule(const InterCall& call, std::shared_ptr<Schedule>* out);
+// A schedule step of `count` elements of `t` at `p` to or from `peer`,
+// packed through a temporary where `t` is not contiguous (intercoll.cc).
+VertexId SendTyped(ScheduleBuilder& b, const void* p, int64_t count, const Datatype& t, int peer,
+                   std::vector<VertexId> after = {});
+VertexId RecvTyped(ScheduleBuilder& b, void* p, int64_t count, const Datatype& t, int peer,
+                   std::vector<VertexId> after = {});
+// Gives a new intercommunicator its `bridge` (collective over both groups).
 int MakeInter(MPI_Comm handle, const char* fn);
 
 // MPI_SUCCESS for MPI_INFO_NULL or an info object, else an error of `fn` (info.cc).

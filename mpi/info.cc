@@ -108,6 +108,26 @@ const char* PredefinedName(MPI_Datatype type) {
     case MPI_SHORT_INT: return "MPI_SHORT_INT";
     case MPI_2INT: return "MPI_2INT";
     case MPI_LONG_DOUBLE_INT: return "MPI_LONG_DOUBLE_INT";
+    case MPI_CHARACTER: return "MPI_CHARACTER";
+    case MPI_INTEGER: return "MPI_INTEGER";
+    case MPI_REAL: return "MPI_REAL";
+    case MPI_LOGICAL: return "MPI_LOGICAL";
+    case MPI_COMPLEX: return "MPI_COMPLEX";
+    case MPI_DOUBLE_PRECISION: return "MPI_DOUBLE_PRECISION";
+    case MPI_2INTEGER: return "MPI_2INTEGER";
+    case MPI_DOUBLE_COMPLEX: return "MPI_DOUBLE_COMPLEX";
+    case MPI_REAL4: return "MPI_REAL4";
+    case MPI_COMPLEX8: return "MPI_COMPLEX8";
+    case MPI_REAL8: return "MPI_REAL8";
+    case MPI_COMPLEX16: return "MPI_COMPLEX16";
+    case MPI_INTEGER1: return "MPI_INTEGER1";
+    case MPI_INTEGER2: return "MPI_INTEGER2";
+    case MPI_INTEGER4: return "MPI_INTEGER4";
+    case MPI_INTEGER8: return "MPI_INTEGER8";
+    case MPI_CXX_BOOL: return "MPI_CXX_BOOL";
+    case MPI_CXX_FLOAT_COMPLEX: return "MPI_CXX_FLOAT_COMPLEX";
+    case MPI_CXX_DOUBLE_COMPLEX: return "MPI_CXX_DOUBLE_COMPLEX";
+    case MPI_CXX_LONG_DOUBLE_COMPLEX: return "MPI_CXX_LONG_DOUBLE_COMPLEX";
     default: return "";
   }
 }
@@ -281,6 +301,11 @@ int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
   return PMPI_Comm_dup(comm, newcomm);
 }
 
+int PMPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm, MPI_Request* request) {
+  if (int rc = InfoCheck(info, "MPI_Comm_idup_with_info"); rc != MPI_SUCCESS) return rc;
+  return PMPI_Comm_idup(comm, newcomm, request);
+}
+
 // ---- Datatype names ---------------------------------------------------------------
 
 int PMPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
@@ -347,6 +372,7 @@ CARTAGE_MPI_ALIAS(MPI_Info_dup);
 CARTAGE_MPI_ALIAS(MPI_Comm_set_info);
 CARTAGE_MPI_ALIAS(MPI_Comm_get_info);
 CARTAGE_MPI_ALIAS(MPI_Comm_dup_with_info);
+CARTAGE_MPI_ALIAS(MPI_Comm_idup_with_info);
 CARTAGE_MPI_ALIAS(MPI_Type_set_name);
 CARTAGE_MPI_ALIAS(MPI_Type_get_name);
 CARTAGE_MPI_ALIAS(MPI_Get_address);

@@ -3,6 +3,7 @@
 // holding a cartage::Request (handles.h); a persistent one keeps its slot
 // between runs, inactive until started.
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +30,11 @@ int Complete(MPI_Request* request, Slot* slot, const absl::Status& st, MPI_Statu
     if (slot->recv) {
       SetStatus(status, slot->req.source() - slot->offset, slot->req.tag(), slot->req.bytes());
     }
+  }
+  if (slot->then) {
+    const std::function<int()> then = std::move(slot->then);
+    slot->then = nullptr;
+    if (rc == MPI_SUCCESS) rc = then();
   }
   if (slot->persistent) {
     slot->active = false;

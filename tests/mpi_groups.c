@@ -1,20 +1,12 @@
 /* The MPI binding's groups, intercommunicators, attributes, buffered
  * sends, packing, user operators and persistent collectives, each checked
  * for exact values. Runs on 4 ranks (mpi_groups). */
+#define CHECK_PROGRAM "mpi_groups"
+#include "mpi_check.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
-
-static int g_rank = -1;
-
-#define CHECK(cond)                                                                \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
-      fprintf(stderr, "mpi_groups: rank %d: line %d: %s\n", g_rank, __LINE__, #cond); \
-      MPI_Abort(MPI_COMM_WORLD, 2);                                                \
-    }                                                                              \
-  } while (0)
-#define CHECK_OK(call) CHECK((call) == MPI_SUCCESS)
 
 static void Groups(int rank) {
   MPI_Group world, odd, even, both, none;
