@@ -16,9 +16,11 @@ KiB, MiB = 1024, 1024 * 1024
 COLLECTIVES = ("barrier", "bcast", "allreduce", "allgather", "alltoall")
 P2P = ("pingpong", "bw", "bibw", "rate")
 RMA = ("put_lat", "get_lat", "acc_lat", "put_bw")
-SHORT = {"cartage": "cartage", "mpich": "MPICH", "openmpi": "Open MPI"}
+SHORT = {"cartage": "cartage", "binary": "MPICH's binary on cartage", "mpich": "MPICH", "openmpi": "Open MPI"}
 SYSTEMS = {
     "cartage": {"shm": "cartage (shm)", "tcp": "cartage (tcp)"},
+    # --binary: osu_mpi.c as built for MPICH, run on cartage's libmpich.so.12
+    "binary": {"shm": "MPICH's binary on cartage (shm)", "tcp": "MPICH's binary on cartage (tcp)"},
     "mpich": {"shm": "MPICH (ch4:ucx, UCX shm)", "tcp": "MPICH (UCX tcp)"},
     "openmpi": {"shm": "Open MPI (ob1, vader)", "tcp": "Open MPI (ob1, tcp BTL)"},
 }
@@ -353,7 +355,7 @@ def _best_peer(data, case, size, state, fallback=None):
     the same way where cartage's had to be."""
     best = None
     for peer in data["systems"]:
-        if peer == "cartage":
+        if peer not in PEERS:  # cartage, and MPICH's binary on it
             continue
         samples = samples_of(data, case["id"], peer)
         c = cell(samples, size, state, strict=True) if fallback is None else cell(samples, size, state)
