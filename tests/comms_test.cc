@@ -60,6 +60,41 @@ TEST(Comms, ADupAgreesAfterTheHalvesMadeDifferentNumbersOfCommunicators) {
   });
 }
 
+// Nonblocking dups of two communicators that share every rank, started in
+// one order on even ranks and the other on odd ones (blocking ones would
+// wait for each other), and a third on one of them before the first
+// completes: every copy has a context of its own, the same on every rank.
+TEST(Comms, NonblockingDupsInFlightInAnyOrderNeverShareAContext) {
+  InProcess(4, kSingle, [](int r, Agent& a) {
+    const Comm w = a.World();
+    const Comm x = w.Dup().value();
+    const Comm y = w.Split(0, w.size() - r).value().value();  // reversed
+    PendingDup dx, dy, dx2;
+    Request rx, ry, rx2;
+    if (r % 2 == 0) {
+      ASSERT_TRUE(dx.Start(x, 1, &rx).ok());
+      ASSERT_TRUE(dy.Start(y, 2, &ry).ok());
+    } else {
+      ASSERT_TRUE(dy.Start(y, 2, &ry).ok());
+      ASSERT_TRUE(dx.Start(x, 1, &rx).ok());
+    }
+    ASSERT_TRUE(dx2.Start(x, 1, &rx2).ok());
+    EXPECT_THAT(dx.Take(1).status().message(), HasSubstr("no duplicate 1 of 1"));
+    ASSERT_TRUE(ry.Wait().ok());
+    ASSERT_TRUE(rx2.Wait().ok());
+    ASSERT_TRUE(rx.Wait().ok());
+    const std::vector<Comm> copies = {dx.Take(0).value(), dy.Take(0).value(), dy.Take(1).value(),
+                                      dx2.Take(0).value()};
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      ASSERT_TRUE(SameEverywhere(w, copies[i])) << "rank " << r << " copy " << i;
+      for (const Comm& other : {w, x, y}) EXPECT_NE(copies[i].context(), other.context());
+      for (std::size_t j = 0; j < i; ++j) EXPECT_NE(copies[i].context(), copies[j].context());
+    }
+    EXPECT_EQ(copies[1].rank(), y.rank());  // a copy keeps its parent's ranks
+    for (std::size_t i = 0; i < copies.size(); ++i) Ring(copies[i], 5);  // one tag: each ring on its own
+  });
+}
+
 TEST(Comms, CreateGroupIsCollectiveOverItsMembersOnly) {
   InProcess(4, kSingle, [](int r, Agent& a) {
     const Comm w = a.World();
