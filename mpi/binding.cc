@@ -54,6 +54,12 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
                  self.ok() ? "no communicator" : std::string(self.status().message()).c_str());
     AbortJob(MPI_ERR_OTHER);
   }
+  absl::StatusOr<cartage::Comm> own = world.Dup();
+  if (!own.ok()) {
+    std::fprintf(stderr, "cartage mpi: %s: %s\n", fn, std::string(own.status().message()).c_str());
+    AbortJob(MPI_ERR_OTHER);
+  }
+  s.own_world = *std::move(own);
   NewComm(world, MPI_ERRORS_ARE_FATAL);  // slot 0: MPI_COMM_WORLD
   NewComm(**self, MPI_ERRORS_ARE_FATAL);  // slot 1: MPI_COMM_SELF
   s.phase = Phase::kRunning;

@@ -19,16 +19,16 @@ bool Predefined(MPI_Errhandler h) {
   return h == MPI_ERRORS_ARE_FATAL || h == MPI_ERRORS_RETURN || h == MPI_ERRORS_ABORT;
 }
 
+int Class(int code) { return code & ((1 << kClassBits) - 1); }
+
+}  // namespace
+
 int HandlerArg(MPI_Errhandler h, const char* fn) {
   if (Predefined(h) || UserHandler(h) != nullptr) return MPI_SUCCESS;
   return Error(MPI_COMM_WORLD, fn, MPI_ERR_ARG,
                absl::StrFormat("error handler 0x%08x is not an error handler (predefined, or made and not freed)",
                                static_cast<unsigned>(h)));
 }
-
-int Class(int code) { return code & ((1 << kClassBits) - 1); }
-
-}  // namespace
 
 extern "C" {
 

@@ -419,6 +419,27 @@ int PMPI_Comm_remote_size(MPI_Comm comm, int* size) {
   return MPI_SUCCESS;
 }
 
+}  // extern "C"
+
+namespace {
+
+// Two joined groups as an intercommunicator handle in `*newintercomm`.
+int AdoptJoined(const cartage::Comm::Joined& j, int local_size, MPI_Errhandler handler, MPI_Comm* newintercomm,
+                const char* fn) {
+  *newintercomm = NewComm(j.comm, handler);
+  CommSlot& slot = *CommSlotOf(*newintercomm);
+  slot.inter = true;
+  slot.local_offset = j.local_offset;
+  slot.local_size = local_size;
+  slot.remote_offset = j.remote_offset;
+  slot.remote_size = j.remote_size;
+  return MakeInter(*newintercomm, fn);
+}
+
+}  // namespace
+
+extern "C" {
+
 int PMPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader, int tag,
                           MPI_Comm* newintercomm) {
   int rc = MPI_SUCCESS;
@@ -446,15 +467,39 @@ int PMPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_c
   }
   absl::StatusOr<cartage::Comm::Joined> j = local->Join(local_leader, *peer, remote_leader, tag);
   if (!j.ok()) return FromStatus(local_comm, "MPI_Intercomm_create", j.status());
-  const int size = local->size();
-  *newintercomm = NewComm(j->comm, CommSlotOf(local_comm)->handler);
-  CommSlot& slot = *CommSlotOf(*newintercomm);
-  slot.inter = true;
-  slot.local_offset = j->local_offset;
-  slot.local_size = size;
-  slot.remote_offset = j->remote_offset;
-  slot.remote_size = j->remote_size;
-  return MakeInter(*newintercomm, "MPI_Intercomm_create");
+  return AdoptJoined(*j, local->size(), CommSlotOf(local_comm)->handler, newintercomm, "MPI_Intercomm_create");
+}
+
+// MPI-4's: the two groups meet on the binding's own copy of the world,
+// each made a communicator of its members first; `stringtag` names the
+// meeting (a tag from it, the same on every rank).
+int PMPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group,
+                                      int remote_leader, const char* stringtag, MPI_Info info,
+                                      MPI_Errhandler errhandler, MPI_Comm* newintercomm) {
+  const char* fn = "MPI_Intercomm_create_from_groups";
+  int rc = MPI_SUCCESS;
+  if (rc = InfoCheck(info, fn); rc != MPI_SUCCESS) return rc;
+  if (rc = HandlerArg(errhandler, fn); rc != MPI_SUCCESS) return rc;
+  const std::vector<int>* local = GroupArg(local_group, fn, &rc);
+  const std::vector<int>* remote = local == nullptr ? nullptr : GroupArg(remote_group, fn, &rc);
+  if (remote == nullptr) return rc;
+  const int me = IndexIn(*local, S().world_rank);
+  if (me == MPI_UNDEFINED) return Error(MPI_COMM_WORLD, fn, MPI_ERR_GROUP, "this rank is not in the local group");
+  const auto size_of = [](const std::vector<int>* g) { return static_cast<int>(g->size()); };
+  if (local_leader < 0 || local_leader >= size_of(local) || remote_leader < 0 || remote_leader >= size_of(remote)) {
+    return Error(MPI_COMM_WORLD, fn, MPI_ERR_RANK,
+                 absl::StrFormat("leaders %d and %d of groups of %d and %d", local_leader, remote_leader,
+                                 size_of(local), size_of(remote)));
+  }
+  uint32_t hash = 2166136261u;  // FNV-1a: the same tag wherever the string is the same
+  for (const char* p = stringtag; *p != '\0'; ++p) hash = (hash ^ static_cast<unsigned char>(*p)) * 16777619u;
+  const int tag = static_cast<int>(hash % static_cast<uint32_t>(cartage::kMaxTag));
+  const cartage::Comm& world = *S().own_world;
+  absl::StatusOr<cartage::Comm> mine = world.CreateGroup(*local, tag);
+  if (!mine.ok()) return FromStatus(MPI_COMM_WORLD, fn, mine.status());
+  absl::StatusOr<cartage::Comm::Joined> j = mine->Join(local_leader, world, (*remote)[remote_leader], tag);
+  if (!j.ok()) return FromStatus(MPI_COMM_WORLD, fn, j.status());
+  return AdoptJoined(*j, size_of(local), errhandler, newintercomm, fn);
 }
 
 int PMPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm) {
@@ -540,6 +585,7 @@ CARTAGE_MPI_ALIAS(MPI_Comm_compare);
 CARTAGE_MPI_ALIAS(MPI_Comm_test_inter);
 CARTAGE_MPI_ALIAS(MPI_Comm_remote_size);
 CARTAGE_MPI_ALIAS(MPI_Intercomm_create);
+CARTAGE_MPI_ALIAS(MPI_Intercomm_create_from_groups);
 CARTAGE_MPI_ALIAS(MPI_Intercomm_merge);
 CARTAGE_MPI_ALIAS(MPI_Comm_split_type);
 CARTAGE_MPI_ALIAS(MPI_Comm_set_name);

@@ -115,6 +115,9 @@ struct State {
   std::unique_ptr<cartage::Agent> agent;
   std::thread::id main_thread;  // the one that called MPI_Init (MPI_Is_thread_main)
   int world_rank = -1;
+  // The world's ranks on a context of the binding's own, where the groups
+  // of MPI_Intercomm_create_from_groups meet (no program's traffic is there).
+  std::optional<cartage::Comm> own_world;
   std::mutex mu;  // the tables and the error messages (MPI_THREAD_MULTIPLE)
   std::vector<std::unique_ptr<CommSlot>> comms;
   std::vector<int> free_comms;
@@ -172,6 +175,9 @@ int TakeSlot(std::vector<std::unique_ptr<T>>& table, std::vector<int>& free) {
 std::string ClassName(int cls);
 // The error handler a program made that a handle names, or null.
 MPI_Comm_errhandler_function* UserHandler(MPI_Errhandler handler);
+// MPI_SUCCESS for a predefined error handler or one the program made and
+// has not freed, else an error of `fn` (errors.cc).
+int HandlerArg(MPI_Errhandler h, const char* fn);
 // Ends the job: MPI_Abort, and an error under MPI_ERRORS_ARE_FATAL.
 [[noreturn]] void AbortJob(int code);
 // An error of `cls` in `fn` on `comm`: fatal by default; under

@@ -146,6 +146,24 @@ static void Intercomm(int rank) {
   CHECK_OK(MPI_Request_free(&p));
   CHECK_OK(MPI_Op_free(&digits));
   CHECK_OK(MPI_Comm_free(&inter));
+
+  /* The same two groups joined from groups alone (MPI-4): a sum of the other group's ranks. */
+  MPI_Group world, evens, odds;
+  const int even_ranks[2] = {0, 2}, odd_ranks[2] = {1, 3};
+  CHECK_OK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  CHECK_OK(MPI_Group_incl(world, 2, even_ranks, &evens));
+  CHECK_OK(MPI_Group_incl(world, 2, odd_ranks, &odds));
+  CHECK_OK(MPI_Intercomm_create_from_groups(low ? evens : odds, 1, low ? odds : evens, 1, "mpi_collectives",
+                                            MPI_INFO_NULL, MPI_ERRORS_RETURN, &inter));
+  int theirs = -1;
+  CHECK_OK(MPI_Allreduce(&rank, &theirs, 1, MPI_INT, MPI_SUM, inter));
+  CHECK(theirs == (low ? 1 + 3 : 0 + 2));
+  MPI_Errhandler handler;
+  CHECK_OK(MPI_Comm_get_errhandler(inter, &handler));
+  CHECK(handler == MPI_ERRORS_RETURN);
+  MPI_Group* groups[] = {&world, &evens, &odds};
+  for (int i = 0; i < 3; ++i) CHECK_OK(MPI_Group_free(groups[i]));
+  CHECK_OK(MPI_Comm_free(&inter));
   CHECK_OK(MPI_Comm_free(&half));
 }
 
