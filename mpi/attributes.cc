@@ -192,7 +192,9 @@ const int* PredefinedAttr(int keyval) {
     case MPI_HOST: return &host;
     case MPI_IO: return &io;
     case MPI_WTIME_IS_GLOBAL: return &wtime_is_global;
-    case MPI_LASTUSEDCODE: return &last_code;
+    case MPI_LASTUSEDCODE:
+      last_code = LastUsedCode();
+      return &last_code;
     case MPI_APPNUM: return &appnum;
     case MPI_UNIVERSE_SIZE:
       universe = S().agent->size();

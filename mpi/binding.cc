@@ -96,12 +96,25 @@ int Adopt(MPI_Comm comm, cartage::Comm d, std::optional<cartage::Comm> bridge, M
   return rc;
 }
 
+// The whole elements of `datatype` a status's bytes make (MPI_UNDEFINED
+// where they make none exactly): MPI_Get_count and its large-count form.
+int CountOf(const MPI_Status* status, MPI_Datatype datatype, const char* fn, MPI_Count* count) {
+  int rc = MPI_SUCCESS;
+  const Datatype* type = TypeArg(datatype, fn, &rc);
+  if (type == nullptr) return rc;
+  const uint64_t bytes = static_cast<uint32_t>(status->count_lo) |
+                         (static_cast<uint64_t>(static_cast<uint32_t>(status->count_hi_and_cancelled) >> 1) << 32);
+  const auto size = static_cast<uint64_t>(type->size());
+  *count = size == 0 ? 0 : bytes % size != 0 ? MPI_UNDEFINED : static_cast<MPI_Count>(bytes / size);
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
-int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+int Post(const void* buf, int64_t count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
          const char* fn, Posted what) {
   const bool recv = what == Posted::kRecv || what == Posted::kRecvInit;
-  const bool persistent = what == Posted::kSendInit || what == Posted::kRecvInit;
+  const bool persistent = what == Posted::kSendInit || what == Posted::kSsendInit || what == Posted::kRecvInit;
   Args a;
   if (int rc = Check(comm, fn, count, type, peer, tag, recv, &a); rc != MPI_SUCCESS) return rc;
   Slot* slot = NewSlot(request);
@@ -120,6 +133,14 @@ int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_C
     case Posted::kSsend: st = a.comm->Issend(buf, count, *a.type, a.peer, tag, &slot->req); break;
     case Posted::kRecv: st = a.comm->Irecv(rbuf, count, *a.type, SourceArg(a.peer), TagArg(tag), &slot->req); break;
     case Posted::kSendInit: st = a.comm->SendInit(buf, count, *a.type, a.peer, tag, &slot->req); break;
+    case Posted::kSsendInit:
+      // cartage has no persistent synchronous send: each start is an Issend
+      // of what the call named, checked again (the type may have been freed
+      // since, as MPI allows, so it is held here).
+      slot->start = [slot, buf, count, t = *a.type, c = a.comm, peer = a.peer, tag, comm] {
+        return FromStatus(comm, "MPI_Start", c->Issend(buf, count, t, peer, tag, &slot->req));
+      };
+      break;
     case Posted::kRecvInit:
       st = a.comm->RecvInit(rbuf, count, *a.type, SourceArg(a.peer), TagArg(tag), &slot->req);
       break;
@@ -356,19 +377,62 @@ int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int
 
 int PMPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
                           int recvtag, MPI_Comm comm, MPI_Status* status) {
+  MPI_Request r;
+  if (int rc = PMPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, &r);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return PMPI_Wait(&r, status);
+}
+
+int PMPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag, void* recvbuf,
+                   int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                   MPI_Request* request) {
   Args a;
-  if (int rc = Check(comm, "MPI_Sendrecv_replace", count, datatype, dest, sendtag, false, &a); rc != MPI_SUCCESS) {
+  if (int rc = Check(comm, "MPI_Isendrecv", sendcount, sendtype, dest, sendtag, false, &a); rc != MPI_SUCCESS) {
+    return rc;
+  }
+  // One request for both: the receive in its slot's `req`, the send beside it.
+  if (int rc = Post(recvbuf, recvcount, recvtype, source, recvtag, comm, request, "MPI_Isendrecv", Posted::kRecv);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+  int rc = MPI_SUCCESS;
+  Slot* slot = ActiveSlot(*request, "MPI_Isendrecv", &rc);
+  slot->also.emplace();
+  if (const absl::Status st = a.comm->Isend(sendbuf, sendcount, *a.type, a.peer, sendtag, &*slot->also); !st.ok()) {
+    slot->also.reset();
+    (void)PMPI_Cancel(request);
+    (void)PMPI_Wait(request, MPI_STATUS_IGNORE);
+    return FromStatus(comm, "MPI_Isendrecv", st);
+  }
+  return MPI_SUCCESS;
+}
+
+int PMPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag, int source,
+                           int recvtag, MPI_Comm comm, MPI_Request* request) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Isendrecv_replace", count, datatype, dest, sendtag, false, &a); rc != MPI_SUCCESS) {
     return rc;
   }
   // What is sent is a copy of the bytes the type spans at `buf` (its
-  // layout kept), so that the receive may land in `buf` at once.
+  // layout kept), held by the request, so that the receive may land in
+  // `buf` at once.
   const Datatype& t = *a.type;
-  const int64_t span = count == 0 ? 0 : t.true_extent() + (count - 1) * t.extent();
+  const int64_t span = count == 0 || dest == MPI_PROC_NULL ? 0 : t.true_extent() + (count - 1) * t.extent();
   std::vector<std::byte> copy(static_cast<std::size_t>(span));
   const std::byte* first = static_cast<const std::byte*>(buf) + t.true_lb();
   if (span > 0) std::memcpy(copy.data(), first, static_cast<std::size_t>(span));
   const std::byte* from = copy.data() - t.true_lb();
-  return PMPI_Sendrecv(from, count, datatype, dest, sendtag, buf, count, datatype, source, recvtag, comm, status);
+  if (int rc = PMPI_Isendrecv(from, count, datatype, dest, sendtag, buf, count, datatype, source, recvtag, comm,
+                              request);
+      rc != MPI_SUCCESS) {
+    return rc;
+  }
+  int rc = MPI_SUCCESS;
+  ActiveSlot(*request, "MPI_Isendrecv_replace", &rc)->kept = std::move(copy);  // a vector's move keeps its bytes where they are
+  return MPI_SUCCESS;
 }
 
 int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
@@ -415,14 +479,41 @@ int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
 }
 
 int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
-  int rc = MPI_SUCCESS;
-  const Datatype* type = TypeArg(datatype, "MPI_Get_count", &rc);
-  if (type == nullptr) return rc;
-  const uint64_t bytes = static_cast<uint32_t>(status->count_lo) |
-                         (static_cast<uint64_t>(static_cast<uint32_t>(status->count_hi_and_cancelled) >> 1) << 32);
-  const auto size = static_cast<uint64_t>(type->size());
-  *count = size == 0 ? 0 : bytes % size != 0 ? MPI_UNDEFINED : static_cast<int>(bytes / size);
-  return MPI_SUCCESS;
+  MPI_Count n = 0;
+  const int rc = CountOf(status, datatype, "MPI_Get_count", &n);
+  *count = n > INT32_MAX ? MPI_UNDEFINED : static_cast<int>(n);
+  return rc;
+}
+
+// The large-count forms (MPI-4): the same calls with an MPI_Count.
+int PMPI_Send_c(const void* buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Send_c", count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
+  if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+  return FromStatus(comm, "MPI_Send_c", a.comm->Send(buf, count, *a.type, a.peer, tag));
+}
+
+int PMPI_Recv_c(void* buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                MPI_Status* status) {
+  MPI_Request r;
+  if (int rc = Post(buf, count, datatype, source, tag, comm, &r, "MPI_Recv_c", Posted::kRecv); rc != MPI_SUCCESS) {
+    return rc;
+  }
+  return PMPI_Wait(&r, status);
+}
+
+int PMPI_Isend_c(const void* buf, MPI_Count count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                 MPI_Request* request) {
+  return Post(buf, count, datatype, dest, tag, comm, request, "MPI_Isend_c", Posted::kSend);
+}
+
+int PMPI_Irecv_c(void* buf, MPI_Count count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                 MPI_Request* request) {
+  return Post(buf, count, datatype, source, tag, comm, request, "MPI_Irecv_c", Posted::kRecv);
+}
+
+int PMPI_Get_count_c(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+  return CountOf(status, datatype, "MPI_Get_count_c", count);
 }
 
 int PMPI_Type_size(MPI_Datatype datatype, int* size) {
@@ -462,6 +553,13 @@ CARTAGE_MPI_ALIAS(MPI_Ssend);
 CARTAGE_MPI_ALIAS(MPI_Recv);
 CARTAGE_MPI_ALIAS(MPI_Sendrecv);
 CARTAGE_MPI_ALIAS(MPI_Sendrecv_replace);
+CARTAGE_MPI_ALIAS(MPI_Isendrecv);
+CARTAGE_MPI_ALIAS(MPI_Isendrecv_replace);
+CARTAGE_MPI_ALIAS(MPI_Send_c);
+CARTAGE_MPI_ALIAS(MPI_Recv_c);
+CARTAGE_MPI_ALIAS(MPI_Isend_c);
+CARTAGE_MPI_ALIAS(MPI_Irecv_c);
+CARTAGE_MPI_ALIAS(MPI_Get_count_c);
 CARTAGE_MPI_ALIAS(MPI_Isend);
 CARTAGE_MPI_ALIAS(MPI_Issend);
 CARTAGE_MPI_ALIAS(MPI_Irecv);

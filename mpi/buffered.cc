@@ -54,11 +54,11 @@ int64_t Fit(const Attached& a, int64_t span) {
   return a.size - at >= span ? at : -1;
 }
 
-int Buffered(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, const char* fn) {
-  Args a;
-  if (int rc = Check(comm, fn, count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
+// `count` of `type` to `peer` of `c` (`dest` of `comm` as the program named it), checked.
+int Buffered(const void* buf, int64_t count, const Datatype& type, const cartage::Comm* c, int peer, int dest,
+             int tag, MPI_Comm comm, const char* fn) {
   if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-  const int64_t bytes = count * a.type->size();
+  const int64_t bytes = count * type.size();
   const int64_t span = bytes + MPI_BSEND_OVERHEAD;
   Attached& at = A();
   std::lock_guard<std::mutex> lock(at.mu);
@@ -76,14 +76,20 @@ int Buffered(const void* buf, int count, MPI_Datatype datatype, int dest, int ta
   p->offset = offset;
   p->span = span;
   std::byte* data = at.base + offset;
-  datatype::Pack(buf, count, *a.type, 0, bytes, data);
-  if (const absl::Status st = a.comm->Isend(data, static_cast<std::size_t>(bytes), a.peer, tag, &p->req); !st.ok()) {
+  datatype::Pack(buf, count, type, 0, bytes, data);
+  if (const absl::Status st = c->Isend(data, static_cast<std::size_t>(bytes), peer, tag, &p->req); !st.ok()) {
     return FromStatus(comm, fn, st);
   }
   const auto where = std::find_if(at.pending.begin(), at.pending.end(),
                                   [&](const std::unique_ptr<Pending>& q) { return q->offset > offset; });
   at.pending.insert(where, std::move(p));
   return MPI_SUCCESS;
+}
+
+int Buffered(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm, const char* fn) {
+  Args a;
+  if (int rc = Check(comm, fn, count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
+  return Buffered(buf, count, *a.type, a.comm, a.peer, dest, tag, comm, fn);
 }
 
 }  // namespace
@@ -138,6 +144,28 @@ int PMPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int
   return MPI_SUCCESS;
 }
 
+int PMPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                    MPI_Request* request) {
+  Args a;
+  if (int rc = Check(comm, "MPI_Bsend_init", count, datatype, dest, tag, false, &a); rc != MPI_SUCCESS) return rc;
+  // Each start is a buffered send of what the call named (the type held
+  // here: MPI lets the program free its handle); the message is then in
+  // the attached buffer and the request complete at once.
+  Slot* slot = NewSlot(request);
+  slot->comm = comm;
+  slot->persistent = true;
+  slot->proc_null = true;
+  slot->start = [buf, count, t = *a.type, c = a.comm, peer = a.peer, dest, tag, comm] {
+    return Buffered(buf, count, t, c, peer, dest, tag, comm, "MPI_Start");
+  };
+  return MPI_SUCCESS;
+}
+
+int PMPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                    MPI_Request* request) {
+  return Post(buf, count, datatype, dest, tag, comm, request, "MPI_Ssend_init", Posted::kSsendInit);
+}
+
 int PMPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   return PMPI_Send(buf, count, datatype, dest, tag, comm);
 }
@@ -159,6 +187,8 @@ CARTAGE_MPI_ALIAS(MPI_Buffer_attach);
 CARTAGE_MPI_ALIAS(MPI_Buffer_detach);
 CARTAGE_MPI_ALIAS(MPI_Bsend);
 CARTAGE_MPI_ALIAS(MPI_Ibsend);
+CARTAGE_MPI_ALIAS(MPI_Bsend_init);
+CARTAGE_MPI_ALIAS(MPI_Ssend_init);
 CARTAGE_MPI_ALIAS(MPI_Rsend);
 CARTAGE_MPI_ALIAS(MPI_Irsend);
 CARTAGE_MPI_ALIAS(MPI_Rsend_init);

@@ -67,7 +67,7 @@ std::string ClassName(int cls) {
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     const auto i = static_cast<std::size_t>(cls - kFirstUserClass);
-    return i < s.user_classes.size() ? s.user_classes[i] : "unknown error";
+    return i < s.user_classes.size() && s.user_classes[i].has_value() ? *s.user_classes[i] : "unknown error";
   }
   switch (cls) {
     case MPI_SUCCESS: return "no error";
@@ -315,7 +315,7 @@ std::optional<OpKind> OpOf(MPI_Op op) {
 
 // Checks communicator, count, datatype, peer and tag as MPI does. `recv`:
 // MPI_ANY_SOURCE and MPI_ANY_TAG are allowed. Returns MPI_SUCCESS or the code.
-int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a) {
+int Check(MPI_Comm comm, const char* fn, int64_t count, MPI_Datatype type, int peer, int tag, bool recv, Args* a) {
   int rc = MPI_SUCCESS;
   a->comm = peer == kCollective ? IntraOf(comm, fn, &rc) : CommOf(comm, fn, &rc);
   if (a->comm == nullptr) return rc;
@@ -367,11 +367,11 @@ Slot* NewSlot(MPI_Request* handle) {
   // Orphans whose operations have completed go back first (no progress here).
   for (std::size_t k = 0; k < s.orphans.size();) {
     const int o = s.orphans[k];
-    if (!s.slots[static_cast<std::size_t>(o)]->req.completed()) {
+    if (!Completed(*s.slots[static_cast<std::size_t>(o)])) {
       ++k;
       continue;
     }
-    (void)s.slots[static_cast<std::size_t>(o)]->req.Wait();  // completed: returns at once
+    Retire(*s.slots[static_cast<std::size_t>(o)]);
     s.slots[static_cast<std::size_t>(o)]->used = false;
     s.free_slots.push_back(o);
     s.orphans[k] = s.orphans.back();
@@ -386,6 +386,10 @@ Slot* NewSlot(MPI_Request* handle) {
   slot->recv = false;
   slot->offset = 0;
   slot->then = nullptr;
+  slot->also.reset();
+  slot->kept.clear();
+  slot->start = nullptr;
+  slot->greq.reset();
   *handle = kRequestBase | i;
   return slot;
 }
@@ -411,6 +415,18 @@ void FreeSlot(MPI_Request* handle) {
   *handle = MPI_REQUEST_NULL;
 }
 
+bool Completed(const Slot& slot) {
+  if (slot.greq != nullptr) return slot.greq->complete.load(std::memory_order_acquire);
+  return (slot.proc_null || slot.req.completed()) && (!slot.also.has_value() || slot.also->completed());
+}
+
+void Retire(Slot& slot) {
+  // Completed: each Wait returns at once; errors have nobody left to hear them.
+  (void)slot.req.Wait();
+  if (slot.also.has_value()) (void)slot.also->Wait();
+  if (slot.greq != nullptr) (void)slot.greq->free(slot.greq->extra);
+}
+
 void OrphanSlot(MPI_Request* handle) {
   State& s = S();
   const int i = *handle & 0x03ffffff;
@@ -428,7 +444,11 @@ void WaitOrphans() {
   }
   for (const int o : orphans) {
     Slot& slot = *s.slots[static_cast<std::size_t>(o)];
-    (void)slot.req.Wait();  // its error, if any, has nobody left to hear it
+    while (!Completed(slot)) {
+      (void)s.agent->Progress();
+      std::this_thread::yield();
+    }
+    Retire(slot);
     MPI_Request handle = kRequestBase | o;
     FreeSlot(&handle);
   }

@@ -4,6 +4,7 @@
 #ifndef CARTAGE_MPI_HANDLES_H_
 #define CARTAGE_MPI_HANDLES_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <cstddef>
@@ -38,6 +39,23 @@ struct Slot {
   // Run once the operation completed without error, its code the call's
   // (MPI_Comm_idup makes its communicator then).
   std::function<int()> then;
+  // MPI_Isendrecv: the send that goes with the receive in `req`; the
+  // request completes once both have. `kept`: what a _replace form sends.
+  std::optional<cartage::Request> also;
+  std::vector<std::byte> kept;
+  // A persistent request the binding starts itself (MPI_Bsend_init,
+  // MPI_Ssend_init): MPI_Start runs it instead of `req.Start()`.
+  std::function<int()> start;
+  // A generalized request (MPI_Grequest_start): the program's functions,
+  // and whether MPI_Grequest_complete was called (from any thread).
+  struct Generalized {
+    MPI_Grequest_query_function* query = nullptr;
+    MPI_Grequest_free_function* free = nullptr;
+    MPI_Grequest_cancel_function* cancel = nullptr;
+    void* extra = nullptr;
+    std::atomic<bool> complete{false};
+  };
+  std::unique_ptr<Generalized> greq;
 };
 
 // A message a matched probe took out of matching (MPI_Mprobe; handle
@@ -136,8 +154,15 @@ struct State {
   std::vector<int> orphans;  // freed by MPI_Request_free while still active
   std::vector<std::string> messages;  // an error code's text, by the code's upper bits
   std::vector<MPI_Comm_errhandler_function*> handlers;  // the program's (0x94000000 | index; null: freed)
-  std::vector<std::string> user_classes;  // MPI_Add_error_class's, from kFirstUserClass
-  std::vector<std::string> user_codes;    // MPI_Add_error_code's, from index kFirstUserCode
+  // MPI_Add_error_class's texts, from kFirstUserClass, and MPI_Add_error_code's,
+  // from index kFirstUserCode; empty where MPIX_Delete_error_* let one go
+  // (the next added takes it).
+  struct AddedCode {
+    int cls = 0;
+    std::string text;
+  };
+  std::vector<std::optional<std::string>> user_classes;
+  std::vector<std::optional<AddedCode>> user_codes;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
 };
 
@@ -173,6 +198,8 @@ int TakeSlot(std::vector<std::unique_ptr<T>>& table, std::vector<int>& free) {
 
 // A class's text ("invalid rank"; an added class's, or "").
 std::string ClassName(int cls);
+// The largest error code or class in use (MPI_LASTUSEDCODE).
+int LastUsedCode();
 // The error handler a program made that a handle names, or null.
 MPI_Comm_errhandler_function* UserHandler(MPI_Errhandler handler);
 // MPI_SUCCESS for a predefined error handler or one the program made and
@@ -229,7 +256,7 @@ struct Args {
 // kCollective: a collective call, which an intercommunicator refuses.
 // Returns MPI_SUCCESS or the code.
 constexpr int kCollective = -100;
-int Check(MPI_Comm comm, const char* fn, int count, MPI_Datatype type, int peer, int tag, bool recv, Args* a);
+int Check(MPI_Comm comm, const char* fn, int64_t count, MPI_Datatype type, int peer, int tag, bool recv, Args* a);
 
 inline int SourceArg(int peer) { return peer == MPI_ANY_SOURCE ? cartage::kAnySource : peer; }
 inline int TagArg(int tag) { return tag == MPI_ANY_TAG ? cartage::kAnyTag : tag; }
@@ -251,11 +278,19 @@ Slot* NewSlot(MPI_Request* handle);
 Slot* ActiveSlot(MPI_Request handle, const char* fn, int* rc);
 // Gives the slot back; the handle becomes MPI_REQUEST_NULL.
 void FreeSlot(MPI_Request* handle);
+// Whether an active slot's operations have all completed, without
+// progressing (the receive and an MPI_Isendrecv's send; a generalized
+// request once MPI_Grequest_complete was called).
+bool Completed(const Slot& slot);
+// Lets go of a completed slot whose request nobody waits for (freed by
+// MPI_Request_free): its errors have nobody to hear them; a generalized
+// request's free function runs.
+void Retire(Slot& slot);
 
 // A point-to-point request: checked, given a slot and posted (binding.cc);
 // to or from MPI_PROC_NULL it moves nothing and completes at once.
-enum class Posted : uint8_t { kSend, kSsend, kRecv, kSendInit, kRecvInit };
-int Post(const void* buf, int count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
+enum class Posted : uint8_t { kSend, kSsend, kRecv, kSendInit, kSsendInit, kRecvInit };
+int Post(const void* buf, int64_t count, MPI_Datatype type, int peer, int tag, MPI_Comm comm, MPI_Request* request,
          const char* fn, Posted what);
 // Runs the copy callbacks of `from`'s attributes onto `to` (a duplicate;
 // `comm`: communicators, else datatypes), and the delete callbacks of all

@@ -123,16 +123,26 @@ int PMPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int 
   return MPI_SUCCESS;
 }
 
-int PMPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+int PMPI_Get_elements_c(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
   int rc = MPI_SUCCESS;
   const Datatype* t = TypeArg(datatype, "MPI_Get_elements", &rc);
   if (t == nullptr) return rc;
-  const int64_t n = BasicElements(*t, static_cast<int64_t>(BytesOf(status)));
-  *count = n > INT32_MAX ? MPI_UNDEFINED : static_cast<int>(n);
+  *count = BasicElements(*t, static_cast<int64_t>(BytesOf(status)));
   return MPI_SUCCESS;
 }
 
-int PMPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+int PMPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+  return PMPI_Get_elements_c(status, datatype, count);
+}
+
+int PMPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  MPI_Count n = 0;
+  const int rc = PMPI_Get_elements_c(status, datatype, &n);
+  *count = n > INT32_MAX ? MPI_UNDEFINED : static_cast<int>(n);
+  return rc;
+}
+
+int PMPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
   int rc = MPI_SUCCESS;
   const Datatype* t = TypeArg(datatype, "MPI_Status_set_elements", &rc);
   if (t == nullptr) return rc;
@@ -144,6 +154,10 @@ int PMPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int coun
   status->count_lo = static_cast<int>(static_cast<uint64_t>(bytes) & 0xffffffffu);
   status->count_hi_and_cancelled = static_cast<int>((static_cast<uint64_t>(bytes) >> 32) << 1) | cancelled;
   return MPI_SUCCESS;
+}
+
+int PMPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+  return PMPI_Status_set_elements_x(status, datatype, count);
 }
 
 int PMPI_Status_set_cancelled(MPI_Status* status, int flag) {
@@ -158,5 +172,8 @@ CARTAGE_MPI_ALIAS(MPI_Pack_size);
 CARTAGE_MPI_ALIAS(MPI_Pack);
 CARTAGE_MPI_ALIAS(MPI_Unpack);
 CARTAGE_MPI_ALIAS(MPI_Get_elements);
+CARTAGE_MPI_ALIAS(MPI_Get_elements_c);
+CARTAGE_MPI_ALIAS(MPI_Get_elements_x);
+CARTAGE_MPI_ALIAS(MPI_Status_set_elements_x);
 CARTAGE_MPI_ALIAS(MPI_Status_set_elements);
 CARTAGE_MPI_ALIAS(MPI_Status_set_cancelled);

@@ -402,6 +402,130 @@ static void Persistent(int rank, int size) {
   CHECK(flag == 0);
 }
 
+/* A generalized request's functions: they count their calls in its state. */
+struct Greq {
+  int queried, freed, cancelled;
+};
+static int GreqQuery(void* extra, MPI_Status* st) {
+  ((struct Greq*)extra)->queried++;
+  st->MPI_SOURCE = 7;
+  st->MPI_TAG = 8;
+  MPI_Status_set_cancelled(st, 0);
+  MPI_Status_set_elements(st, MPI_INT, 3);
+  return MPI_SUCCESS;
+}
+static int GreqFree(void* extra) {
+  ((struct Greq*)extra)->freed++;
+  return MPI_SUCCESS;
+}
+static int GreqCancel(void* extra, int complete) {
+  ((struct Greq*)extra)->cancelled += complete ? 10 : 1;
+  return MPI_SUCCESS;
+}
+
+static void MoreRequests(int rank, int size) {
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  /* MPI_Isendrecv around the ring: one request for both halves; its
+   * status is the receive's. Waitany sees it among plain requests. */
+  int out[2] = {rank, rank * 10}, in[2] = {-1, -1}, plain = -1, index = -1;
+  MPI_Request r[2];
+  CHECK_OK(MPI_Irecv(&plain, 1, MPI_INT, left, 41, MPI_COMM_WORLD, &r[0]));
+  CHECK_OK(MPI_Isendrecv(out, 2, MPI_INT, right, 40, in, 2, MPI_INT, left, 40, MPI_COMM_WORLD, &r[1]));
+  MPI_Status st;
+  CHECK_OK(MPI_Waitany(2, r, &index, &st));
+  CHECK(index == 1 && r[1] == MPI_REQUEST_NULL && st.MPI_SOURCE == left && st.MPI_TAG == 40);
+  CHECK(in[0] == left && in[1] == left * 10);
+  CHECK_OK(MPI_Barrier(MPI_COMM_WORLD)); /* tag 41 is sent only once every Waitany has returned */
+  CHECK_OK(MPI_Send(&rank, 1, MPI_INT, right, 41, MPI_COMM_WORLD));
+  CHECK_OK(MPI_Wait(&r[0], &st));
+  CHECK(plain == left);
+  /* _replace: what is sent is the buffer as it was when the call was made. */
+  int buf[3] = {rank, rank + 1, rank + 2};
+  CHECK_OK(MPI_Isendrecv_replace(buf, 3, MPI_INT, right, 42, left, 42, MPI_COMM_WORLD, &r[0]));
+  int done = 0;
+  while (!done) CHECK_OK(MPI_Test(&r[0], &done, &st));
+  CHECK(buf[0] == left && buf[1] == left + 1 && buf[2] == left + 2 && st.MPI_SOURCE == left);
+  /* With MPI_PROC_NULL on both sides it completes with the empty status. */
+  CHECK_OK(MPI_Isendrecv(out, 1, MPI_INT, MPI_PROC_NULL, 0, in, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r[0]));
+  CHECK_OK(MPI_Wait(&r[0], &st));
+  CHECK(st.MPI_SOURCE == MPI_PROC_NULL && in[0] == left);
+
+  /* Persistent buffered and synchronous sends, three runs each; the
+   * buffered one is complete as soon as it starts. */
+  static char attached[4096];
+  CHECK_OK(MPI_Buffer_attach(attached, sizeof attached));
+  int b = 0, s = 0, gotb = -1, gots = -1;
+  CHECK_OK(MPI_Bsend_init(&b, 1, MPI_INT, right, 43, MPI_COMM_WORLD, &r[0]));
+  CHECK_OK(MPI_Ssend_init(&s, 1, MPI_INT, right, 44, MPI_COMM_WORLD, &r[1]));
+  for (int run = 0; run < 3; ++run) {
+    b = rank * 100 + run;
+    s = rank * 1000 + run;
+    CHECK_OK(MPI_Start(&r[0]));
+    CHECK_OK(MPI_Test(&r[0], &done, MPI_STATUS_IGNORE));
+    CHECK(done == 1 && r[0] != MPI_REQUEST_NULL);
+    b = -5; /* the message left with the value it had at the start */
+    CHECK_OK(MPI_Start(&r[1]));
+    CHECK_OK(MPI_Recv(&gotb, 1, MPI_INT, left, 43, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK_OK(MPI_Recv(&gots, 1, MPI_INT, left, 44, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK_OK(MPI_Wait(&r[1], MPI_STATUS_IGNORE));
+    CHECK(gotb == left * 100 + run && gots == left * 1000 + run);
+  }
+  CHECK_OK(MPI_Request_free(&r[0]));
+  CHECK_OK(MPI_Request_free(&r[1]));
+  void* detached = NULL;
+  int detached_size = 0;
+  CHECK_OK(MPI_Buffer_detach(&detached, &detached_size));
+  CHECK(detached == attached && detached_size == (int)sizeof attached);
+
+  /* A generalized request: not complete until the program says so; its
+   * query function gives the status, its free function runs once. */
+  struct Greq g = {0, 0, 0};
+  CHECK_OK(MPI_Grequest_start(GreqQuery, GreqFree, GreqCancel, &g, &r[0]));
+  CHECK_OK(MPI_Test(&r[0], &done, &st));
+  CHECK(done == 0 && g.queried == 0);
+  CHECK_OK(MPI_Cancel(&r[0]));
+  CHECK(g.cancelled == 1);
+  CHECK_OK(MPI_Grequest_complete(r[0]));
+  int count = -1;
+  CHECK_OK(MPI_Wait(&r[0], &st));
+  CHECK_OK(MPI_Get_count(&st, MPI_INT, &count));
+  CHECK(r[0] == MPI_REQUEST_NULL && g.queried == 1 && g.freed == 1 && st.MPI_SOURCE == 7 && st.MPI_TAG == 8 &&
+        count == 3);
+
+  /* Large counts: MPI_Count forms, and a status of more than 2^31 elements. */
+  MPI_Count n = 0;
+  CHECK_OK(MPI_Status_set_elements_x(&st, MPI_CHAR, (MPI_Count)3 << 31));
+  CHECK_OK(MPI_Get_elements_x(&st, MPI_CHAR, &n));
+  CHECK(n == (MPI_Count)3 << 31);
+  CHECK_OK(MPI_Get_count(&st, MPI_CHAR, &count));
+  CHECK(count == MPI_UNDEFINED);
+  CHECK_OK(MPI_Send_c(out, (MPI_Count)2, MPI_INT, right, 45, MPI_COMM_WORLD));
+  CHECK_OK(MPI_Recv_c(in, (MPI_Count)2, MPI_INT, left, 45, MPI_COMM_WORLD, &st));
+  CHECK_OK(MPI_Get_count_c(&st, MPI_INT, &n));
+  CHECK(n == 2 && in[0] == left && in[1] == left * 10);
+
+  /* Added error classes and codes can be deleted, and their numbers come back. */
+  int cls = 0, code = 0, again = 0, len = 0;
+  char text[MPI_MAX_ERROR_STRING];
+  CHECK_OK(MPI_Add_error_class(&cls));
+  CHECK_OK(MPI_Add_error_code(cls, &code));
+  CHECK_OK(MPI_Add_error_string(code, "a code of the program's"));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int err = MPIX_Delete_error_class(cls), err_class = 0; /* it still has a code */
+  CHECK_OK(MPI_Error_class(err, &err_class));
+  CHECK(err_class == MPI_ERR_ARG);
+  CHECK_OK(MPIX_Delete_error_string(code));
+  CHECK_OK(MPI_Error_string(code, text, &len));
+  CHECK(len == 0);
+  CHECK_OK(MPIX_Delete_error_code(code));
+  CHECK_OK(MPI_Error_class(MPIX_Delete_error_code(code), &err_class));
+  CHECK(err_class == MPI_ERR_ARG);
+  CHECK_OK(MPIX_Delete_error_class(cls));
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  CHECK_OK(MPI_Add_error_class(&again));
+  CHECK(again == cls);
+}
+
 static void Nonblocking(int rank, int size) {
   /* Every nonblocking collective in flight at once, then one Waitall;
    * each must come out exactly as its blocking form would. */
@@ -514,6 +638,7 @@ int main(int argc, char** argv) {
   CommunicatorsAndMore(rank, size);
   Datatypes(rank, size);
   Persistent(rank, size);
+  MoreRequests(rank, size);
   Nonblocking(rank, size);
   AttributesAndReplace(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
