@@ -31,11 +31,20 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
   (void)argc;
   (void)argv;
   State& s = S();
-  if (s.phase != Phase::kBefore) {
+  if (s.world_started || s.phase == Phase::kAfter) {
     std::fprintf(stderr, "cartage mpi: %s: MPI is already %s\n", fn,
-                 s.phase == Phase::kRunning ? "initialized" : "finalized");
+                 s.world_finalized || s.phase == Phase::kAfter ? "finalized" : "initialized");
     AbortJob(MPI_ERR_OTHER);
   }
+  s.world_started = true;
+  if (s.phase == Phase::kBefore) StartRuntime(level, fn);  // else a session started it already
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+void StartRuntime(std::optional<cartage::ThreadLevel> level, const char* fn) {
+  State& s = S();
   cartage::AgentOptions options;
   options.threads = level;
   absl::StatusOr<std::unique_ptr<cartage::Agent>> agent = cartage::Agent::FromEnvironment(options);
@@ -63,8 +72,30 @@ int Start(int* argc, char*** argv, std::optional<cartage::ThreadLevel> level, co
   NewComm(world, MPI_ERRORS_ARE_FATAL);  // slot 0: MPI_COMM_WORLD
   NewComm(**self, MPI_ERRORS_ARE_FATAL);  // slot 1: MPI_COMM_SELF
   s.phase = Phase::kRunning;
-  return MPI_SUCCESS;
 }
+
+int StopRuntime(const char* fn) {
+  State& s = S();
+  if (s.live_sessions > 0 || (s.world_started && !s.world_finalized)) return MPI_SUCCESS;  // still needed
+  FlushBuffered();
+  WaitOrphans();
+  {
+    // Every communicator and request goes before the agent (an active one
+    // left by the program is cancelled where it can be, then waited for).
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.slots.clear();
+    s.free_slots.clear();
+    s.comms.clear();
+    s.free_comms.clear();
+  }
+  const absl::Status st = s.agent->Finalize();
+  s.phase = Phase::kAfter;
+  s.agent.reset();
+  if (!st.ok()) std::fprintf(stderr, "cartage mpi: %s: %s\n", fn, std::string(st.message()).c_str());
+  return st.ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+namespace {
 
 // `comm`'s duplicate `d` as a handle in `*newcomm`: its error handler and
 // attributes go with it, as MPI says, and an intercommunicator's two
@@ -184,34 +215,24 @@ int PMPI_Finalize(void) {
   State& s = S();
   int rc = MPI_SUCCESS;
   if (CommOf(MPI_COMM_WORLD, "MPI_Finalize", &rc) == nullptr) return rc;
+  if (!s.world_started || s.world_finalized) {
+    return Error(MPI_COMM_WORLD, "MPI_Finalize", MPI_ERR_OTHER,
+                 s.world_finalized ? "MPI is finalized already" : "MPI_Init was not called (only sessions run)");
+  }
   // As MPI: MPI_COMM_SELF's attributes are deleted first, as if it were freed.
   if (rc = DeleteAttrs(MPI_COMM_SELF, true, "MPI_Finalize"); rc != MPI_SUCCESS) return rc;
   if (rc = DeleteAttrs(MPI_COMM_WORLD, true, "MPI_Finalize"); rc != MPI_SUCCESS) return rc;
-  FlushBuffered();
-  WaitOrphans();
-  {
-    // Every communicator and request goes before the agent (an active one
-    // left by the program is cancelled where it can be, then waited for).
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.slots.clear();
-    s.free_slots.clear();
-    s.comms.clear();
-    s.free_comms.clear();
-  }
-  const absl::Status st = s.agent->Finalize();
-  s.phase = Phase::kAfter;
-  s.agent.reset();
-  if (!st.ok()) std::fprintf(stderr, "cartage mpi: MPI_Finalize: %s\n", std::string(st.message()).c_str());
-  return st.ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
+  s.world_finalized = true;
+  return StopRuntime("MPI_Finalize");  // a session still open keeps it running
 }
 
 int PMPI_Initialized(int* flag) {
-  *flag = S().phase != Phase::kBefore ? 1 : 0;
+  *flag = S().world_started ? 1 : 0;
   return MPI_SUCCESS;
 }
 
 int PMPI_Finalized(int* flag) {
-  *flag = S().phase == Phase::kAfter ? 1 : 0;
+  *flag = S().world_finalized ? 1 : 0;
   return MPI_SUCCESS;
 }
 

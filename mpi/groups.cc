@@ -17,32 +17,6 @@
 namespace cartage::mpi_binding {
 namespace {
 
-// The world ranks a group handle names (MPI_GROUP_EMPTY: none), or null
-// with an error of `fn` in `*rc`.
-const std::vector<int>* GroupArg(MPI_Group group, const char* fn, int* rc) {
-  static const std::vector<int> empty;
-  if (group == MPI_GROUP_EMPTY) return &empty;
-  State& s = S();
-  if ((group & ~0x03ffffff) == kGroupBase) {
-    const auto i = static_cast<std::size_t>(group & 0x03ffffff);
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (i < s.groups.size() && s.groups[i]->world.has_value()) return &*s.groups[i]->world;
-  }
-  *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_GROUP,
-              absl::StrFormat("group 0x%08x is not a group (MPI_GROUP_EMPTY, or one made and not freed)",
-                              static_cast<unsigned>(group)));
-  return nullptr;
-}
-
-MPI_Group NewGroup(std::vector<int> world) {
-  if (world.empty()) return MPI_GROUP_EMPTY;
-  State& s = S();
-  std::lock_guard<std::mutex> lock(s.mu);
-  const int i = TakeSlot(s.groups, s.free_groups);
-  s.groups[static_cast<std::size_t>(i)]->world = std::move(world);
-  return kGroupBase | i;
-}
-
 // The world ranks of ranks first..first+n-1 of `c`.
 std::vector<int> WorldRanks(const cartage::Comm& c, int first, int n) {
   std::vector<int> w;
@@ -116,6 +90,32 @@ void PutName(const std::string& name, char* out, int* resultlen) {
 }
 
 }  // namespace
+
+// The world ranks a group handle names (MPI_GROUP_EMPTY: none), or null
+// with an error of `fn` in `*rc`.
+const std::vector<int>* GroupArg(MPI_Group group, const char* fn, int* rc) {
+  static const std::vector<int> empty;
+  if (group == MPI_GROUP_EMPTY) return &empty;
+  State& s = S();
+  if ((group & ~0x03ffffff) == kGroupBase) {
+    const auto i = static_cast<std::size_t>(group & 0x03ffffff);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (i < s.groups.size() && s.groups[i]->world.has_value()) return &*s.groups[i]->world;
+  }
+  *rc = Error(MPI_COMM_WORLD, fn, MPI_ERR_GROUP,
+              absl::StrFormat("group 0x%08x is not a group (MPI_GROUP_EMPTY, or one made and not freed)",
+                              static_cast<unsigned>(group)));
+  return nullptr;
+}
+
+MPI_Group NewGroup(std::vector<int> world) {
+  if (world.empty()) return MPI_GROUP_EMPTY;
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int i = TakeSlot(s.groups, s.free_groups);
+  s.groups[static_cast<std::size_t>(i)]->world = std::move(world);
+  return kGroupBase | i;
+}
 
 // MPI_Comm_split of an intercommunicator: the ranks of each color, on
 // both sides, form a new intercommunicator (MPI_COMM_NULL where a side has

@@ -226,6 +226,17 @@ const Datatype* TypeOf(MPI_Datatype type) {
   }();
   const std::optional<BasicType> basic = BasicOf(type);
   if (basic.has_value()) return &(*types)[static_cast<std::size_t>(*basic)];
+  // MPI-1's bound markers hold no data; Fortran's quad precision has no C
+  // type here, so its values move as bytes (a reduction on them is refused).
+  static const Datatype* const marker = new Datatype(*Datatype::Contiguous(0, Datatype::Basic(BasicType::kByte)));
+  static const Datatype* const quad = new Datatype(*Datatype::Contiguous(16, Datatype::Basic(BasicType::kByte)));
+  static const Datatype* const quad_complex = new Datatype(*Datatype::Contiguous(32, Datatype::Basic(BasicType::kByte)));
+  switch (type) {
+    case MPI_LB: case MPI_UB: return marker;
+    case MPI_REAL16: return quad;
+    case MPI_COMPLEX32: return quad_complex;
+    default: break;
+  }
   const TypeSlot* slot = TypeSlotOf(type);
   return slot != nullptr ? &*slot->type : nullptr;
 }
@@ -262,37 +273,67 @@ int AlignOf(MPI_Datatype type) {
   }
 }
 
-TypeSlot* TypeSlotOf(MPI_Datatype type) {
+
+namespace {
+
+// A made type's slot by handle, or null; s.mu held.
+TypeSlot* MadeLocked(State& s, MPI_Datatype type) {
   if ((type & ~0x03ffffff) != kTypeBase) return nullptr;
-  State& s = S();
   const auto i = static_cast<std::size_t>(type & 0x03ffffff);
+  return i < s.types.size() && s.types[i]->type.has_value() ? s.types[i].get() : nullptr;
+}
+
+// Drops one hold of a made type; at none its slot goes back, and so do
+// its holds of the types it was made from. s.mu held.
+void ReleaseLocked(State& s, MPI_Datatype type) {
+  TypeSlot* slot = MadeLocked(s, type);
+  if (slot == nullptr || --slot->refs > 0) return;
+  slot->type.reset();
+  s.free_types.push_back(type & 0x03ffffff);
+  const std::vector<MPI_Datatype> parts = std::move(slot->envelope.types);
+  slot->envelope = Envelope{};
+  for (const MPI_Datatype part : parts) ReleaseLocked(s, part);
+}
+
+}  // namespace
+
+TypeSlot* TypeSlotOf(MPI_Datatype type) {
+  State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (i >= s.types.size() || !s.types[i]->type.has_value()) return nullptr;
-  return s.types[i].get();
+  return MadeLocked(s, type);
 }
 
 MPI_Datatype NewType(Datatype type, Envelope envelope) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
+  for (const MPI_Datatype part : envelope.types) {
+    if (TypeSlot* held = MadeLocked(s, part); held != nullptr) ++held->refs;
+  }
   const int i = TakeSlot(s.types, s.free_types);
   TypeSlot& slot = *s.types[static_cast<std::size_t>(i)];
   slot.type = std::move(type);
   slot.committed = false;
-  slot.envelope = envelope;
+  slot.envelope = std::move(envelope);
   slot.align = 1;
   slot.bounds = false;
+  slot.native_long = false;
   slot.name.clear();
   slot.attrs.clear();
+  slot.refs = 1;
   return kTypeBase | i;
 }
 
 void FreeType(MPI_Datatype* type) {
   State& s = S();
-  const int i = *type & 0x03ffffff;
   std::lock_guard<std::mutex> lock(s.mu);
-  s.types[static_cast<std::size_t>(i)]->type.reset();
-  s.free_types.push_back(i);
+  ReleaseLocked(s, *type);
   *type = MPI_DATATYPE_NULL;
+}
+
+void HoldType(MPI_Datatype type) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (TypeSlot* held = MadeLocked(s, type); held != nullptr) ++held->refs;
 }
 
 std::optional<OpKind> OpOf(MPI_Op op) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -96,13 +97,14 @@ struct CommSlot {
   std::vector<bool> periods;
 };
 
-// What MPI_Type_get_envelope tells of a made type: how it was made, and
-// the counts of integers, addresses and types its constructor took.
+// What MPI_Type_get_envelope and _get_contents tell of a made type: how
+// it was made, and the integers, addresses and types its constructor took.
+// A made type named here is held (TypeSlot::refs) while this type lives.
 struct Envelope {
   int combiner = MPI_COMBINER_NAMED;
-  int integers = 0;
-  int addresses = 0;
-  int types = 0;
+  std::vector<int> ints;
+  std::vector<MPI_Aint> addresses;
+  std::vector<MPI_Datatype> types;
 };
 
 // A datatype a program made (handle 0xcc000000 | slot).
@@ -112,8 +114,12 @@ struct TypeSlot {
   Envelope envelope;
   int align = 1;                 // the strictest alignment of the basic types in it
   bool bounds = false;           // made by MPI_Type_create_resized, or holds such a type
+  bool native_long = false;      // holds MPI_LONG, MPI_UNSIGNED_LONG or MPI_WCHAR (external32 differs: external.cc)
   std::string name;              // MPI_Type_set_name
   Attrs attrs;
+  // The program's handle, the types made from this one and the copies
+  // MPI_Type_get_contents handed out: the slot goes back at none.
+  int refs = 0;
 };
 
 // A group: world ranks, in the group's order (handle 0x88000000 | slot;
@@ -128,8 +134,21 @@ struct InfoSlot {
   std::optional<std::vector<std::pair<std::string, std::string>>> pairs;  // empty: a free slot
 };
 
+// A session (MPI_Session_init; handle 0xb8000000 | slot).
+struct SessionSlot {
+  bool used = false;
+  MPI_Errhandler handler = MPI_ERRORS_ARE_FATAL;
+};
+
 struct State {
+  // The runtime's phase: running from the first of MPI_Init and
+  // MPI_Session_init until the last of MPI_Finalize and the sessions'
+  // ends. MPI_Initialized and MPI_Finalized tell of the world model alone.
   Phase phase = Phase::kBefore;
+  bool world_started = false;    // MPI_Init (or _thread) was called
+  bool world_finalized = false;  // and MPI_Finalize
+  std::vector<SessionSlot> sessions;
+  int live_sessions = 0;
   std::unique_ptr<cartage::Agent> agent;
   std::thread::id main_thread;  // the one that called MPI_Init (MPI_Is_thread_main)
   int world_rank = -1;
@@ -140,6 +159,7 @@ struct State {
   std::vector<std::unique_ptr<CommSlot>> comms;
   std::vector<int> free_comms;
   std::vector<std::unique_ptr<TypeSlot>> types;
+  std::map<MPI_Datatype, std::string> predefined_names;  // MPI_Type_set_name of a predefined type
   std::vector<int> free_types;
   std::vector<std::unique_ptr<GroupSlot>> groups;
   std::vector<int> free_groups;
@@ -176,6 +196,7 @@ constexpr int kMessageBase = static_cast<int>(0xb0000000u);  // matched messages
 constexpr int kClassBits = 7;                                 // an error code: class | message index << 7
 constexpr std::size_t kMessages = 1024;                       // texts kept for MPI_Error_string
 constexpr int kHandlerBase = static_cast<int>(0x94000000u);  // the program's error handlers
+constexpr int kSessionBase = static_cast<int>(0xb8000000u);  // sessions
 constexpr int kFirstUserClass = 78;                          // above MPICH's last class (77)
 constexpr int kFirstUserCode = 1 << 20;                      // message index of the first added code
 
@@ -234,12 +255,18 @@ const Datatype* TypeArg(MPI_Datatype type, const char* fn, int* rc);
 // The alignment a type's data needs: its C type's for a predefined one
 // (alignof), the strictest of its parts' for a made one.
 int AlignOf(MPI_Datatype type);
+// Whether a type is or holds MPI_LONG, MPI_UNSIGNED_LONG, MPI_WCHAR or
+// MPI_LONG_INT, whose external32 widths differ from this machine's.
+bool NativeLong(MPI_Datatype type);
 // A made type's slot (null for any other handle).
 TypeSlot* TypeSlotOf(MPI_Datatype type);
 // A handle for a type the program made (not committed yet), and how.
 MPI_Datatype NewType(Datatype type, Envelope envelope = {});
-// Gives a made type's slot back; the handle becomes MPI_DATATYPE_NULL.
+// Lets go of the program's hold of a made type (the handle becomes
+// MPI_DATATYPE_NULL); its slot goes back once no other type holds it.
 void FreeType(MPI_Datatype* type);
+// One more hold of a made type (MPI_Type_get_contents hands it out).
+void HoldType(MPI_Datatype type);
 // The reduction of a predefined operator handle.
 std::optional<OpKind> OpOf(MPI_Op op);
 
@@ -341,6 +368,14 @@ int SplitInter(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 void OrphanSlot(MPI_Request* handle);
 // Waits for every orphaned operation (MPI_Finalize).
 void WaitOrphans();
+// Starts the runtime (MPI_Init, or the first session; binding.cc), and
+// stops it once neither the world model nor a session needs it.
+void StartRuntime(std::optional<cartage::ThreadLevel> level, const char* fn);
+int StopRuntime(const char* fn);
+// A group handle for world ranks, and the world ranks a group handle
+// names, or null with an error of `fn` in `*rc` (groups.cc).
+MPI_Group NewGroup(std::vector<int> world);
+const std::vector<int>* GroupArg(MPI_Group group, const char* fn, int* rc);
 // Waits for every buffered send still in the attached buffer (buffered.cc).
 void FlushBuffered();
 

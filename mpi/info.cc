@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,7 +97,7 @@ const char* PredefinedName(MPI_Datatype type) {
     case MPI_UINT32_T: return "MPI_UINT32_T";
     case MPI_UINT64_T: return "MPI_UINT64_T";
     case MPI_C_BOOL: return "MPI_C_BOOL";
-    case MPI_C_FLOAT_COMPLEX: return "MPI_C_FLOAT_COMPLEX";
+    case MPI_C_FLOAT_COMPLEX: return "MPI_C_COMPLEX";  // one handle for both; MPICH gives this name
     case MPI_C_DOUBLE_COMPLEX: return "MPI_C_DOUBLE_COMPLEX";
     case MPI_C_LONG_DOUBLE_COMPLEX: return "MPI_C_LONG_DOUBLE_COMPLEX";
     case MPI_AINT: return "MPI_AINT";
@@ -115,6 +116,10 @@ const char* PredefinedName(MPI_Datatype type) {
     case MPI_COMPLEX: return "MPI_COMPLEX";
     case MPI_DOUBLE_PRECISION: return "MPI_DOUBLE_PRECISION";
     case MPI_2INTEGER: return "MPI_2INTEGER";
+    case MPI_REAL16: return "MPI_REAL16";
+    case MPI_COMPLEX32: return "MPI_COMPLEX32";
+    case MPI_LB: return "MPI_LB";
+    case MPI_UB: return "MPI_UB";
     case MPI_DOUBLE_COMPLEX: return "MPI_DOUBLE_COMPLEX";
     case MPI_REAL4: return "MPI_REAL4";
     case MPI_COMPLEX8: return "MPI_COMPLEX8";
@@ -311,12 +316,15 @@ int PMPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm, MP
 int PMPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
   int rc = MPI_SUCCESS;
   if (TypeArg(datatype, "MPI_Type_set_name", &rc) == nullptr) return rc;
-  TypeSlot* made = TypeSlotOf(datatype);
-  if (made == nullptr) {
-    return Error(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_TYPE,
-                 absl::StrFormat("datatype 0x%08x is predefined: its name is fixed", static_cast<unsigned>(datatype)));
+  std::string name = std::string(type_name).substr(0, MPI_MAX_OBJECT_NAME - 1);
+  if (TypeSlot* made = TypeSlotOf(datatype); made != nullptr) {
+    made->name = std::move(name);
+  } else {
+    // MPI lets a program rename a predefined type too.
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.predefined_names[datatype] = std::move(name);
   }
-  made->name = std::string(type_name).substr(0, MPI_MAX_OBJECT_NAME - 1);
   return MPI_SUCCESS;
 }
 
@@ -324,7 +332,12 @@ int PMPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
   int rc = MPI_SUCCESS;
   if (TypeArg(datatype, "MPI_Type_get_name", &rc) == nullptr) return rc;
   const TypeSlot* made = TypeSlotOf(datatype);
-  const std::string name = made != nullptr ? made->name : PredefinedName(datatype);
+  std::string name = made != nullptr ? made->name : PredefinedName(datatype);
+  if (made == nullptr) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (const auto it = s.predefined_names.find(datatype); it != s.predefined_names.end()) name = it->second;
+  }
   Put(name, MPI_MAX_OBJECT_NAME - 1, type_name);
   *resultlen = static_cast<int>(std::strlen(type_name));
   return MPI_SUCCESS;

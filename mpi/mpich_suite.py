@@ -139,7 +139,11 @@ def judge(status, out, result_test):
     lines = [line for line in out.splitlines() if line.strip()]
     no_errors = any(re.match(r"^\s*No [Ee]rrors\s*$", line) for line in lines)
     others = [line for line in lines if not re.match(r"^\s*(No [Ee]rrors|Test Passed)\s*$", line)]
-    if status == 124:
+    if status is None:
+        return "timed out, and the launcher did not stop it"
+    # A job the launcher stopped at its time limit failed, as MPICH's
+    # mpiexec reports it: what init/timeout asks for (TestErrFatal).
+    if status == 124 and result_test != "TestErrFatal":
         return "timed out"
     if result_test in ("TestStatus", "TestErrFatal"):
         return None if status != 0 else "exited 0 where it must fail"
@@ -168,7 +172,7 @@ def run_one(launcher, work, suite, name, np, opts, timeout):
                            stderr=subprocess.STDOUT, text=True, errors="replace", timeout=limit + 30)
         status, out = r.returncode, r.stdout
     except subprocess.TimeoutExpired:
-        status, out = 124, ""
+        status, out = None, ""
     return judge(status, out, opts.get("resultTest")), time.time() - start
 
 

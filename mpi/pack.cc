@@ -23,7 +23,9 @@ int64_t BasicCount(const std::vector<datatype::TypeNode>& nodes) {
   int64_t n = 0;
   for (const datatype::TypeNode& node : nodes) {
     const auto size = static_cast<int64_t>(datatype::SizeOf(node.basic));
-    n += node.count * (node.leaf() ? (size == 0 ? 0 : node.bytes / size) : BasicCount(node.body));
+    // A value-index pair (MINLOC's MPI_DOUBLE_INT) is two basic elements, as MPI counts them.
+    const int64_t per = datatype::ClassOf(node.basic) == datatype::TypeClass::kPair ? 2 : 1;
+    n += node.count * (node.leaf() ? (size == 0 ? 0 : per * node.bytes / size) : BasicCount(node.body));
   }
   return n;
 }
@@ -36,8 +38,10 @@ bool WalkBasic(const std::vector<datatype::TypeNode>& nodes, Fn& fn) {
     for (int64_t r = 0; r < node.count; ++r) {
       if (node.leaf()) {
         const auto size = static_cast<int64_t>(datatype::SizeOf(node.basic));
+        const bool pair = datatype::ClassOf(node.basic) == datatype::TypeClass::kPair;
+        const auto index = static_cast<int64_t>(sizeof(int));  // a pair's index comes last
         for (int64_t b = 0; size > 0 && b < node.bytes / size; ++b) {
-          if (!fn(size)) return false;
+          if (pair ? !fn(size - index) || !fn(index) : !fn(size)) return false;
         }
       } else if (!WalkBasic(node.body, fn)) {
         return false;

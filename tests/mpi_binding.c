@@ -402,6 +402,91 @@ static void Persistent(int rank, int size) {
   CHECK(flag == 0);
 }
 
+static void MoreDatatypes(void) {
+  /* A distributed array: 2 x 3 processes over a 4 x 6 grid of ints, rows
+   * by block, columns cyclic(2); each process's type picks its own cells. */
+  int grid[4][6], gsizes[2] = {4, 6}, distribs[2] = {MPI_DISTRIBUTE_BLOCK, MPI_DISTRIBUTE_CYCLIC};
+  int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, 2}, psizes[2] = {2, 3};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) grid[i][j] = 10 * i + j;
+  for (int p = 0; p < 6; ++p) {
+    MPI_Datatype d;
+    CHECK_OK(MPI_Type_create_darray(6, p, 2, gsizes, distribs, dargs, psizes, MPI_ORDER_C, MPI_INT, &d));
+    CHECK_OK(MPI_Type_commit(&d));
+    MPI_Aint lb = -1, extent = 0;
+    int bytes = 0, pos = 0, packed[24];
+    CHECK_OK(MPI_Type_get_extent(d, &lb, &extent));
+    CHECK_OK(MPI_Type_size(d, &bytes));
+    CHECK(lb == 0 && extent == (MPI_Aint)sizeof grid && bytes == 4 * (int)sizeof(int)); /* 2 rows x 2 columns */
+    CHECK_OK(MPI_Pack(grid, 1, d, packed, sizeof packed, &pos, MPI_COMM_SELF));
+    const int pr = p / 3, pc = p % 3; /* row-major process grid */
+    for (int k = 0; k < 4; ++k) CHECK(packed[k] == 10 * (2 * pr + k / 2) + 2 * pc + k % 2);
+    /* What made it, as MPI_Type_get_contents tells it. */
+    int ints[16], combiner = 0, ni = 0, na = 0, nd = 0;
+    MPI_Aint addrs[1];
+    MPI_Datatype types[1];
+    CHECK_OK(MPI_Type_get_envelope(d, &ni, &na, &nd, &combiner));
+    CHECK(combiner == MPI_COMBINER_DARRAY && ni == 4 * 2 + 4 && na == 0 && nd == 1);
+    CHECK_OK(MPI_Type_get_contents(d, 16, 1, 1, ints, addrs, types));
+    CHECK(ints[0] == 6 && ints[1] == p && ints[2] == 2 && ints[3] == 4 && ints[4] == 6 && ints[11] == MPI_ORDER_C &&
+          types[0] == MPI_INT);
+    CHECK_OK(MPI_Type_free(&d));
+  }
+  /* get_contents hands out a made part the program frees; the part lives
+   * on inside the type made from it after the program frees its handle. */
+  MPI_Datatype vec, outer, part[1];
+  int ints[3];
+  MPI_Aint none[1];
+  CHECK_OK(MPI_Type_vector(2, 1, 3, MPI_DOUBLE, &vec));
+  CHECK_OK(MPI_Type_contiguous(2, vec, &outer));
+  CHECK_OK(MPI_Type_free(&vec));
+  CHECK_OK(MPI_Type_get_contents(outer, 3, 0, 1, ints, none, part));
+  CHECK(ints[0] == 2);
+  CHECK_OK(MPI_Type_get_contents(part[0], 3, 0, 1, ints, none, &vec));
+  CHECK(ints[0] == 2 && ints[1] == 1 && ints[2] == 3 && vec == MPI_DOUBLE);
+  CHECK_OK(MPI_Type_free(&part[0]));
+  MPI_Aint extent = 0;
+  CHECK_OK(MPI_Type_extent(outer, &extent)); /* MPI-1's name */
+  CHECK(extent == 2 * 4 * (MPI_Aint)sizeof(double));
+  CHECK_OK(MPI_Type_free(&outer));
+
+  /* MPI-1's bound markers set the bounds a struct's data would not. */
+  int lens[3] = {1, 1, 1};
+  MPI_Aint displs[3] = {-8, 0, 40};
+  MPI_Datatype parts[3] = {MPI_LB, MPI_INT, MPI_UB}, marked;
+  CHECK_OK(MPI_Type_create_struct(3, lens, displs, parts, &marked));
+  MPI_Aint lb = 0, ub = 0;
+  CHECK_OK(MPI_Type_lb(marked, &lb));
+  CHECK_OK(MPI_Type_ub(marked, &ub));
+  CHECK(lb == -8 && ub == 40);
+  CHECK_OK(MPI_Type_free(&marked));
+
+  /* external32: big-endian, a C long as 4 bytes, x87's long double as IEEE quad. */
+  long longs[2] = {1, -2};
+  unsigned char ext[32];
+  MPI_Aint pos = 0, need = 0;
+  CHECK_OK(MPI_Pack_external_size("external32", 2, MPI_LONG, &need));
+  CHECK(need == 8);
+  CHECK_OK(MPI_Pack_external("external32", longs, 2, MPI_LONG, ext, sizeof ext, &pos));
+  const unsigned char want[8] = {0, 0, 0, 1, 0xff, 0xff, 0xff, 0xfe};
+  CHECK(pos == 8 && memcmp(ext, want, 8) == 0);
+  long back[2] = {0, 0};
+  pos = 0;
+  CHECK_OK(MPI_Unpack_external("external32", ext, 8, &pos, back, 2, MPI_LONG));
+  CHECK(back[0] == 1 && back[1] == -2);
+  long double quads[2] = {1.0L, -2.5L}, quads_back[2] = {0, 0};
+  pos = 0;
+  CHECK_OK(MPI_Pack_external("external32", quads, 2, MPI_LONG_DOUBLE, ext, sizeof ext, &pos));
+  CHECK(pos == 32 && ext[0] == 0x3f && ext[1] == 0xff && ext[2] == 0 && ext[16] == 0xc0 && ext[17] == 0x00 &&
+        ext[18] == 0x40);
+  pos = 0;
+  CHECK_OK(MPI_Unpack_external("external32", ext, 32, &pos, quads_back, 2, MPI_LONG_DOUBLE));
+  CHECK(quads_back[0] == 1.0L && quads_back[1] == -2.5L);
+  MPI_Datatype match;
+  CHECK_OK(MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &match));
+  CHECK(match == MPI_REAL8);
+}
+
 /* A generalized request's functions: they count their calls in its state. */
 struct Greq {
   int queried, freed, cancelled;
@@ -639,6 +724,7 @@ int main(int argc, char** argv) {
   Datatypes(rank, size);
   Persistent(rank, size);
   MoreRequests(rank, size);
+  MoreDatatypes();
   Nonblocking(rank, size);
   AttributesAndReplace(rank, size);
   CHECK(MPI_Wtime() >= t0 && MPI_Wtick() > 0);
